@@ -1,0 +1,106 @@
+"""Diagnostics: what a rule found, where, how bad it is, and the fix it proposes."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class Severity(enum.IntEnum):
+    """How much a finding matters; ordered so that `>=` compares against `--fail-on`."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(
+                f"unknown severity {text!r} (expected error, warning or info)"
+            ) from None
+
+
+class Applicability(enum.Enum):
+    """Whether `repair` applies a fix by default (safe) or only with `--unsafe-fixes`."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+class EditOp(enum.Enum):
+    DELETE = "delete"
+    REPLACE = "replace"
+    INSERT_AFTER = "insert_after"
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """One change to a physical input line, as reported in `fix.edits`.
+
+    The replacement text of large records is produced on demand (`content`), so
+    a scan never holds the new text of every changed record at once.
+    """
+
+    op: EditOp
+    row: int
+    produce: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def content(self) -> str | None:
+        return None if self.produce is None else self.produce()
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    applicability: Applicability
+    message: str
+    edits: Sequence[Edit] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """A finding in one session file, located by 1-based physical line."""
+
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    filename: str
+    row: int
+    column: int = 1
+    entry_id: str | None = None
+    fix: Fix | None = None
+    format: str = "unknown"
+    span: tuple[int, int] | None = field(default=None, compare=False)
+    """Byte offset and length of the record in the file, for excerpts."""
+    source: Path | None = field(default=None, compare=False, repr=False)
+    """The file the span refers to."""
+
+    @property
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.filename, self.row, self.column, self.code)
+
+    def with_fix(self, fix: Fix | None) -> Diagnostic:
+        return Diagnostic(
+            code=self.code,
+            name=self.name,
+            severity=self.severity,
+            message=self.message,
+            filename=self.filename,
+            row=self.row,
+            column=self.column,
+            entry_id=self.entry_id,
+            fix=fix,
+            format=self.format,
+            span=self.span,
+            source=self.source,
+        )

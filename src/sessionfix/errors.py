@@ -1,0 +1,15 @@
+"""Errors that end a command with exit code 2 and one clear line."""
+
+from __future__ import annotations
+
+
+class SessionfixError(Exception):
+    """Base class: the message is shown to the user as is."""
+
+
+class InputError(SessionfixError):
+    """A path cannot be read as a session file (missing, unreadable, not a regular file)."""
+
+
+class UsageError(SessionfixError):
+    """Invalid options or arguments."""

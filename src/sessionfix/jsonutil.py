@@ -1,0 +1,319 @@
+"""JSON helpers with the semantics of the agents' own readers and writers.
+
+Agents parse lines with `JSON.parse` on text decoded leniently and write them with
+`JSON.stringify`; these helpers reproduce both on bytes, so that a record keeps its
+exact bytes when read and re-written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import orjson
+import xxhash
+
+_STDLIB_DECODER = json.JSONDecoder(
+    parse_constant=lambda name: (_ for _ in ()).throw(ValueError(f"{name} is not JSON")),
+)
+
+
+def decode_text(data: bytes) -> str:
+    """Decode UTF-8, keeping invalid bytes as lone surrogates (round-trips exactly)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode_text(text: str) -> bytes:
+    """Inverse of `decode_text`."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def loads(data: bytes) -> Any:
+    """Parse one JSON value strictly, as `JSON.parse` would accept it.
+
+    orjson first; it rejects lone-surrogate escapes and invalid UTF-8 that
+    `JSON.parse` accepts, so the stdlib parser gets a second chance (with
+    NaN/Infinity refused, which `JSON.parse` also refuses).
+    """
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return _STDLIB_DECODER.decode(decode_text(data))
+    except RecursionError:
+        raise ValueError("nesting too deep") from None
+
+
+def split_values(text: str) -> tuple[list[tuple[int, int, Any]], int]:
+    """Split text holding several JSON values back to back.
+
+    Returns the values parsed from the start, each with its character span, and the
+    character index where parsing stopped (``len(text)`` when everything parsed).
+    """
+    values: list[tuple[int, int, Any]] = []
+    pos = _skip_ws(text, 0)
+    while pos < len(text):
+        try:
+            value, end = _STDLIB_DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            break
+        values.append((pos, end, value))
+        pos = _skip_ws(text, end)
+    return values, pos
+
+
+_WS = frozenset(" \t\r\n")
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def canonical(value: Any) -> bytes:
+    """Canonical JSON: keys sorted recursively, compact, UTF-8."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        pass
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:
+        raise ValueError("nesting too deep") from None
+    return text.encode("utf-8", "surrogatepass")
+
+
+def identity_hash(value: Any) -> bytes:
+    """128-bit xxh3 digest of the canonical JSON of `value`, for bucketing copies."""
+    return xxhash.xxh3_128_digest(canonical(value))
+
+
+class RawNumber(str):
+    """A JSON number kept as its original lexeme, so re-serialising never reformats it."""
+
+    __slots__ = ()
+
+
+_PRESERVING_DECODER = json.JSONDecoder(
+    parse_float=RawNumber,
+    parse_int=RawNumber,
+    parse_constant=lambda name: (_ for _ in ()).throw(ValueError(f"{name} is not JSON")),
+)
+
+
+def loads_preserving(data: bytes) -> Any:
+    """Parse for rewriting: key order and number lexemes are kept exactly."""
+    try:
+        return _PRESERVING_DECODER.decode(decode_text(data))
+    except RecursionError:
+        raise ValueError("nesting too deep") from None
+
+
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udc7f\udd00-\udfff]')
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+
+def _quote(text: str) -> str:
+    # Lone surrogates U+DC80..U+DCFF stand for invalid input bytes (surrogateescape)
+    # and are written back as those bytes; other lone surrogates are escaped, as
+    # JSON.stringify does.
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
+
+
+def stringify(value: Any) -> str:
+    """Serialise like JavaScript's `JSON.stringify(value)`: compact, key order kept."""
+    parts: list[str] = []
+    _emit(value, parts)
+    return "".join(parts)
+
+
+def stringify_bytes(value: Any) -> bytes:
+    return encode_text(stringify(value))
+
+
+def _emit(value: Any, out: list[str]) -> None:
+    if isinstance(value, RawNumber):
+        out.append(str.__str__(value))
+    elif isinstance(value, str):
+        out.append(_quote(value))
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif value is None:
+        out.append("null")
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        out.append(_js_number(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for key, item in value.items():
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_quote(str(key)))
+            out.append(":")
+            _emit(item, out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _emit(item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def _js_number(value: float) -> str:
+    if value != value or value in (float("inf"), float("-inf")):
+        return "null"
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        sign = "-" if exponent.startswith("-") else "+"
+        return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
+    return text
+
+
+_LITERALS = ("true", "false", "null")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_NUMBER_PREFIX = re.compile(r"-?(?:0|[1-9][0-9]*)?(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?")
+_HEX = frozenset("0123456789abcdefABCDEF")
+_SIMPLE_ESCAPES = frozenset('"\\/bfnrt')
+
+# Parser states for `is_truncated_object`.
+_VALUE, _ARRAY_FIRST, _KEY_FIRST, _KEY, _COLON, _AFTER_MEMBER, _AFTER_ITEM, _DONE = range(8)
+
+
+def is_truncated_object(text: str) -> bool:
+    """Whether `text` is an incomplete JSON object: valid so far, cut off before its end.
+
+    This tells a torn write (the tail is missing) from garbage: a torn line is a
+    proper prefix of a record; garbage has an error before its last byte.
+    """
+    n = len(text)
+    i = _skip_ws(text, 0)
+    if i >= n or text[i] != "{":
+        return False
+    stack: list[str] = []
+    state = _VALUE
+    while True:
+        i = _skip_ws(text, i)
+        if i >= n:
+            return state != _DONE
+        char = text[i]
+        if state == _DONE:
+            return False
+        if state == _COLON:
+            if char != ":":
+                return False
+            state, i = _VALUE, i + 1
+        elif state in (_AFTER_MEMBER, _AFTER_ITEM):
+            closer = "}" if state == _AFTER_MEMBER else "]"
+            if char == ",":
+                state, i = (_KEY if state == _AFTER_MEMBER else _VALUE), i + 1
+            elif char == closer:
+                stack.pop()
+                state, i = _after_value(stack), i + 1
+            else:
+                return False
+        elif state in (_KEY_FIRST, _KEY):
+            if char == "}" and state == _KEY_FIRST:
+                stack.pop()
+                state, i = _after_value(stack), i + 1
+            elif char == '"':
+                end = _scan_string(text, i)
+                if end < 0:
+                    return end == -1
+                state, i = _COLON, end
+            else:
+                return False
+        else:  # _VALUE or _ARRAY_FIRST
+            if char == "]" and state == _ARRAY_FIRST:
+                stack.pop()
+                state, i = _after_value(stack), i + 1
+            elif char == "{":
+                stack.append("{")
+                state, i = _KEY_FIRST, i + 1
+            elif char == "[":
+                stack.append("[")
+                state, i = _ARRAY_FIRST, i + 1
+            elif char == '"':
+                end = _scan_string(text, i)
+                if end < 0:
+                    return end == -1
+                state, i = _after_value(stack), end
+            elif char in "tfn":
+                word = next(w for w in _LITERALS if w[0] == char)
+                if text.startswith(word, i):
+                    state, i = _after_value(stack), i + len(word)
+                else:
+                    return word.startswith(text[i:])
+            elif char == "-" or char.isdigit():
+                prefix = _NUMBER_PREFIX.match(text, i)
+                if prefix is not None and prefix.end() == n:
+                    return True
+                match = _NUMBER.match(text, i)
+                if match is None or prefix is None or match.end() != prefix.end():
+                    return False
+                state, i = _after_value(stack), match.end()
+            else:
+                return False
+
+
+def _after_value(stack: list[str]) -> int:
+    if not stack:
+        return _DONE
+    return _AFTER_MEMBER if stack[-1] == "{" else _AFTER_ITEM
+
+
+def _scan_string(text: str, start: int) -> int:
+    """End index after the closing quote; -1 when the text ends inside it; -2 on an error."""
+    n = len(text)
+    i = start + 1
+    while i < n:
+        char = text[i]
+        if char == '"':
+            return i + 1
+        if char == "\\":
+            if i + 1 >= n:
+                return -1
+            escape = text[i + 1]
+            if escape == "u":
+                digits = text[i + 2 : i + 6]
+                if not all(d in _HEX for d in digits):
+                    return -2
+                if len(digits) < 4:
+                    return -1
+                i += 6
+                continue
+            if escape not in _SIMPLE_ESCAPES:
+                return -2
+            i += 2
+            continue
+        if char < " ":
+            return -2
+        i += 1
+    return -1

@@ -1,0 +1,304 @@
+"""Byte-level reading of session files.
+
+Lines are split on ``\\n`` only (one trailing ``\\r`` stripped), never with
+`str.splitlines()`: agents write U+2028/U+2029 unescaped inside strings. Every
+record keeps its physical line number, byte offset and original bytes. Lines that
+do not hold exactly one JSON object are classified here (`classify_line`); the
+common case, a line that parses, never reaches this module's slow path.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import stat
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from sessionfix import jsonutil
+from sessionfix.errors import InputError
+
+BOM = b"\xef\xbb\xbf"
+NUL = b"\x00"
+
+
+class LineIssue(enum.Enum):
+    """What is wrong with a physical line, before any format knowledge."""
+
+    GLUED = "glued"
+    """Two or more JSON objects on one line (SF001)."""
+    TORN = "torn"
+    """The last non-blank line, or the tail of it, does not parse (SF002)."""
+    UNDEFINED = "undefined"
+    """The line is the literal `undefined` (SF003)."""
+    NUL = "nul"
+    """Raw NUL bytes that can be stripped or dropped losslessly (SF004)."""
+    BOM = "bom"
+    """A UTF-8 byte-order mark at the start of the line (SF005)."""
+    BLANK = "blank"
+    """An empty or whitespace-only line (SF007)."""
+    UNPARSABLE = "unparsable"
+    """Anything else that is not exactly one JSON object (SF008)."""
+
+
+class NulPlacement(enum.Enum):
+    ONLY = "only"
+    LEADING = "leading"
+    TRAILING = "trailing"
+    AROUND = "around"
+    INSIDE = "inside"
+
+
+@dataclass(slots=True)
+class LineFinding:
+    """One line-level problem, located by physical line and byte span."""
+
+    issue: LineIssue
+    row: int
+    offset: int
+    """Byte offset of the line in the file."""
+    length: int
+    """Length of the line body (terminator excluded)."""
+    detail: str = ""
+    span: tuple[int, int] | None = None
+    """The affected bytes, relative to the line start (damaged tail, NUL-free record...)."""
+    records: tuple[tuple[int, int], ...] = ()
+    """For glued lines: each clean record's byte span relative to the line start."""
+    nul: NulPlacement | None = None
+    recoverable: tuple[int, int] | None = None
+    """A complete record found after a damaged prefix (SF008), relative to the line start."""
+    truncated: bool = False
+    """The damaged bytes are a record cut off before its end (a torn write)."""
+
+
+@dataclass(slots=True)
+class SplitRecord:
+    """A record recovered by the slow path, with its byte span inside the line."""
+
+    value: dict[str, Any]
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class SlowLine:
+    """The slow-path classification of one line body."""
+
+    records: list[SplitRecord] = field(default_factory=list)
+    findings: list[tuple[LineIssue, dict[str, Any]]] = field(default_factory=list)
+    damaged: tuple[int, int] | None = None
+    """Bytes that belong to no record (a torn or unparsable part)."""
+    damaged_reason: str = ""
+    damaged_truncated: bool = False
+    recoverable: tuple[int, int] | None = None
+
+
+def _parse_error(data: bytes) -> tuple[str, bool]:
+    """Why `data` does not parse, and whether it is a record cut off before its end."""
+    text = jsonutil.decode_text(data)
+    if jsonutil.is_truncated_object(text):
+        return "truncated: the record stops mid-value", True
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return _short_reason(exc.msg, exc.pos, text), False
+    return "not a JSON object", False
+
+
+def _short_reason(message: str, pos: int, text: str) -> str:
+    return f"{message} at column {pos + 1}" if 0 <= pos < len(text) else message
+
+
+def classify_line(body: bytes) -> SlowLine:
+    """Classify a line body (terminator removed) that the fast path could not decode."""
+    result = SlowLine()
+    start, end = 0, len(body)
+    if body.startswith(BOM):
+        result.findings.append((LineIssue.BOM, {}))
+        start = len(BOM)
+    if NUL in body[start:end]:
+        inner = body[start:end]
+        stripped = inner.strip(NUL)
+        if not stripped:
+            result.findings.append((LineIssue.NUL, {"nul": NulPlacement.ONLY}))
+            return result
+        lead = len(inner) - len(inner.lstrip(NUL))
+        trail = len(inner) - len(inner.rstrip(NUL))
+        if NUL in stripped:
+            result.damaged = (start, end)
+            result.damaged_reason = "raw NUL bytes inside the record"
+            return result
+        placement = (
+            NulPlacement.AROUND
+            if lead and trail
+            else NulPlacement.LEADING
+            if lead
+            else NulPlacement.TRAILING
+        )
+        start, end = start + lead, end - trail
+        result.findings.append((LineIssue.NUL, {"nul": placement, "span": (start, end)}))
+    content = body[start:end]
+    if not content.strip():
+        result.findings.append((LineIssue.BLANK, {}))
+        return result
+    if content.strip() == b"undefined":
+        result.findings.append((LineIssue.UNDEFINED, {}))
+        return result
+    try:
+        value: Any = jsonutil.loads(content)
+    except ValueError:
+        value = _NOT_PARSED
+    if value is not _NOT_PARSED:
+        if isinstance(value, dict):
+            result.records.append(SplitRecord(value, start, end))
+        else:
+            result.damaged = (start, end)
+            result.damaged_reason = f"a JSON {_json_kind(value)}, not an object"
+        return result
+    _split_glued(content, start, result)
+    return result
+
+
+_NOT_PARSED = object()
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number"
+
+
+def _split_glued(content: bytes, base: int, result: SlowLine) -> None:
+    """Recover the JSON objects at the start of a line that does not parse as one."""
+    text = jsonutil.decode_text(content)
+    values, stop = jsonutil.split_values(text)
+    objects: list[tuple[int, int, dict[str, Any]]] = []
+    for char_start, char_end, value in values:
+        if not isinstance(value, dict):
+            stop = char_start
+            break
+        objects.append((char_start, char_end, value))
+    # Character offsets → byte offsets (the text round-trips to the same bytes).
+    byte_at = _ByteOffsets(text)
+    for char_start, char_end, value in objects:
+        result.records.append(
+            SplitRecord(value, base + byte_at(char_start), base + byte_at(char_end))
+        )
+    if stop < len(text):
+        damaged_start = base + byte_at(stop)
+        result.damaged = (damaged_start, base + len(content))
+        tail = content[damaged_start - base :]
+        result.damaged_reason, result.damaged_truncated = _parse_error(tail)
+        recovered = _recoverable_tail(tail)
+        if recovered is not None:
+            result.recoverable = (damaged_start + recovered[0], damaged_start + recovered[1])
+    if len(result.records) >= 2 or (result.records and result.damaged is not None):
+        result.findings.append((LineIssue.GLUED, {}))
+
+
+def _recoverable_tail(tail: bytes) -> tuple[int, int] | None:
+    """A complete object that ends the damaged bytes: a partial line followed by a full one."""
+    end = len(tail.rstrip())
+    pos = tail.find(b'{"', 1)
+    while pos != -1:
+        try:
+            value = jsonutil.loads(tail[pos:end])
+        except ValueError:
+            pos = tail.find(b'{"', pos + 1)
+            continue
+        if isinstance(value, dict):
+            return pos, end
+        return None
+    return None
+
+
+class _ByteOffsets:
+    """Maps character offsets in decoded text back to byte offsets."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._ascii = text.isascii()
+
+    def __call__(self, char_index: int) -> int:
+        if self._ascii:
+            return char_index
+        return len(jsonutil.encode_text(self._text[:char_index]))
+
+
+@dataclass(slots=True)
+class LineReport:
+    """Line-level facts of one file: everything rules SF001-SF009 need."""
+
+    findings: list[LineFinding] = field(default_factory=list)
+    crlf_rows: array[int] = field(default_factory=lambda: array("L"))
+    line_count: int = 0
+    size: int = 0
+    final_newline: bool = True
+    last_row: int = 0
+    """Physical row of the last non-blank line (0 for an empty file)."""
+    last_row_parsed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    path: Path
+    size: int
+    mtime_ns: int
+    mode: int
+
+
+def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
+    """Open a session file for binary reading, refusing anything but a regular file."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - the caller owns the handle
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory") from None
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: not a regular file")
+    except BaseException:
+        handle.close()
+        raise
+    return handle, FileInfo(path, info.st_size, info.st_mtime_ns, info.st_mode)
+
+
+class RecordSource:
+    """Random access to record bytes by offset, for the few records a rule inspects closely."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self, offset: int, length: int) -> bytes:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(offset)
+                return handle.read(length)
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+
+    def read_many(self, spans: list[tuple[int, int]]) -> Iterator[bytes]:
+        try:
+            with open(self.path, "rb") as handle:
+                for offset, length in spans:
+                    handle.seek(offset)
+                    yield handle.read(length)
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
