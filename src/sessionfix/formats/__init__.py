@@ -1,0 +1,165 @@
+"""Session formats: detection, and the adapters that stream records into a `SessionView`.
+
+Each format module knows its own field names and semantics and nothing else does:
+rules see only the format-neutral view.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from sessionfix.reader import LineReport
+from sessionfix.view import SessionView, ToolCall
+
+Transform = Callable[[Any], Any]
+"""Changes a parsed record (key order kept) and returns it."""
+
+
+class RecordEditor(Protocol):
+    """Format-specific record changes, so rules never name a format's fields."""
+
+    def set_parent(self, parent_id: str) -> Transform: ...
+
+    def set_first_kept(self, entry_id: str | None, index: int | None) -> Transform: ...
+
+    def replace_result_text(self, text: str) -> Transform: ...
+
+    def drop_leaked_partial_json(self, blocks: tuple[int, ...]) -> Transform: ...
+
+    def synthetic_tool_result(
+        self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str
+    ) -> dict[str, Any]: ...
+
+
+class Format(enum.Enum):
+    AUTO = "auto"
+    PI = "pi"
+    OPENCLAW = "openclaw"
+    CLAUDE = "claude"
+    CODEX = "codex"
+    UNKNOWN = "unknown"
+
+    @property
+    def is_pi_family(self) -> bool:
+        return self in (Format.PI, Format.OPENCLAW)
+
+
+class FormatAdapter(Protocol):
+    """Streams one file's records into its view.
+
+    `add_fast` receives a raw line (terminator included) and must raise one of
+    `FAST_PATH_MISSES` when it cannot decode it; the line then goes through the
+    reader's slow path and comes back, record by record, through `add_object`.
+    """
+
+    @property
+    def view(self) -> SessionView: ...
+
+    @property
+    def editor(self) -> RecordEditor: ...
+
+    def add_fast(self, raw: bytes, row: int, offset: int, size: int) -> None: ...
+
+    def add_object(
+        self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
+    ) -> None: ...
+
+    def finish(self, lines: LineReport) -> None: ...
+
+
+_CLAUDE_METADATA_TYPES = frozenset(
+    {
+        "summary",
+        "last-prompt",
+        "ai-title",
+        "custom-title",
+        "agent-name",
+        "agent-color",
+        "agent-setting",
+        "mode",
+        "permission-mode",
+        "queue-operation",
+        "file-history-snapshot",
+        "file-history-delta",
+        "attribution-snapshot",
+        "content-replacement",
+        "pr-link",
+        "tag",
+        "task-summary",
+        "worktree-state",
+        "cost-state",
+        "bridge-session",
+        "speculation-accept",
+    }
+)
+_PI_ENTRY_TYPES = frozenset(
+    {
+        "message",
+        "compaction",
+        "branch_summary",
+        "custom",
+        "custom_message",
+        "label",
+        "session_info",
+        "model_change",
+        "thinking_level_change",
+        "leaf",
+        "reset",
+    }
+)
+
+
+def detect(first_record: dict[str, Any]) -> Format:
+    """Decide the format from the first record that parses (rules.md §1)."""
+    record_type = first_record.get("type")
+    if record_type == "session":
+        return Format.PI
+    if record_type == "session_meta" or {"timestamp", "type", "payload"} <= first_record.keys():
+        return Format.CODEX
+    if (
+        "uuid" in first_record
+        or "parentUuid" in first_record
+        or "sessionId" in first_record
+        or record_type in _CLAUDE_METADATA_TYPES
+    ):
+        return Format.CLAUDE
+    if record_type in _PI_ENTRY_TYPES and (
+        "parentId" in first_record or "message" in first_record or "id" in first_record
+    ):
+        return Format.PI
+    return Format.UNKNOWN
+
+
+def is_openclaw_location(path: Path) -> bool:
+    """OpenClaw keeps transcripts under `…/agents/<agentId>/sessions/`."""
+    parts = path.resolve().parts if not path.is_absolute() else path.parts
+    return len(parts) >= 4 and parts[-2] == "sessions" and parts[-4] == "agents"
+
+
+def make_adapter(fmt: Format, path: Path) -> FormatAdapter:
+    if fmt.is_pi_family:
+        from sessionfix.formats.pi import PiAdapter
+
+        return PiAdapter(path, forced_openclaw=fmt is Format.OPENCLAW)
+    from sessionfix.formats.opaque import OpaqueAdapter
+
+    return OpaqueAdapter(path, fmt)
+
+
+def has_record_shape(fmt: Format, value: Any) -> bool:
+    """Whether an object recovered from damaged bytes looks like a record of `fmt`."""
+    if not isinstance(value, dict):
+        return False
+    record_type = value.get("type")
+    if fmt.is_pi_family:
+        return isinstance(record_type, str)
+    if fmt is Format.CLAUDE:
+        return isinstance(record_type, str) and (
+            "uuid" in value or record_type in _CLAUDE_METADATA_TYPES
+        )
+    if fmt is Format.CODEX:
+        return {"timestamp", "type", "payload"} <= value.keys()
+    return False

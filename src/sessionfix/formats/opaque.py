@@ -1,0 +1,55 @@
+"""Formats whose records sessionfix does not interpret yet (Claude Code, Codex, unknown).
+
+Records are validated as JSON objects and indexed by position and size only, so
+the line-level rules (SF001-SF009) and size rules apply to every format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from sessionfix.errors import SessionfixError
+from sessionfix.formats import Format
+from sessionfix.reader import LineReport
+from sessionfix.view import Kind, SessionView
+
+
+class _AnyObject(msgspec.Struct, gc=False):
+    """Accepts any JSON object and decodes none of its fields."""
+
+
+_DECODER: Final = msgspec.json.Decoder(_AnyObject)
+
+
+class _NoEditor:
+    """Rewrites are not defined for formats sessionfix does not interpret."""
+
+    def __init__(self, fmt: Format) -> None:
+        self._format = fmt
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise SessionfixError(f"records of format {self._format.value} cannot be rewritten")
+
+    set_parent = set_first_kept = replace_result_text = drop_leaked_partial_json = _refuse
+    synthetic_tool_result = _refuse
+
+
+class OpaqueAdapter:
+    def __init__(self, path: Path, fmt: Format) -> None:
+        self.view = SessionView(path=path, format=fmt.value, tree=False)
+        self.editor = _NoEditor(fmt)
+
+    def add_fast(self, raw: bytes, row: int, offset: int, size: int) -> None:
+        _DECODER.decode(raw)
+        self.view.add(row, 1, offset, size, Kind.OTHER)
+
+    def add_object(
+        self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
+    ) -> None:
+        self.view.add(row, column, offset, len(data), Kind.OTHER)
+
+    def finish(self, lines: LineReport) -> None:
+        self.view.finish()
