@@ -1,0 +1,83 @@
+"""The rule registry, in catalogue order (rules.md §0).
+
+Each rule lives in its own module as `RULE`; its documentation is
+`sessionfix/docs/rules/<name>.md`.
+"""
+
+from __future__ import annotations
+
+from sessionfix.rules import (
+    sf001_glued_records,
+    sf002_torn_final_line,
+    sf003_undefined_line,
+    sf004_nul_bytes,
+    sf005_byte_order_mark,
+    sf006_crlf_line_ending,
+    sf007_blank_line,
+    sf008_unparsable_line,
+    sf009_no_final_newline,
+    sf101_invalid_header,
+    sf102_duplicate_header,
+    sf103_dangling_parent,
+    sf104_duplicate_entry_id,
+    sf105_parent_cycle,
+    sf106_missing_entry_id,
+    sf107_unexpected_root,
+    sf108_dangling_reference,
+    sf201_overflow_clone_message,
+    sf202_cloned_compaction,
+    sf205_abandoned_branch_bloat,
+    sf301_stale_file_read,
+    sf401_orphan_tool_result,
+    sf402_missing_tool_result,
+    sf403_duplicate_tool_result,
+    sf404_displaced_tool_result,
+    sf501_broken_first_kept_reference,
+    sf503_compaction_loop,
+    sf601_leaked_partial_json,
+    sf603_oversized_record,
+)
+from sessionfix.rules.base import Rule
+
+RULES: tuple[Rule, ...] = (
+    sf001_glued_records.RULE,
+    sf002_torn_final_line.RULE,
+    sf003_undefined_line.RULE,
+    sf004_nul_bytes.RULE,
+    sf005_byte_order_mark.RULE,
+    sf006_crlf_line_ending.RULE,
+    sf007_blank_line.RULE,
+    sf008_unparsable_line.RULE,
+    sf009_no_final_newline.RULE,
+    sf101_invalid_header.RULE,
+    sf102_duplicate_header.RULE,
+    sf103_dangling_parent.RULE,
+    sf104_duplicate_entry_id.RULE,
+    sf105_parent_cycle.RULE,
+    sf106_missing_entry_id.RULE,
+    sf107_unexpected_root.RULE,
+    sf108_dangling_reference.RULE,
+    sf201_overflow_clone_message.RULE,
+    sf202_cloned_compaction.RULE,
+    sf205_abandoned_branch_bloat.RULE,
+    sf301_stale_file_read.RULE,
+    sf401_orphan_tool_result.RULE,
+    sf402_missing_tool_result.RULE,
+    sf403_duplicate_tool_result.RULE,
+    sf404_displaced_tool_result.RULE,
+    sf501_broken_first_kept_reference.RULE,
+    sf503_compaction_loop.RULE,
+    sf601_leaked_partial_json.RULE,
+    sf603_oversized_record.RULE,
+)
+
+_BY_CODE = {rule.code: rule for rule in RULES}
+_BY_NAME = {rule.name: rule for rule in RULES}
+
+
+def get_rule(code_or_name: str) -> Rule | None:
+    """Look a rule up by code (`SF201`, any case) or name (`overflow-clone-message`)."""
+    return _BY_CODE.get(code_or_name.upper()) or _BY_NAME.get(code_or_name.lower())
+
+
+__all__ = ["RULES", "Rule", "get_rule"]

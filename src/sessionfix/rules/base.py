@@ -1,0 +1,199 @@
+"""What a rule is, and the context it runs in."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from typing import Any, TypeVar
+
+from sessionfix import jsonutil
+from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.formats import Format, RecordEditor
+from sessionfix.reader import FileInfo, LineReport, RecordSource
+from sessionfix.settings import Settings
+from sessionfix.view import SessionView
+
+ALL_FORMATS = frozenset(Format) - {Format.AUTO}
+PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
+DOCS_URL = "https://github.com/sessionfix/sessionfix/blob/main/src/sessionfix/docs/rules/{name}.md"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A registered rule: identity, defaults, and the check that finds it."""
+
+    code: str
+    name: str
+    severity: Severity
+    """Default severity; some findings of a rule are reported at another level."""
+    fix: str
+    """Fix availability as the catalogue states it (e.g. "safe", "unsafe", "none")."""
+    formats: frozenset[Format]
+    summary: str
+    check: Callable[[RuleContext], Iterable[Diagnostic]] = field(repr=False, compare=False)
+    tree_only: bool = False
+    """Applies only to id-linked (v2/v3) pi sessions."""
+
+    @property
+    def doc(self) -> str:
+        """The rule's documentation: a title and metadata line, then its Markdown sections."""
+        body = (
+            resources.files("sessionfix")
+            .joinpath("docs", "rules", f"{self.name}.md")
+            .read_text(encoding="utf-8")
+        )
+        formats = (
+            "all"
+            if self.formats == ALL_FORMATS
+            else ", ".join(sorted(f.value for f in self.formats))
+        )
+        scope = " (v2/v3 tree sessions)" if self.tree_only else ""
+        return (
+            f"# {self.name} ({self.code})\n\n"
+            f"Severity: {self.severity.label} · Fix: {self.fix} · Formats: {formats}{scope}\n\n"
+            f"{self.summary}.\n\n{body.strip()}\n"
+        )
+
+    @property
+    def url(self) -> str:
+        return DOCS_URL.format(name=self.name)
+
+
+class RuleContext:
+    """Everything a rule may look at for one file, plus helpers to report findings."""
+
+    def __init__(
+        self,
+        *,
+        view: SessionView,
+        lines: LineReport,
+        settings: Settings,
+        source: RecordSource,
+        info: FileInfo,
+        filename: str,
+        enabled: frozenset[str],
+        editor: RecordEditor,
+    ) -> None:
+        self.editor = editor
+        self.view = view
+        self.lines = lines
+        self.settings = settings
+        self.source = source
+        self.info = info
+        self.filename = filename
+        self.enabled = enabled
+        self._shared: dict[Callable[[RuleContext], Any], Any] = {}
+
+    @property
+    def format(self) -> Format:
+        return Format(self.view.format)
+
+    def shared(self, analysis: Callable[[RuleContext], T]) -> T:
+        """Run an analysis once per file and share its result between rules."""
+        if analysis not in self._shared:
+            self._shared[analysis] = analysis(self)
+        result: T = self._shared[analysis]
+        return result
+
+    @cached_property
+    def quiescent(self) -> bool:
+        """The file has been at rest for the quiescence window (no write in progress)."""
+        from sessionfix.locks import lock_state
+
+        age = time.time() - self.info.mtime_ns / 1e9
+        return age >= self.settings.quiescence and not lock_state(self.info.path).live
+
+    def read_record(self, index: int) -> bytes:
+        return self.source.read(*self.view.span(index))
+
+    def load_record(self, index: int) -> Any:
+        return jsonutil.loads(self.read_record(index))
+
+    def diagnostic(
+        self,
+        rule: Rule,
+        row: int,
+        message: str,
+        *,
+        index: int | None = None,
+        severity: Severity | None = None,
+        fix: Fix | None = None,
+        column: int | None = None,
+        span: tuple[int, int] | None = None,
+    ) -> Diagnostic:
+        view = self.view
+        if index is not None:
+            column = column or view.column(index)
+            span = span or view.span(index)
+        return Diagnostic(
+            code=rule.code,
+            name=rule.name,
+            severity=rule.severity if severity is None else severity,
+            message=message,
+            filename=self.filename,
+            row=row,
+            column=column or 1,
+            entry_id=view.ids[index] if index is not None and index < len(view) else None,
+            fix=fix,
+            format=view.format,
+            span=span,
+            source=self.info.path,
+        )
+
+    def entry_diagnostic(
+        self,
+        rule: Rule,
+        index: int,
+        message: str,
+        *,
+        severity: Severity | None = None,
+        fix: Fix | None = None,
+    ) -> Diagnostic:
+        return self.diagnostic(
+            rule, self.view.rows[index], message, index=index, severity=severity, fix=fix
+        )
+
+    # ---- fix helpers -------------------------------------------------------------------
+
+    def rewrite_record(self, index: int, transform: Callable[[Any], Any]) -> Edit:
+        """A replace edit whose content is the record changed by `transform`.
+
+        The record is re-read and re-serialised the way its writer does
+        (compact, key order and number lexemes kept) only when the content is asked for.
+        """
+        span = self.view.span(index)
+        source = self.source
+
+        def produce() -> str:
+            value = jsonutil.loads_preserving(source.read(*span))
+            return _display(jsonutil.stringify_bytes(transform(value)))
+
+        return Edit(EditOp.REPLACE, self.view.rows[index], produce)
+
+    def replace_line(self, row: int, produce_bytes: Callable[[], bytes]) -> Edit:
+        return Edit(EditOp.REPLACE, row, lambda: _display(produce_bytes()))
+
+    def line_bytes(self, offset: int, length: int) -> Callable[[], bytes]:
+        source = self.source
+        return lambda: source.read(offset, length)
+
+
+def _display(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def delete(row: int) -> Edit:
+    return Edit(EditOp.DELETE, row)
+
+
+def safe(message: str, *edits: Edit) -> Fix:
+    return Fix(Applicability.SAFE, message, edits)
+
+
+def unsafe(message: str, *edits: Edit) -> Fix:
+    return Fix(Applicability.UNSAFE, message, edits)

@@ -1,0 +1,56 @@
+"""SF002 torn-final-line: the last line was cut off mid-write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import damaged_header_row
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.reader import LineIssue
+from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, safe
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    header_row = ctx.shared(damaged_header_row)
+    for finding in ctx.lines.findings:
+        if finding.issue is not LineIssue.TORN or finding.row == header_row:
+            continue
+        glued = (
+            finding.span is not None
+            and finding.span[0] > 0
+            and any(f.row == finding.row and f.issue is LineIssue.GLUED for f in ctx.lines.findings)
+        )
+        what = "the end of the last line" if glued else "the last line"
+        what += " is a record cut off mid-write"
+        if not ctx.quiescent:
+            yield ctx.diagnostic(
+                RULE,
+                finding.row,
+                f"{what}; the file changed recently or is locked, so this may be a write "
+                "in progress",
+                severity=Severity.INFO,
+                span=(finding.offset, finding.length),
+            )
+            continue
+        if glued and finding.span is not None:
+            edit = ctx.replace_line(finding.row, ctx.line_bytes(finding.offset, finding.span[0]))
+        else:
+            edit = delete(finding.row)
+        yield ctx.diagnostic(
+            RULE,
+            finding.row,
+            f"{what} (a torn write); every reader skips it",
+            span=(finding.offset, finding.length),
+            fix=safe("drop the torn bytes and end the file with a newline", edit),
+        )
+
+
+RULE = Rule(
+    code="SF002",
+    name="torn-final-line",
+    severity=Severity.WARNING,
+    fix="safe if quiescent, else none",
+    formats=ALL_FORMATS,
+    summary="The last line is an incomplete record",
+    check=check,
+)

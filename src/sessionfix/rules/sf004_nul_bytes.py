@@ -1,0 +1,56 @@
+"""SF004 nul-bytes: raw NUL bytes left by an interrupted write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.reader import LineIssue, NulPlacement
+from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, safe
+
+_WHERE = {
+    NulPlacement.LEADING: "before the record",
+    NulPlacement.TRAILING: "after the record",
+    NulPlacement.AROUND: "around the record",
+}
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    for finding in ctx.lines.findings:
+        if finding.issue is not LineIssue.NUL:
+            continue
+        if finding.nul is NulPlacement.ONLY or finding.span is None:
+            yield ctx.diagnostic(
+                RULE,
+                finding.row,
+                f"line is {finding.length} NUL bytes (a zero-filled region from an interrupted "
+                "write)",
+                span=(finding.offset, finding.length),
+                fix=safe("drop the line", delete(finding.row)),
+            )
+            continue
+        start, end = finding.span
+        stripped = finding.length - (end - start)
+        where = _WHERE.get(finding.nul or NulPlacement.AROUND, "around the record")
+        yield ctx.diagnostic(
+            RULE,
+            finding.row,
+            f"{stripped} raw NUL byte{'s' if stripped != 1 else ''} {where}; readers skip "
+            "the whole line",
+            span=(finding.offset, finding.length),
+            fix=safe(
+                "strip the NUL bytes, keep the record",
+                ctx.replace_line(finding.row, ctx.line_bytes(finding.offset + start, end - start)),
+            ),
+        )
+
+
+RULE = Rule(
+    code="SF004",
+    name="nul-bytes",
+    severity=Severity.ERROR,
+    fix="safe (NUL-only lines, NUL runs before or after a record)",
+    formats=ALL_FORMATS,
+    summary="Raw NUL bytes in a line",
+    check=check,
+)

@@ -1,0 +1,45 @@
+"""SF005 byte-order-mark: a UTF-8 BOM that JSON.parse rejects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.reader import BOM, LineIssue
+from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    for finding in ctx.lines.findings:
+        if finding.issue is not LineIssue.BOM:
+            continue
+        consequence = (
+            "JSON.parse rejects the line, so the header is skipped and the file reads as "
+            "header-less"
+            if finding.row == 1
+            else "JSON.parse rejects the line and readers skip it"
+        )
+        yield ctx.diagnostic(
+            RULE,
+            finding.row,
+            f"line starts with a UTF-8 byte-order mark; {consequence}",
+            span=(finding.offset, finding.length),
+            fix=safe(
+                "remove the byte-order mark",
+                ctx.replace_line(
+                    finding.row,
+                    ctx.line_bytes(finding.offset + len(BOM), finding.length - len(BOM)),
+                ),
+            ),
+        )
+
+
+RULE = Rule(
+    code="SF005",
+    name="byte-order-mark",
+    severity=Severity.ERROR,
+    fix="safe",
+    formats=ALL_FORMATS,
+    summary="A UTF-8 byte-order mark at the start of a line",
+    check=check,
+)

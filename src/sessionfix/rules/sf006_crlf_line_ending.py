@@ -1,0 +1,60 @@
+"""SF006 crlf-line-ending: lines ending in CRLF instead of LF."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+from sessionfix.analysis import records_on_row
+from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext
+
+
+class _TerminatorEdits(Sequence[Edit]):
+    """One replace edit per CRLF line, built on demand (a file may have millions)."""
+
+    def __init__(self, ctx: RuleContext) -> None:
+        self._ctx = ctx
+        self._rows = ctx.lines.crlf_rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Edit: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Edit]: ...
+    def __getitem__(self, index: int | slice) -> Edit | Sequence[Edit]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        row = self._rows[index]
+        records = records_on_row(self._ctx, row)
+        if len(records) != 1:
+            return Edit(EditOp.REPLACE, row, lambda: "")
+        offset, size = self._ctx.view.span(records[0])
+        return self._ctx.replace_line(row, self._ctx.line_bytes(offset, size))
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    rows = ctx.lines.crlf_rows
+    if not rows:
+        return
+    count = len(rows)
+    more = f" ({count} lines in this file end with CRLF)" if count > 1 else ""
+    yield ctx.diagnostic(
+        RULE,
+        rows[0],
+        f"line ends with CRLF; every agent writes LF{more}",
+        fix=Fix(Applicability.SAFE, "end every line with LF", _TerminatorEdits(ctx)),
+    )
+
+
+RULE = Rule(
+    code="SF006",
+    name="crlf-line-ending",
+    severity=Severity.INFO,
+    fix="safe",
+    formats=ALL_FORMATS,
+    summary="Lines ending in CRLF",
+    check=check,
+)

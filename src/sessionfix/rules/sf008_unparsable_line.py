@@ -1,0 +1,68 @@
+"""SF008 unparsable-line: a line that is not exactly one JSON object."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix import jsonutil
+from sessionfix.analysis import damaged_header_row
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.formats import has_record_shape
+from sessionfix.reader import LineIssue
+from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, unsafe
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    header_row = ctx.shared(damaged_header_row)
+    glued_rows = {f.row for f in ctx.lines.findings if f.issue is LineIssue.GLUED}
+    for finding in ctx.lines.findings:
+        if finding.issue is not LineIssue.UNPARSABLE or finding.row == header_row:
+            continue
+        reason = finding.detail or "not JSON"
+        span = finding.span or (0, finding.length)
+        if finding.row in glued_rows:
+            message = f"the end of the line after its complete records does not parse ({reason})"
+            fix = unsafe(
+                "drop the damaged bytes after the last complete record",
+                ctx.replace_line(finding.row, ctx.line_bytes(finding.offset, span[0])),
+            )
+        else:
+            if finding.truncated:
+                message = "line holds a record cut off mid-write; readers skip it"
+            else:
+                message = f"line is not a JSON object ({reason}); readers skip it"
+            fix = unsafe("drop the line", delete(finding.row))
+        recovered = _recoverable(ctx, finding.offset, finding.recoverable)
+        if recovered is not None:
+            start, end = recovered
+            message += f"; a complete record follows the damaged prefix (byte {start + 1})"
+            fix = unsafe(
+                "drop the damaged prefix, keep the complete record after it",
+                ctx.replace_line(finding.row, ctx.line_bytes(finding.offset + start, end - start)),
+            )
+        yield ctx.diagnostic(
+            RULE, finding.row, message, span=(finding.offset, finding.length), fix=fix
+        )
+
+
+def _recoverable(
+    ctx: RuleContext, offset: int, span: tuple[int, int] | None
+) -> tuple[int, int] | None:
+    if span is None:
+        return None
+    try:
+        value = jsonutil.loads(ctx.source.read(offset + span[0], span[1] - span[0]))
+    except ValueError:
+        return None
+    return span if has_record_shape(ctx.format, value) else None
+
+
+RULE = Rule(
+    code="SF008",
+    name="unparsable-line",
+    severity=Severity.ERROR,
+    fix="unsafe",
+    formats=ALL_FORMATS,
+    summary="A line that is not exactly one JSON object",
+    check=check,
+)

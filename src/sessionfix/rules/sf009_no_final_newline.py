@@ -1,0 +1,42 @@
+"""SF009 no-final-newline: the file does not end with a newline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import records_on_row
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    lines = ctx.lines
+    if lines.final_newline or lines.last_row != lines.line_count or not lines.last_row_parsed:
+        return
+    records = records_on_row(ctx, lines.last_row)
+    if not records:
+        return
+    first, last = records[0], records[-1]
+    start = ctx.view.offsets[first]
+    end = ctx.view.offsets[last] + ctx.view.sizes[last]
+    yield ctx.diagnostic(
+        RULE,
+        lines.last_row,
+        "file does not end with a newline; the next append glues two records together (SF001)",
+        index=last,
+        fix=safe(
+            "append a newline",
+            ctx.replace_line(lines.last_row, ctx.line_bytes(start, end - start)),
+        ),
+    )
+
+
+RULE = Rule(
+    code="SF009",
+    name="no-final-newline",
+    severity=Severity.INFO,
+    fix="safe",
+    formats=ALL_FORMATS,
+    summary="The file does not end with a newline",
+    check=check,
+)

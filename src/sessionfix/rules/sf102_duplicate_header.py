@@ -1,0 +1,49 @@
+"""SF102 duplicate-header: a second session header inside the file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.view import Kind
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    view = ctx.view
+    if view.header is None:
+        return
+    first_id = view.header.id
+    for index in view.entries():
+        if view.kinds[index] != Kind.HEADER:
+            continue
+        try:
+            other_id = ctx.load_record(index).get("id")
+        except (ValueError, AttributeError):
+            other_id = None
+        if other_id == first_id:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"second session header with the same id (first on line {view.header.row}); "
+                "readers ignore it",
+                fix=safe("drop the repeated header", delete(view.rows[index])),
+            )
+        else:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"second session header with another id ({other_id!r}, first is {first_id!r}): "
+                "two sessions concatenated",
+            )
+
+
+RULE = Rule(
+    code="SF102",
+    name="duplicate-header",
+    severity=Severity.WARNING,
+    fix="safe (same id), else none",
+    formats=PI_FORMATS,
+    summary="A second session header inside the file",
+    check=check,
+)

@@ -1,0 +1,56 @@
+"""SF105 parent-cycle: parent links that loop back on themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import relink_fix
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    view = ctx.view
+    parents = view.parents
+    state = bytearray(len(view))
+    for start in view.entries():
+        if state[start]:
+            continue
+        walk: list[int] = []
+        current = start
+        while current >= 0 and state[current] == 0:
+            state[current] = 1
+            walk.append(current)
+            current = parents[current]
+        if current >= 0 and state[current] == 1:
+            cycle = walk[walk.index(current) :]
+            yield _report(ctx, cycle)
+        for member in walk:
+            state[member] = 2
+
+
+def _report(ctx: RuleContext, cycle: list[int]) -> Diagnostic:
+    view = ctx.view
+    breaker = max(cycle)
+    rows = ", ".join(str(view.rows[i]) for i in sorted(cycle)[:8])
+    if len(cycle) == 1:
+        message = "entry names itself as its parent; loaders without cycle detection hang"
+    else:
+        message = (
+            f"parent links form a cycle through {len(cycle)} entries (lines {rows}"
+            f"{', …' if len(cycle) > 8 else ''}); loaders without cycle detection hang"
+        )
+    fix = relink_fix(ctx, breaker, "break the cycle: re-link this entry to", frozenset(cycle))
+    return ctx.entry_diagnostic(RULE, breaker, message, fix=fix)
+
+
+RULE = Rule(
+    code="SF105",
+    name="parent-cycle",
+    severity=Severity.ERROR,
+    fix="unsafe",
+    formats=PI_FORMATS,
+    summary="Parent links that form a cycle",
+    check=check,
+    tree_only=True,
+)

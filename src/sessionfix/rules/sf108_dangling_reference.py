@@ -1,0 +1,43 @@
+"""SF108 dangling-reference: a label, branch summary or leaf row naming no record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import describe
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.view import Kind, RefKind
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    view = ctx.view
+    for index, references in sorted(view.references.items()):
+        for reference in references:
+            if reference.kind is not RefKind.BACKWARD or reference.target in view.id_index:
+                continue
+            what = describe(ctx, index)
+            fix = None
+            if view.kinds[index] == Kind.LABEL:
+                fix = safe(
+                    "drop the label row (labels never reach the model)",
+                    delete(view.rows[index]),
+                )
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"{what} `{reference.field}` {reference.target!r} names no entry",
+                fix=fix,
+            )
+
+
+RULE = Rule(
+    code="SF108",
+    name="dangling-reference",
+    severity=Severity.WARNING,
+    fix="safe for labels, else none",
+    formats=PI_FORMATS,
+    summary="A label, branch summary or leaf row naming no record",
+    check=check,
+    tree_only=True,
+)

@@ -1,0 +1,47 @@
+"""SF201 overflow-clone-message: a user message re-appended by overflow recovery."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import user_clones
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe, unsafe
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    view = ctx.view
+    for index, clone in sorted(ctx.shared(user_clones).items()):
+        survivor = clone.survivor
+        survivor_id = view.ids[survivor]
+        where = f"entry {survivor_id} (line {view.rows[survivor]})"
+        edit = delete(view.rows[index])
+        remap = f"drop the clone; references to it move to {survivor_id}"
+        if clone.answered_between:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"user message repeats {where} byte for byte, same message.timestamp, "
+                "after an assistant answered it",
+                fix=unsafe(remap + " (the answered prompt disappears from the dialogue)", edit),
+            )
+        else:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"user message repeats {where} byte for byte, same message.timestamp: "
+                "a clone appended by context-overflow recovery",
+                fix=safe(remap, edit),
+            )
+
+
+RULE = Rule(
+    code="SF201",
+    name="overflow-clone-message",
+    severity=Severity.WARNING,
+    fix="safe / unsafe",
+    formats=PI_FORMATS,
+    summary="A user message re-appended by context-overflow recovery",
+    check=check,
+    tree_only=True,
+)

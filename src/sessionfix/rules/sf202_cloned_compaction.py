@@ -1,0 +1,38 @@
+"""SF202 cloned-compaction: a compaction entry repeated with only its id changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import compaction_clones
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe, unsafe
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    view = ctx.view
+    for index, clone in sorted(ctx.shared(compaction_clones).items()):
+        survivor_id = view.ids[clone.survivor]
+        message = (
+            f"compaction repeats entry {survivor_id} (line {view.rows[clone.survivor]}): same "
+            "summary, tokensBefore and kept entry, only the id differs"
+        )
+        remap = f"drop the clone; references to it move to {survivor_id}"
+        edit = delete(view.rows[index])
+        if clone.safe:
+            fix = safe(remap, edit)
+        else:
+            fix = unsafe(remap + " (the kept range of the context changes)", edit)
+        yield ctx.entry_diagnostic(RULE, index, message, fix=fix)
+
+
+RULE = Rule(
+    code="SF202",
+    name="cloned-compaction",
+    severity=Severity.WARNING,
+    fix="safe / unsafe",
+    formats=PI_FORMATS,
+    summary="A compaction entry repeated with only its id changed",
+    check=check,
+    tree_only=True,
+)

@@ -1,0 +1,100 @@
+"""SF402 missing-tool-result: a tool call that never got its result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from sessionfix import jsonutil
+from sessionfix.analysis import ToolGroup, tool_groups
+from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Severity
+from sessionfix.ids import generate_entry_id
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.view import ToolCall
+
+SYNTHETIC_TEXT = (
+    "[sessionfix: tool result missing from session history; synthetic error result inserted]"
+)
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    for group in ctx.shared(tool_groups).groups:
+        yield from _check_group(ctx, group)
+
+
+def _check_group(ctx: RuleContext, group: ToolGroup) -> Iterator[Diagnostic]:
+    view = ctx.view
+    anchor = max(group.results.values(), default=group.assistant)
+    anchor_id = view.ids[anchor]
+    for position, call in enumerate(group.calls):
+        if position in group.results or position in group.displaced:
+            continue
+        what = f"tool call {call.id!r} ({call.name})"
+        if group.incomplete:
+            yield ctx.entry_diagnostic(
+                RULE,
+                group.assistant,
+                f"{what} has no result; the turn stopped with {group_stop(ctx, group)}, so its "
+                "calls may be incomplete and get no result by design",
+                severity=Severity.INFO,
+            )
+        elif group.ended_by is None:
+            yield ctx.entry_diagnostic(
+                RULE,
+                group.assistant,
+                f"{what} has no result yet; the session ends mid-call",
+                severity=Severity.INFO,
+            )
+        elif not view.in_context(group.assistant):
+            yield ctx.entry_diagnostic(
+                RULE,
+                group.assistant,
+                f"{what} has no result; the turn is summarised away by a later compaction",
+                severity=Severity.INFO,
+            )
+        else:
+            new_id = None
+            if view.tree:
+                header_id = (
+                    view.header.id if view.header and isinstance(view.header.id, str) else ""
+                )
+                new_id = generate_entry_id(header_id, anchor_id or "", RULE.code, view.id_index)
+            content = _synthetic_result(ctx, group.assistant, call, new_id, anchor_id)
+            yield ctx.entry_diagnostic(
+                RULE,
+                group.assistant,
+                f"{what} has no result before line {view.rows[group.ended_by]}; the provider "
+                "receives a tool_use without tool_result and rejects the request",
+                fix=unsafe(
+                    "insert a synthetic error result after the call's group",
+                    Edit(EditOp.INSERT_AFTER, view.rows[anchor], content),
+                ),
+            )
+            anchor_id = new_id
+
+
+def group_stop(ctx: RuleContext, group: ToolGroup) -> str:
+    facts = ctx.view.calls(group.assistant)
+    return repr(facts.stop_reason) if facts is not None else "an error"
+
+
+def _synthetic_result(
+    ctx: RuleContext, assistant: int, call: ToolCall, new_id: str | None, parent_id: str | None
+) -> Callable[[], str]:
+    def produce() -> str:
+        record = ctx.editor.synthetic_tool_result(
+            ctx.load_record(assistant), call, new_id, parent_id, SYNTHETIC_TEXT
+        )
+        return jsonutil.stringify(record)
+
+    return produce
+
+
+RULE = Rule(
+    code="SF402",
+    name="missing-tool-result",
+    severity=Severity.ERROR,
+    fix="unsafe (error cases), none (info cases)",
+    formats=PI_FORMATS,
+    summary="A tool call without a result",
+    check=check,
+)

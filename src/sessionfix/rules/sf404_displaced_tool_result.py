@@ -1,0 +1,33 @@
+"""SF404 displaced-tool-result: a result separated from its call by another turn."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import tool_groups
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    view = ctx.view
+    for index, group, position in ctx.shared(tool_groups).displaced:
+        call = group.calls[position]
+        yield ctx.entry_diagnostic(
+            RULE,
+            index,
+            f"result for tool call {call.id!r} comes after the turn that issued it ended "
+            f"(call on line {view.rows[group.assistant]}); providers see an unanswered call "
+            "followed by an unexpected result",
+        )
+
+
+RULE = Rule(
+    code="SF404",
+    name="displaced-tool-result",
+    severity=Severity.WARNING,
+    fix="none",
+    formats=PI_FORMATS,
+    summary="A tool result separated from its call by another turn",
+    check=check,
+)

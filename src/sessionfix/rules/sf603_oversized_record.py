@@ -1,0 +1,36 @@
+"""SF603 oversized-record: a single record large enough to strain loads and context."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sessionfix.analysis import describe
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext
+from sessionfix.units import human_bytes
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    view = ctx.view
+    limit = ctx.settings.max_record_size
+    sizes = view.sizes
+    for index in range(len(view)):
+        if sizes[index] > limit:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"{describe(ctx, index)} is {human_bytes(sizes[index])}, over the "
+                f"{human_bytes(limit)} limit (--max-record-size); it is reloaded and resent "
+                "on every turn",
+            )
+
+
+RULE = Rule(
+    code="SF603",
+    name="oversized-record",
+    severity=Severity.INFO,
+    fix="none",
+    formats=ALL_FORMATS,
+    summary="A single record over the size limit",
+    check=check,
+)

@@ -1,0 +1,89 @@
+"""Options shared by every command: rule selection, fix safety overrides, rule options."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sessionfix.diagnostics import Severity
+from sessionfix.errors import UsageError
+from sessionfix.formats import Format
+
+DEFAULT_QUIESCENCE = 10.0
+DEFAULT_MAX_RECORD_SIZE = 256 * 1024
+_SELECTOR = re.compile(r"^(ALL|SF\d{0,3})$")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    fail_on: Severity = Severity.WARNING
+    unsafe_fixes: bool = False
+    extend_safe_fixes: tuple[str, ...] = ()
+    extend_unsafe_fixes: tuple[str, ...] = ()
+    format: Format = Format.AUTO
+    protect: tuple[str, ...] = ()
+    """SF301: globs of paths whose stale reads are kept."""
+    protect_last_turns: int = 0
+    """SF301: keep reads within the last N user turns."""
+    quiescence: float = DEFAULT_QUIESCENCE
+    """Seconds since the last modification after which a file is considered at rest."""
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    """SF603: records larger than this many bytes are reported."""
+    cwd: str | None = None
+    """SF101: working directory for a rebuilt pi header."""
+
+    def __post_init__(self) -> None:
+        for selector in (
+            *self.select,
+            *self.ignore,
+            *self.extend_select,
+            *self.extend_safe_fixes,
+            *self.extend_unsafe_fixes,
+        ):
+            if not _SELECTOR.match(selector):
+                raise UsageError(
+                    f"invalid rule selector {selector!r} (expected a code such as SF201, "
+                    "a prefix such as SF2, or ALL)"
+                )
+        if self.protect_last_turns < 0:
+            raise UsageError("--protect-last-turns must be 0 or more")
+        if self.quiescence < 0:
+            raise UsageError("--quiescence must be 0 or more")
+        if self.max_record_size <= 0:
+            raise UsageError("--max-record-size must be positive")
+
+    def enabled(self, codes: Iterable[str]) -> frozenset[str]:
+        """Codes switched on: the most specific matching selector wins; ignore wins ties."""
+        chosen = set()
+        on = (*self.select, *self.extend_select)
+        for code in codes:
+            best_on = _specificity(code, on)
+            best_off = _specificity(code, self.ignore)
+            if best_on >= 0 and best_on > best_off:
+                chosen.add(code)
+        return frozenset(chosen)
+
+    def promoted_to_safe(self, code: str) -> bool:
+        return _specificity(code, self.extend_safe_fixes) > _specificity(
+            code, self.extend_unsafe_fixes
+        )
+
+    def demoted_to_unsafe(self, code: str) -> bool:
+        return _specificity(code, self.extend_unsafe_fixes) >= 0 and _specificity(
+            code, self.extend_unsafe_fixes
+        ) >= _specificity(code, self.extend_safe_fixes)
+
+
+def _specificity(code: str, selectors: Iterable[str]) -> int:
+    """Length of the longest selector matching `code` (ALL counts 0), -1 for none."""
+    best = -1
+    for selector in selectors:
+        if selector == "ALL":
+            best = max(best, 0)
+        elif code.startswith(selector):
+            best = max(best, len(selector))
+    return best
