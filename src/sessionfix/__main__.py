@@ -1,0 +1,5 @@
+"""`python -m sessionfix`."""
+
+from sessionfix.cli import run
+
+run()

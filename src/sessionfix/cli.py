@@ -1,0 +1,564 @@
+"""The `sessionfix` command line: a thin layer over the library.
+
+Exit codes (cli-and-safety.md §2): 0 nothing at or above `--fail-on`; 1 problems
+found; 2 usage error, unreadable input or internal error. Every exception is caught
+here and reported as one line on stderr.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from sessionfix import render
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.discovery import discover
+from sessionfix.engine import FileReport, check_paths
+from sessionfix.errors import SessionfixError, UsageError
+from sessionfix.formats import Format
+from sessionfix.render import OutputFormat, escape
+from sessionfix.rules import RULES, get_rule
+from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings
+from sessionfix.units import human_bytes
+
+app = typer.Typer(
+    name="sessionfix",
+    help="Find and repair corruption in agent-session JSONL files (pi, OpenClaw, Claude Code, "
+    "Codex).",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
+
+
+class FailOn(enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class FormatChoice(enum.Enum):
+    AUTO = "auto"
+    PI = "pi"
+    OPENCLAW = "openclaw"
+    CLAUDE = "claude"
+    CODEX = "codex"
+
+
+class RuleOutput(enum.Enum):
+    TEXT = "text"
+    JSON = "json"
+
+
+# ---- shared options ----------------------------------------------------------------------
+
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--select",
+        help="Rules to enable: codes (SF201), prefixes (SF2) or ALL; repeatable, comma-separated.",
+    ),
+]
+ExtendSelectOpt = Annotated[
+    list[str] | None,
+    typer.Option("--extend-select", help="Rules to enable on top of --select."),
+]
+IgnoreOpt = Annotated[
+    list[str] | None, typer.Option("--ignore", help="Rules to disable (codes or prefixes).")
+]
+OutputFormatOpt = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--output-format",
+        envvar="SESSIONFIX_OUTPUT_FORMAT",
+        help="How to print diagnostics.",
+        case_sensitive=False,
+    ),
+]
+OutputFileOpt = Annotated[
+    Path | None,
+    typer.Option("--output-file", help="Write diagnostics to this file instead of stdout."),
+]
+StatisticsOpt = Annotated[
+    bool, typer.Option("--statistics", help="Print counts per rule instead of each diagnostic.")
+]
+FailOnOpt = Annotated[
+    FailOn,
+    typer.Option(
+        "--fail-on", help="Lowest severity that makes the exit code 1.", case_sensitive=False
+    ),
+]
+ExitZeroOpt = Annotated[
+    bool, typer.Option("--exit-zero", help="Exit 0 even when problems are found (errors exit 2).")
+]
+UnsafeFixesOpt = Annotated[
+    bool, typer.Option("--unsafe-fixes", help="Count unsafe fixes as available.")
+]
+ExtendSafeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--extend-safe-fixes", help="Treat these rules' unsafe fixes as safe."),
+]
+ExtendUnsafeOpt = Annotated[
+    list[str] | None,
+    typer.Option("--extend-unsafe-fixes", help="Treat these rules' safe fixes as unsafe."),
+]
+FormatOpt = Annotated[
+    FormatChoice,
+    typer.Option(
+        "--format", help="Session format; auto detects it per file.", case_sensitive=False
+    ),
+]
+ProtectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--protect",
+        help="SF301: keep stale reads of paths matching this glob (** crosses directories).",
+    ),
+]
+ProtectTurnsOpt = Annotated[
+    int,
+    typer.Option("--protect-last-turns", help="SF301: keep reads within the last N user turns."),
+]
+QuiescenceOpt = Annotated[
+    float,
+    typer.Option(
+        "--quiescence",
+        help="Seconds since the last change after which a file is at rest (SF002).",
+    ),
+]
+MaxRecordOpt = Annotated[
+    int, typer.Option("--max-record-size", help="SF603: report records larger than this (bytes).")
+]
+CwdOpt = Annotated[
+    str | None, typer.Option("--cwd", help="SF101: working directory for a rebuilt pi header.")
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only diagnostics and errors.")]
+NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="Never show a progress bar.")]
+
+
+@dataclass(frozen=True, slots=True)
+class Presentation:
+    output_format: OutputFormat
+    output_file: Path | None
+    statistics: bool
+    quiet: bool
+    no_progress: bool
+    exit_zero: bool
+
+
+def _split(values: list[str] | None) -> tuple[str, ...]:
+    if not values:
+        return ()
+    return tuple(
+        part.strip().upper() for value in values for part in value.split(",") if part.strip()
+    )
+
+
+def _check_selectors(selectors: Sequence[str]) -> None:
+    codes = [rule.code for rule in RULES]
+    for selector in selectors:
+        if selector != "ALL" and not any(code.startswith(selector) for code in codes):
+            raise UsageError(f"unknown rule selector {selector!r}")
+
+
+def _settings(
+    *,
+    select: list[str] | None,
+    extend_select: list[str] | None,
+    ignore: list[str] | None,
+    fail_on: FailOn,
+    unsafe_fixes: bool,
+    extend_safe_fixes: list[str] | None,
+    extend_unsafe_fixes: list[str] | None,
+    session_format: FormatChoice,
+    protect: list[str] | None,
+    protect_last_turns: int,
+    quiescence: float,
+    max_record_size: int,
+    cwd: str | None,
+) -> Settings:
+    selected = _split(select) or ("ALL",)
+    others = (
+        _split(extend_select),
+        _split(ignore),
+        _split(extend_safe_fixes),
+        _split(extend_unsafe_fixes),
+    )
+    settings = Settings(
+        select=selected,
+        extend_select=others[0],
+        ignore=others[1],
+        fail_on=Severity.parse(fail_on.value),
+        unsafe_fixes=unsafe_fixes,
+        extend_safe_fixes=others[2],
+        extend_unsafe_fixes=others[3],
+        format=Format(session_format.value),
+        protect=tuple(protect or ()),
+        protect_last_turns=protect_last_turns,
+        quiescence=quiescence,
+        max_record_size=max_record_size,
+        cwd=cwd,
+    )
+    _check_selectors([*selected, *(s for group in others for s in group)])
+    return settings
+
+
+# ---- output plumbing ---------------------------------------------------------------------
+
+
+def _stderr_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"sessionfix: error: {escape(message)}\n")
+    sys.stderr.flush()
+
+
+@contextmanager
+def _output(path: Path | None) -> Iterator[IO[bytes]]:
+    if path is None:
+        stream = sys.stdout.buffer
+        yield stream
+        stream.flush()
+        return
+    try:
+        handle = open(path, "wb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with handle:
+        yield handle
+
+
+def _progress_enabled(presentation: Presentation) -> bool:
+    if presentation.quiet or presentation.no_progress:
+        return False
+    if not presentation.output_format.is_human and presentation.output_file is None:
+        return False
+    if os.environ.get("TERM", "") in ("dumb", "unknown"):
+        return False
+    return sys.stderr.isatty()
+
+
+@contextmanager
+def _progress(enabled: bool, total: int) -> Iterator[Callable[[int], None] | None]:
+    if not enabled:
+        yield None
+        return
+    progress = Progress(
+        TextColumn("scanning"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=_stderr_console(),
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+        refresh_per_second=5,
+    )
+    with progress:
+        task = progress.add_task("scan", total=total)
+        yield lambda advance: progress.advance(task, advance)
+
+
+def _write_report(
+    diagnostics: list[Diagnostic], presentation: Presentation, settings: Settings
+) -> None:
+    fmt = presentation.output_format
+    with _output(presentation.output_file) as out:
+        if presentation.statistics:
+            rows = render.statistics(diagnostics)
+            if fmt.is_human:
+                render.write_statistics_text(rows, out)
+            else:
+                out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
+            return
+        if fmt is OutputFormat.JSON:
+            render.write_json(diagnostics, out)
+        elif fmt is OutputFormat.JSON_LINES:
+            render.write_json_lines(diagnostics, out)
+        elif fmt is OutputFormat.GITHUB:
+            render.write_github(diagnostics, out)
+        elif fmt is OutputFormat.SARIF:
+            render.write_sarif(diagnostics, out)
+        else:
+            _write_human(diagnostics, presentation, settings, out)
+
+
+def _write_human(
+    diagnostics: list[Diagnostic],
+    presentation: Presentation,
+    settings: Settings,
+    out: IO[bytes],
+) -> None:
+    import io
+
+    text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=True)
+    console = Console(
+        file=text,
+        highlight=False,
+        soft_wrap=True,
+        force_terminal=None if presentation.output_file is None else False,
+    )
+    try:
+        render.render_human(
+            diagnostics,
+            console,
+            concise=presentation.output_format is OutputFormat.CONCISE,
+            unsafe_fixes=settings.unsafe_fixes,
+        )
+        if not presentation.quiet:
+            console.print(render.footer(diagnostics, settings.unsafe_fixes), soft_wrap=True)
+    finally:
+        text.flush()
+        text.detach()
+
+
+def _exit_code(
+    diagnostics: list[Diagnostic], errors: bool, settings: Settings, exit_zero: bool
+) -> int:
+    if errors:
+        return EXIT_ERROR
+    if exit_zero:
+        return EXIT_OK
+    if any(d.severity >= settings.fail_on for d in diagnostics):
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def _guard(action: Callable[[], int]) -> int:
+    """Run a command body; every failure becomes one line on stderr and exit 2."""
+    try:
+        return action()
+    except SessionfixError as exc:
+        _error(str(exc))
+    except KeyboardInterrupt:
+        _error("interrupted")
+    except BrokenPipeError:
+        # The reader of stdout went away (e.g. `| head`): silence the final flush.
+        with suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except Exception as exc:
+        _error(f"internal error: {type(exc).__name__}: {exc}")
+    return EXIT_ERROR
+
+
+def _run_check(
+    paths: Sequence[Path], settings: Settings, presentation: Presentation, *, walk: bool
+) -> int:
+    started = time.perf_counter()
+    errors: list[str] = []
+    skipped = 0
+    if walk:
+        found = discover(paths)
+        files = found.files
+        skipped = len(found.skipped)
+        errors.extend(f"{path}: no such file or directory" for path in found.missing)
+    else:
+        files = []
+        for path in paths:
+            if path.is_dir():
+                errors.append(f"{path}: is a directory (use `sessionfix scan` for directories)")
+            else:
+                files.append(path)
+    total = 0
+    for path in files:
+        with suppress(OSError):
+            total += path.stat().st_size
+    diagnostics: list[Diagnostic] = []
+    reports: list[FileReport] = []
+    with _progress(_progress_enabled(presentation) and walk, total) as advance:
+        for report in check_paths(files, settings, progress=advance):
+            reports.append(report)
+            if report.error is not None:
+                errors.append(report.error)
+            diagnostics.extend(report.diagnostics)
+    diagnostics.sort(key=lambda d: d.sort_key)
+    _write_report(diagnostics, presentation, settings)
+    for message in errors:
+        _error(message)
+    if not presentation.quiet and walk:
+        elapsed = time.perf_counter() - started
+        scanned = sum(1 for r in reports if r.error is None)
+        note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(total)}) in "
+        note += f"{elapsed:.2f}s"
+        if skipped:
+            note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
+        if not files and not errors:
+            note = "No session files found"
+        _stderr_console().print(escape(note), markup=False, highlight=False)
+    return _exit_code(diagnostics, bool(errors), settings, presentation.exit_zero)
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+@app.command()
+def scan(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Session files or directories to search for *.jsonl.")
+    ],
+    select: SelectOpt = None,
+    extend_select: ExtendSelectOpt = None,
+    ignore: IgnoreOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.FULL,
+    output_file: OutputFileOpt = None,
+    statistics: StatisticsOpt = False,
+    fail_on: FailOnOpt = FailOn.WARNING,
+    exit_zero: ExitZeroOpt = False,
+    unsafe_fixes: UnsafeFixesOpt = False,
+    extend_safe_fixes: ExtendSafeOpt = None,
+    extend_unsafe_fixes: ExtendUnsafeOpt = None,
+    session_format: FormatOpt = FormatChoice.AUTO,
+    protect: ProtectOpt = None,
+    protect_last_turns: ProtectTurnsOpt = 0,
+    quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
+    max_record_size: MaxRecordOpt = DEFAULT_MAX_RECORD_SIZE,
+    cwd: CwdOpt = None,
+    quiet: QuietOpt = False,
+    no_progress: NoProgressOpt = False,
+) -> None:
+    """Find session files under PATHS and report every problem. Never changes a file."""
+    options = locals()
+    raise typer.Exit(_guard(lambda: _check_command(walk=True, **options)))
+
+
+@app.command()
+def check(
+    files: Annotated[list[Path], typer.Argument(help="Session files to check.")],
+    select: SelectOpt = None,
+    extend_select: ExtendSelectOpt = None,
+    ignore: IgnoreOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.FULL,
+    output_file: OutputFileOpt = None,
+    statistics: StatisticsOpt = False,
+    fail_on: FailOnOpt = FailOn.WARNING,
+    exit_zero: ExitZeroOpt = False,
+    unsafe_fixes: UnsafeFixesOpt = False,
+    extend_safe_fixes: ExtendSafeOpt = None,
+    extend_unsafe_fixes: ExtendUnsafeOpt = None,
+    session_format: FormatOpt = FormatChoice.AUTO,
+    protect: ProtectOpt = None,
+    protect_last_turns: ProtectTurnsOpt = 0,
+    quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
+    max_record_size: MaxRecordOpt = DEFAULT_MAX_RECORD_SIZE,
+    cwd: CwdOpt = None,
+    quiet: QuietOpt = False,
+    no_progress: NoProgressOpt = False,
+) -> None:
+    """Report problems in explicit session FILES (for CI and pre-commit). Never changes a file."""
+    options = locals()
+    paths = options.pop("files")
+    raise typer.Exit(_guard(lambda: _check_command(walk=False, paths=paths, **options)))
+
+
+def _check_command(
+    *,
+    walk: bool,
+    paths: list[Path],
+    output_format: OutputFormat,
+    output_file: Path | None,
+    statistics: bool,
+    quiet: bool,
+    no_progress: bool,
+    exit_zero: bool,
+    **rule_options: Any,
+) -> int:
+    settings = _settings(**rule_options)
+    presentation = Presentation(
+        output_format=output_format,
+        output_file=output_file,
+        statistics=statistics,
+        quiet=quiet,
+        no_progress=no_progress,
+        exit_zero=exit_zero,
+    )
+    return _run_check(paths, settings, presentation, walk=walk)
+
+
+@app.command()
+def rule(
+    code: Annotated[
+        str | None, typer.Argument(help="Rule code (SF201) or name (overflow-clone-message).")
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every rule.")] = False,
+    output_format: Annotated[
+        RuleOutput, typer.Option("--output-format", help="text or json.", case_sensitive=False)
+    ] = RuleOutput.TEXT,
+) -> None:
+    """Show the documentation of a rule (or of every rule with --all)."""
+    raise typer.Exit(_guard(lambda: _rule_command(code, show_all, output_format)))
+
+
+def _rule_command(code: str | None, show_all: bool, output_format: RuleOutput) -> int:
+    if show_all == (code is not None):
+        raise UsageError("give a rule code or --all (not both)")
+    if code is not None:
+        found = get_rule(code)
+        if found is None:
+            raise UsageError(f"unknown rule {code!r}")
+        chosen = [found]
+    else:
+        chosen = list(RULES)
+    out = sys.stdout.buffer
+    if output_format is RuleOutput.JSON:
+        data = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "severity": r.severity.label,
+                "fix": r.fix,
+                "formats": sorted(f.value for f in r.formats),
+                "summary": r.summary,
+                "url": r.url,
+                "doc": r.doc,
+            }
+            for r in chosen
+        ]
+        out.write(orjson.dumps(data if show_all else data[0], option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        out.write("\n\n".join(r.doc.rstrip() for r in chosen).encode() + b"\n")
+    out.flush()
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with `argv` (default: sys.argv[1:]) and return its exit code."""
+    try:
+        app(args=list(argv) if argv is not None else None, prog_name="sessionfix")
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return EXIT_OK
+        return code if isinstance(code, int) else EXIT_ERROR
+    except Exception as exc:
+        _error(f"internal error: {type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""Rendering diagnostics: human formats, JSON, JSON lines, GitHub annotations, SARIF.
+
+Machine formats are written as bytes with no header or footer. Human formats escape
+every piece of session text (control characters, terminal escapes, markup) before
+it reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from sessionfix import __version__
+from sessionfix.diagnostics import Applicability, Diagnostic, Severity
+from sessionfix.reader import RecordSource
+from sessionfix.rules import RULES, get_rule
+
+EXCERPT_CHARS = 160
+INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
+
+
+class OutputFormat(enum.Enum):
+    FULL = "full"
+    CONCISE = "concise"
+    JSON = "json"
+    JSON_LINES = "json-lines"
+    GITHUB = "github"
+    SARIF = "sarif"
+
+    @property
+    def is_human(self) -> bool:
+        return self in (OutputFormat.FULL, OutputFormat.CONCISE)
+
+
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str) -> str:
+    """Make untrusted text safe for a terminal: control and bidi characters become escapes."""
+    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _excerpt(diagnostic: Diagnostic) -> str | None:
+    if diagnostic.span is None or diagnostic.source is None:
+        return None
+    offset, length = diagnostic.span
+    take = min(length, EXCERPT_CHARS * 4)
+    try:
+        data = RecordSource(diagnostic.source).read(offset, take)
+    except Exception:
+        return None
+    text = data.decode("utf-8", "replace").replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    if len(text) > EXCERPT_CHARS or take < length:
+        text = text[:EXCERPT_CHARS] + "…"
+    return escape(text)
+
+
+@dataclass(frozen=True, slots=True)
+class FixCounts:
+    safe: int
+    unsafe: int
+
+
+def count_fixes(diagnostics: Iterable[Diagnostic]) -> FixCounts:
+    safe = unsafe = 0
+    for diagnostic in diagnostics:
+        if diagnostic.fix is None:
+            continue
+        if diagnostic.fix.applicability is Applicability.SAFE:
+            safe += 1
+        else:
+            unsafe += 1
+    return FixCounts(safe, unsafe)
+
+
+def _fix_marker(diagnostic: Diagnostic, unsafe_fixes: bool) -> str:
+    fix = diagnostic.fix
+    if fix is None:
+        return ""
+    if fix.applicability is Applicability.SAFE or unsafe_fixes:
+        return "[*] "
+    return ""
+
+
+_SEVERITY_STYLE = {
+    Severity.ERROR: "bold red",
+    Severity.WARNING: "yellow",
+    Severity.INFO: "cyan",
+}
+
+
+def _header_line(diagnostic: Diagnostic, unsafe_fixes: bool) -> Text:
+    line = Text()
+    line.append(escape(diagnostic.filename), style="bold")
+    line.append(f":{diagnostic.row}:{diagnostic.column}: ", style="dim")
+    line.append(diagnostic.code, style=_SEVERITY_STYLE[diagnostic.severity])
+    line.append(" ")
+    marker = _fix_marker(diagnostic, unsafe_fixes)
+    if marker:
+        line.append(marker, style="cyan")
+    line.append(escape(diagnostic.message))
+    return line
+
+
+def render_human(
+    diagnostics: Sequence[Diagnostic],
+    console: Console,
+    *,
+    concise: bool,
+    unsafe_fixes: bool,
+) -> None:
+    for diagnostic in diagnostics:
+        console.print(_header_line(diagnostic, unsafe_fixes), soft_wrap=True)
+        if concise:
+            continue
+        gutter = " " * len(str(diagnostic.row))
+        excerpt = _excerpt(diagnostic)
+        if excerpt is not None:
+            line = Text(f" {diagnostic.row} | ", style="dim")
+            line.append(excerpt)
+            console.print(line, soft_wrap=True)
+        notes = [diagnostic.severity.label, diagnostic.name]
+        if diagnostic.entry_id is not None:
+            notes.append(f"entry {escape(diagnostic.entry_id)}")
+        note = Text(f" {gutter} = ", style="dim")
+        note.append(" · ".join(notes), style="dim")
+        console.print(note, soft_wrap=True)
+        if diagnostic.fix is not None:
+            fix = Text(f" {gutter} = ", style="dim")
+            fix.append(f"fix ({diagnostic.fix.applicability.value}): ", style="cyan")
+            fix.append(escape(diagnostic.fix.message))
+            console.print(fix, soft_wrap=True)
+        console.print()
+
+
+def footer(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool) -> str:
+    """ruff-style closing line: "Found N problems (M fixable ...)." or "All checks passed!"."""
+    if not diagnostics:
+        return "All checks passed!"
+    total = len(diagnostics)
+    counts = count_fixes(diagnostics)
+    noun = "problem" if total == 1 else "problems"
+    if unsafe_fixes:
+        fixable, hidden = counts.safe + counts.unsafe, 0
+    else:
+        fixable, hidden = counts.safe, counts.unsafe
+    if fixable and hidden:
+        detail = f" ({fixable} fixable with sessionfix repair; {hidden} more with --unsafe-fixes)"
+    elif fixable:
+        suffix = " --unsafe-fixes" if unsafe_fixes and counts.unsafe else ""
+        detail = f" ({fixable} fixable with sessionfix repair{suffix})"
+    elif hidden:
+        detail = f" ({hidden} fixable with sessionfix repair --unsafe-fixes)"
+    else:
+        detail = ""
+    return f"Found {total} {noun}{detail}."
+
+
+def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
+    fix = diagnostic.fix
+    rule = get_rule(diagnostic.code)
+    return {
+        "code": diagnostic.code,
+        "name": diagnostic.name,
+        "severity": diagnostic.severity.label,
+        "message": diagnostic.message,
+        "filename": diagnostic.filename,
+        "format": diagnostic.format,
+        "location": {"row": diagnostic.row, "column": diagnostic.column},
+        "end_location": {"row": diagnostic.row, "column": diagnostic.column},
+        "entry_id": diagnostic.entry_id,
+        "fix": None
+        if fix is None
+        else {
+            "applicability": fix.applicability.value,
+            "message": fix.message,
+            "edits": [_edit_json(edit) for edit in fix.edits],
+        },
+        "url": rule.url if rule is not None else None,
+    }
+
+
+def _edit_json(edit: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"op": edit.op.value, "row": edit.row}
+    content = edit.content
+    if content is not None:
+        data["content"] = content
+    return data
+
+
+def _dumps(value: Any, *, indent: bool = False) -> bytes:
+    option = orjson.OPT_INDENT_2 if indent else 0
+    try:
+        return orjson.dumps(value, option=option)
+    except TypeError:
+        import json
+
+        text = json.dumps(value, ensure_ascii=False, indent=2 if indent else None)
+        return text.encode("utf-8", "replace")
+
+
+def write_json(diagnostics: Sequence[Diagnostic], out: IO[bytes]) -> None:
+    """A JSON array, written element by element so edits are produced one at a time."""
+    if not diagnostics:
+        out.write(b"[]\n")
+        return
+    out.write(b"[\n")
+    for index, diagnostic in enumerate(diagnostics):
+        if index:
+            out.write(b",\n")
+        out.write(b"  " + _dumps(diagnostic_json(diagnostic), indent=True).replace(b"\n", b"\n  "))
+    out.write(b"\n]\n")
+
+
+def write_json_lines(diagnostics: Iterable[Diagnostic], out: IO[bytes]) -> None:
+    for diagnostic in diagnostics:
+        out.write(_dumps(diagnostic_json(diagnostic)) + b"\n")
+
+
+_GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _github_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_property(text: str) -> str:
+    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def write_github(diagnostics: Iterable[Diagnostic], out: IO[bytes]) -> None:
+    for d in diagnostics:
+        title = _github_property(f"sessionfix ({d.code})")
+        location = f"{d.filename}:{d.row}:{d.column}: {d.code} {d.message}"
+        line = (
+            f"::{_GITHUB_LEVEL[d.severity]} title={title},file={_github_property(d.filename)},"
+            f"line={d.row},col={d.column}::{_github_data(location)}\n"
+        )
+        out.write(line.encode("utf-8", "replace"))
+
+
+_SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes]) -> None:
+    rules = [
+        {
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": rule.doc},
+            "help": {"text": rule.doc},
+            "helpUri": rule.url,
+            "properties": {
+                "name": rule.name,
+                "kind": "problem",
+                "problem.severity": _SARIF_LEVEL[rule.severity],
+            },
+        }
+        for rule in RULES
+    ]
+    results = [
+        {
+            "ruleId": d.code,
+            "level": _SARIF_LEVEL[d.severity],
+            "message": {"text": d.message},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": d.filename},
+                        "region": {
+                            "startLine": d.row,
+                            "startColumn": d.column,
+                            "endLine": d.row,
+                            "endColumn": d.column,
+                        },
+                    }
+                }
+            ],
+        }
+        for d in diagnostics
+    ]
+    document = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "sessionfix",
+                        "version": __version__,
+                        "informationUri": INFORMATION_URI,
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    out.write(_dumps(document, indent=True) + b"\n")
+
+
+def statistics(diagnostics: Iterable[Diagnostic]) -> list[dict[str, Any]]:
+    """Per-code counts, most frequent first (ruff's `--statistics`)."""
+    counts: Counter[str] = Counter()
+    fixable: Counter[str] = Counter()
+    names: dict[str, str] = {}
+    for d in diagnostics:
+        counts[d.code] += 1
+        names[d.code] = d.name
+        if d.fix is not None and d.fix.applicability is Applicability.SAFE:
+            fixable[d.code] += 1
+    return [
+        {
+            "code": code,
+            "name": names[code],
+            "count": count,
+            "fixable": fixable[code] == count,
+            "fixable_count": fixable[code],
+        }
+        for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+
+
+def write_statistics_text(rows: Sequence[dict[str, Any]], out: IO[bytes]) -> None:
+    width = max((len(str(row["count"])) for row in rows), default=1)
+    for row in rows:
+        marker = "[*]" if row["fixable"] else "[-]" if row["fixable_count"] else "[ ]"
+        out.write(f"{row['count']:>{width}}\t{row['code']}\t{marker} {row['name']}\n".encode())
