@@ -12,10 +12,11 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
-from sessionfix.engine import FileReport, check_file, check_paths, read_session
+from sessionfix.engine import FileReport, check_file, check_paths
 from sessionfix.errors import InputError, SessionfixError, UsageError
 from sessionfix.formats import Format
 from sessionfix.rules import RULES, Rule, get_rule
+from sessionfix.scanner import read_session
 from sessionfix.settings import Settings
 
 __all__ = [

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
 from sessionfix.reader import LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
-from sessionfix.view import MISSING, Flag, Kind, Role, ToolCall
+from sessionfix.tracking import UserEvent
+from sessionfix.view import MISSING, NO_ID_KEY, Flag, Kind, Role
 
 
 def records_on_row(ctx: RuleContext, row: int) -> range:
@@ -37,113 +39,6 @@ def describe(ctx: RuleContext, index: int) -> str:
     return kind.name.lower().replace("_", " ")
 
 
-# ---- tool-call groups ------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class ToolGroup:
-    """One assistant turn's tool calls and the results that answer them (rules.md §6.1)."""
-
-    assistant: int
-    calls: tuple[ToolCall, ...]
-    incomplete: bool
-    segment: int
-    """Index of the compaction window (between boundaries) the group lies in."""
-    results: dict[int, int] = field(default_factory=dict)
-    """Call position in `calls` → view index of its first result."""
-    displaced: set[int] = field(default_factory=set)
-    """Call positions answered by a result outside the group (SF404)."""
-    ended_by: int | None = None
-    """View index of the entry that closed the group; None when the path ends first."""
-
-    def call_position(self, call_id: str) -> int | None:
-        for position, call in enumerate(self.calls):
-            if call.id == call_id and position not in self.results:
-                return position
-        for position, call in enumerate(self.calls):
-            if call.id == call_id:
-                return position
-        return None
-
-
-@dataclass(slots=True)
-class GroupAnalysis:
-    groups: list[ToolGroup] = field(default_factory=list)
-    orphans: list[int] = field(default_factory=list)
-    duplicates: list[tuple[int, int]] = field(default_factory=list)
-    """(duplicate result, first result for the same call)."""
-    displaced: list[tuple[int, ToolGroup, int]] = field(default_factory=list)
-    """(result, the earlier group it answers, call position)."""
-    group_of_result: dict[int, ToolGroup] = field(default_factory=dict)
-
-
-def tool_groups(ctx: RuleContext) -> GroupAnalysis:
-    """Pair tool calls and results along the active path, group by group."""
-    view = ctx.view
-    analysis = GroupAnalysis()
-    current: ToolGroup | None = None
-    segment = 0
-    segment_groups: list[ToolGroup] = []
-    for index in view.active_path:
-        kind = view.kinds[index]
-        if kind == Kind.COMPACTION or kind == Kind.RESET:
-            if current is not None:
-                current.ended_by = index
-            current = None
-            segment += 1
-            segment_groups = []
-            continue
-        role = view.roles[index]
-        if kind == Kind.MESSAGE and role == Role.TOOL_RESULT:
-            _place_result(view.result(index), index, current, segment_groups, analysis)
-            continue
-        if not view.flags[index] & Flag.CONTEXT:
-            continue
-        if current is not None:
-            current.ended_by = index
-        current = None
-        facts = view.calls(index) if role == Role.ASSISTANT else None
-        if facts is not None and facts.calls:
-            current = ToolGroup(index, facts.calls, facts.incomplete, segment)
-            analysis.groups.append(current)
-            segment_groups.append(current)
-    return analysis
-
-
-def _place_result(
-    facts: object,
-    index: int,
-    current: ToolGroup | None,
-    segment_groups: list[ToolGroup],
-    analysis: GroupAnalysis,
-) -> None:
-    call_id = getattr(facts, "call_id", None)
-    if current is not None and call_id is not None:
-        position = current.call_position(call_id)
-        if position is not None:
-            first = current.results.get(position)
-            if first is None:
-                current.results[position] = index
-                analysis.group_of_result[index] = current
-            else:
-                analysis.duplicates.append((index, first))
-            return
-    if call_id is not None:
-        for group in reversed(segment_groups):
-            if group is current:
-                continue
-            for position, call in enumerate(group.calls):
-                if (
-                    call.id == call_id
-                    and position not in group.results
-                    and position not in group.displaced
-                ):
-                    group.displaced.add(position)
-                    analysis.displaced.append((index, group, position))
-                    return
-    analysis.orphans.append(index)
-
-
 # ---- replayed user messages (SF201) ------------------------------------------------
 
 
@@ -156,35 +51,45 @@ class Clone:
 
 
 def user_clones(ctx: RuleContext) -> dict[int, Clone]:
-    """Byte-identical user messages re-appended on the active path (rules.md §4.1)."""
-    view = ctx.view
+    """Identical user messages re-appended on the active path (rules.md §4.1).
+
+    Copies count only within one compaction window. Messages are first bucketed by a
+    cheap key (their timestamp); only messages sharing a key get their canonical
+    identity computed, and a match is confirmed on the canonical bytes.
+    """
     clones: dict[int, Clone] = {}
-    if not view.tree:
+    if not ctx.view.tree:
         return clones
-    first_seen: dict[bytes, tuple[int, int]] = {}
-    assistants = 0
-    for index in view.active_path:
-        kind = view.kinds[index]
-        if kind == Kind.COMPACTION or kind == Kind.RESET:
-            first_seen.clear()
+    buckets: dict[tuple[int, object], list[UserEvent]] = {}
+    for event in ctx.tracking.users:
+        try:
+            buckets.setdefault((event.boundaries_before, event.key), []).append(event)
+        except TypeError:
+            buckets.setdefault((event.boundaries_before, repr(event.key)), []).append(event)
+    for bucket in buckets.values():
+        if len(bucket) < 2:
             continue
-        if kind != Kind.MESSAGE:
-            continue
-        role = view.roles[index]
-        if role == Role.ASSISTANT:
-            assistants += 1
-            continue
-        facts = view.user(index)
-        if facts is None:
-            continue
-        seen = first_seen.get(facts.identity)
-        if seen is None:
-            first_seen[facts.identity] = (index, assistants)
-            continue
-        survivor, assistants_then = seen
-        if _same_message(ctx, survivor, index):
-            clones[index] = Clone(index, survivor, assistants != assistants_then)
+        first_seen: dict[bytes, UserEvent] = {}
+        for event in bucket:
+            identity = _identity(ctx, event.record)
+            if identity is None:
+                continue
+            survivor = first_seen.setdefault(identity, event)
+            if survivor is not event and _same_message(ctx, survivor.record, event.record):
+                clones[event.record] = Clone(
+                    event.record,
+                    survivor.record,
+                    event.assistants_before != survivor.assistants_before,
+                )
     return clones
+
+
+def _identity(ctx: RuleContext, index: int) -> bytes | None:
+    """Digest of the canonical JSON of a message (the whole `message` object)."""
+    try:
+        return jsonutil.identity_hash(ctx.load_record(index).get("message"))
+    except (ValueError, AttributeError):
+        return None
 
 
 def _same_message(ctx: RuleContext, first: int, second: int) -> bool:
@@ -207,7 +112,7 @@ def survivor_of(ctx: RuleContext, entry_id: str) -> str:
     clone = ctx.shared(user_clones).get(index)
     if clone is None:
         return entry_id
-    return ctx.view.ids[clone.survivor] or entry_id
+    return ctx.view.entry_id(clone.survivor) or entry_id
 
 
 # ---- cloned compactions (SF202) ------------------------------------------------------
@@ -225,10 +130,9 @@ def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
     view = ctx.view
     found: dict[int, CompactionClone] = {}
     first_seen: dict[tuple[object, str, bytes], int] = {}
-    path = view.active_path
-    for position, index in enumerate(path):
-        if view.kinds[index] != Kind.COMPACTION:
-            continue
+    positions = view.path_positions
+    for index in view.in_path_order(view.records_of_kind(Kind.COMPACTION)):
+        position = positions[index]
         facts = view.boundary(index)
         if facts is None or facts.identity is None:
             continue
@@ -284,7 +188,7 @@ def _context_unchanged(ctx: RuleContext, survivor: int, position: int, kept_ref:
         kept_position = view.path_positions[kept_index]
         if 0 <= kept_position <= survivor_position:
             return True
-    return not any(view.flags[i] & Flag.CONTEXT for i in between)
+    return not any(view.flags[i] & Flag.CONTEXT or view.kinds[i] == Kind.MESSAGE for i in between)
 
 
 # ---- damaged header ----------------------------------------------------------------
@@ -311,22 +215,88 @@ def damaged_header_row(ctx: RuleContext) -> int | None:
 # ---- re-linking --------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class TreeOrder:
+    """Depth-first entry and exit times of the parent forest: O(1) descendant tests.
+
+    Entries on a parent cycle (or hanging below one) are reached from no root and
+    keep -1.
+    """
+
+    enter: array[int]
+    leave: array[int]
+
+    def is_descendant(self, node: int, ancestor: int) -> bool | None:
+        """Whether `node` lies below `ancestor`; None when either sits on a cycle."""
+        start = self.enter[ancestor]
+        if start < 0:
+            return None
+        at = self.enter[node]
+        if at < 0:
+            return False
+        return start <= at < self.leave[ancestor]
+
+
+def tree_order(ctx: RuleContext) -> TreeOrder:
+    view = ctx.view
+    count = len(view)
+    parents = view.parents
+    child_count = array("q", bytes(8 * (count + 1)))
+    for parent in parents:
+        if parent >= 0:
+            child_count[parent + 1] += 1
+    for index in range(count):
+        child_count[index + 1] += child_count[index]
+    starts = array("q", child_count)
+    children = array("q", bytes(8 * max(1, child_count[count])))
+    fill = array("q", child_count)
+    for index, parent in enumerate(parents):
+        if parent >= 0:
+            children[fill[parent]] = index
+            fill[parent] += 1
+    enter = array("q", [-1]) * count
+    leave = array("q", [-1]) * count
+    clock = 0
+    for root in range(count):
+        if parents[root] >= 0:
+            continue
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node >= 0:
+                enter[node] = clock
+                clock += 1
+                stack.append(~node)
+                stack.extend(children[starts[node] : starts[node + 1]])
+            else:
+                leave[~node] = clock
+    return TreeOrder(enter, leave)
+
+
 def relink_target(
     ctx: RuleContext, index: int, exclude: frozenset[int] = frozenset()
 ) -> tuple[int, str] | None:
     """The nearest earlier entry in file order that can adopt `index` without a cycle.
 
     This is how OpenClaw's tolerant reader and the known repair scripts re-link a
-    broken parent link (rules.md SF103). Returns the entry and its id.
+    broken parent link (rules.md SF103). The candidate's id must resolve to itself
+    (not to a later duplicate). Returns the entry and its id.
     """
     view = ctx.view
+    order = ctx.shared(tree_order)
+    keys = view.id_keys
     for candidate in range(index - 1, -1, -1):
-        candidate_id = view.ids[candidate]
-        if not view.is_entry(candidate) or candidate in exclude or candidate_id is None:
+        if keys[candidate] == NO_ID_KEY:
             continue
-        if view.kinds[candidate] == Kind.HEADER:
+        candidate_id = view.entry_id(candidate)
+        if candidate_id is None or candidate in exclude or not view.is_entry(candidate):
             continue
-        if index in view.ancestors(candidate):
+        if view.kinds[candidate] == Kind.HEADER or view.resolve(candidate_id) != candidate:
+            continue
+        below = order.is_descendant(candidate, index)
+        if below is None:
+            below = index in view.ancestors(candidate)
+        if below:
             continue
         return candidate, candidate_id
     return None

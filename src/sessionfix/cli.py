@@ -156,6 +156,14 @@ CwdOpt = Annotated[
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only diagnostics and errors.")]
 NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="Never show a progress bar.")]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        help="Worker processes for reading a large file (default: by size and cores).",
+    ),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +206,7 @@ def _settings(
     quiescence: float,
     max_record_size: int,
     cwd: str | None,
+    jobs: int | None,
 ) -> Settings:
     selected = _split(select) or ("ALL",)
     others = (
@@ -220,6 +229,7 @@ def _settings(
         quiescence=quiescence,
         max_record_size=max_record_size,
         cwd=cwd,
+        jobs=jobs,
     )
     _check_selectors([*selected, *(s for group in others for s in group)])
     return settings
@@ -440,6 +450,7 @@ def scan(
     cwd: CwdOpt = None,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Find session files under PATHS and report every problem. Never changes a file."""
     options = locals()
@@ -468,6 +479,7 @@ def check(
     cwd: CwdOpt = None,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Report problems in explicit session FILES (for CI and pre-commit). Never changes a file."""
     options = locals()

@@ -13,7 +13,6 @@ import enum
 import os
 import stat
 from array import array
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -241,13 +240,27 @@ class LineReport:
     """Line-level facts of one file: everything rules SF001-SF009 need."""
 
     findings: list[LineFinding] = field(default_factory=list)
-    crlf_rows: array[int] = field(default_factory=lambda: array("L"))
+    crlf_rows: array[int] = field(default_factory=lambda: array("I"))
     line_count: int = 0
     size: int = 0
     final_newline: bool = True
     last_row: int = 0
     """Physical row of the last non-blank line (0 for an empty file)."""
     last_row_parsed: bool = True
+
+    def extend(self, other: LineReport, row_offset: int) -> None:
+        """Append the facts of the lines that follow, read separately."""
+        if not other.line_count:
+            return
+        for finding in other.findings:
+            finding.row += row_offset
+            self.findings.append(finding)
+        self.crlf_rows.extend(array("I", [row + row_offset for row in other.crlf_rows]))
+        self.line_count += other.line_count
+        self.size += other.size
+        self.final_newline = other.final_newline
+        if other.last_row:
+            self.last_row = other.last_row + row_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,20 +298,22 @@ class RecordSource:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._handle: BinaryIO | None = None
 
     def read(self, offset: int, length: int) -> bytes:
         try:
-            with open(self.path, "rb") as handle:
-                handle.seek(offset)
-                return handle.read(length)
+            handle = self._handle
+            if handle is None:
+                handle = self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open
+            handle.seek(offset)
+            return handle.read(length)
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
 
-    def read_many(self, spans: list[tuple[int, int]]) -> Iterator[bytes]:
-        try:
-            with open(self.path, "rb") as handle:
-                for offset, length in spans:
-                    handle.seek(offset)
-                    yield handle.read(length)
-        except OSError as exc:
-            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __del__(self) -> None:
+        self.close()

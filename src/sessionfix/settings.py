@@ -35,6 +35,8 @@ class Settings:
     """SF603: records larger than this many bytes are reported."""
     cwd: str | None = None
     """SF101: working directory for a rebuilt pi header."""
+    jobs: int | None = None
+    """Worker processes for reading a large file; None picks by file size and cores."""
 
     def __post_init__(self) -> None:
         for selector in (
@@ -53,6 +55,8 @@ class Settings:
             raise UsageError("--protect-last-turns must be 0 or more")
         if self.quiescence < 0:
             raise UsageError("--quiescence must be 0 or more")
+        if self.jobs is not None and self.jobs < 1:
+            raise UsageError("--jobs must be 1 or more")
         if self.max_record_size <= 0:
             raise UsageError("--max-record-size must be positive")
 

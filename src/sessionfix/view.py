@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import enum
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import add, ge
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 
 class Kind(enum.IntEnum):
@@ -50,71 +52,56 @@ class Role(enum.IntEnum):
     OTHER = 6
 
 
-class Flag(enum.IntFlag):
-    NONE = 0
-    CONTEXT = 1
+class Flag:
+    """Bit flags per record (plain ints: IntFlag arithmetic is too slow for hot loops)."""
+
+    CONTEXT: Final = 1
     """Reaches the model and ends a tool-call group."""
-    CUT_POINT = 2
+    CUT_POINT: Final = 2
     """A valid place for a compaction to start keeping history."""
-    BAD_ID = 4
+    BAD_ID: Final = 4
     """Tree formats: no non-empty string id."""
-    NO_PARENT_KEY = 8
+    NO_PARENT_KEY: Final = 8
     """Tree formats: the parent link is missing altogether."""
 
 
-class FileAction(enum.Enum):
-    NONE = "none"
-    READ = "read"
+class FileAction(enum.IntEnum):
+    NONE = 0
+    READ = 1
     """Returns a file's contents."""
-    FULL_WRITE = "full_write"
+    FULL_WRITE = 2
     """Replaces a file's whole contents."""
 
 
-@dataclass(frozen=True, slots=True)
+class Bit:
+    """Facts about a tool result, as the format reads them (`PathTracker.result`)."""
+
+    SUCCEEDED: Final = 1
+    """The format's success test holds (pi: `isError === false`)."""
+    ERRORED: Final = 2
+    """Explicitly marked as an error."""
+    TEXT_ONLY: Final = 4
+    """Only text content (no images or other blocks)."""
+    OWN_MARKER: Final = 8
+    """The text is a placeholder sessionfix wrote (`[sessionfix:` prefix)."""
+
+
+@dataclass(slots=True)
 class ToolCall:
     id: str
     name: str
     action: FileAction = FileAction.NONE
     path: str | None = None
     """The path argument as written."""
-    normalized_path: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CallFacts:
-    """An assistant message: its tool calls and how the turn ended."""
-
-    calls: tuple[ToolCall, ...]
-    incomplete: bool
-    """The turn errored or was aborted, so its calls may be incomplete."""
-    stop_reason: str | None
-    leaked_partial_json: tuple[int, ...] = ()
-    """Indexes of content blocks carrying leaked streaming state."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResultFacts:
-    call_id: str | None
-    tool_name: str | None
-    succeeded: bool
-    """The format's success test holds (pi: `isError === false`)."""
-    errored: bool
-    """The result is explicitly marked as an error."""
-    text_only: bool
-    """Only text content (no images or other blocks)."""
-
-
-@dataclass(frozen=True, slots=True)
-class UserFacts:
-    identity: bytes
-    """Digest of the canonical message object, for finding replayed copies."""
+    base: str | None = None
+    """Directory a relative `path` is resolved against (pi: the header's cwd)."""
 
 
 MISSING: Final = "\x00missing"
 """Stands for an absent field where `None` means an explicit null."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BoundaryFacts:
     first_kept: str | None
     """Id of the first kept entry; `MISSING` when absent."""
@@ -147,43 +134,88 @@ class HeaderFacts:
     cwd: str | None
 
 
+V = TypeVar("V")
+
+
+def _shift_into(target: dict[int, V], source: dict[int, V], base: int) -> None:
+    target.update({index + base: value for index, value in source.items()})
+
+
 ROOT: Final = -1
 DANGLING: Final = -2
+
+NULL_KEY: Final = hash(None)
+"""Parent key of an entry whose `parentId` is null (a root)."""
+NO_ID_KEY: Final = hash("\x00no-id")
+"""Id key of a record without a usable id."""
+MISSING_KEY: Final = hash(MISSING)
+"""Parent key of an entry without a `parentId` field."""
+
+
+def key_of(entry_id: str) -> int:
+    """The 64-bit key an id is indexed by.
+
+    Keys are `hash(str)`: consistent across one run's processes (workers are forked),
+    never stored. Anything decided on keys that would not also hold for the strings
+    (a duplicate, a link) is confirmed on the strings before it is reported.
+    """
+    return hash(entry_id)
 
 
 @dataclass(slots=True)
 class SessionView:
-    """Compact per-record index of one session file plus its derived tree."""
+    """Compact per-record index of one session file plus its derived tree.
+
+    Columns (arrays, bytearrays, lists of shared strings) rather than per-record
+    objects keep a gigabyte session small, and let byte ranges decoded in parallel
+    pickle and concatenate cheaply. Conversation facts (tool calls, results, user
+    messages) are not stored here: they stream into `sessionfix.tracking`.
+    """
 
     path: Path
     format: str
     tree: bool = True
     """Records link by id; False for positional formats (pi v1)."""
     header: HeaderFacts | None = None
+    # One entry per record:
     rows: array[int] = field(default_factory=lambda: array("I"))
     offsets: array[int] = field(default_factory=lambda: array("q"))
     sizes: array[int] = field(default_factory=lambda: array("I"))
     kinds: bytearray = field(default_factory=bytearray)
     roles: bytearray = field(default_factory=bytearray)
     flags: bytearray = field(default_factory=bytearray)
-    ids: list[str | None] = field(default_factory=list)
-    parent_ids: list[str | None] = field(default_factory=list)
+    id_keys: array[int] = field(default_factory=lambda: array("q"))
+    """`key_of(id)` per record (`NO_ID_KEY` when it has none); the strings stay in the file."""
+    parent_keys: array[int] = field(default_factory=lambda: array("q"))
+    """`key_of(parentId)` per record, or `NULL_KEY` / `MISSING_KEY`."""
+    # Sparse facts, keyed by record index:
     columns: dict[int, int] = field(default_factory=dict)
-    details: dict[int, object] = field(default_factory=dict)
+    leaked: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Assistants: content blocks carrying leaked streaming state."""
+    boundaries: dict[int, BoundaryFacts] = field(default_factory=dict)
     references: dict[int, tuple[Reference, ...]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """Format observations made while reading (e.g. why a pi file is OpenClaw's)."""
     # Derived by finish():
-    id_index: dict[str, int] = field(default_factory=dict)
+    id_index: dict[int, int] = field(default_factory=dict)
+    """id key → record, for the keys looked up so far (all of them once `index_of` ran)."""
+    read_ids: Callable[[int], tuple[str | None, object]] | None = None
+    """Reads a record's id and parentId from the file (set by the reader)."""
+    _id_cache: dict[int, tuple[str | None, object]] = field(default_factory=dict)
     duplicate_ids: list[tuple[int, int]] = field(default_factory=list)
     """(first occurrence, later occurrence) for every repeated id."""
     parents: array[int] = field(default_factory=lambda: array("q"))
     leaf: int | None = None
-    active_path: array[int] = field(default_factory=lambda: array("q"))
-    path_positions: array[int] = field(default_factory=lambda: array("q"))
+    active_path: Sequence[int] = field(default_factory=lambda: array("q"))
+    path_positions: Sequence[int] = field(default_factory=lambda: array("q"))
+    linear: bool = False
+    """The active path is every entry, in file order: the file is one unbranched chain."""
     cycle_on_path: bool = False
     window_start: int = 0
     """Path position where the model's context window starts."""
     boundary_position: int | None = None
     """Path position of the last compaction/reset on the path."""
+    _full_index: bool = False
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -197,11 +229,10 @@ class SessionView:
         kind: Kind,
         role: Role = Role.NONE,
         flags: int = 0,
-        entry_id: str | None = None,
-        parent_id: str | None = MISSING,
-        detail: object = None,
-        references: tuple[Reference, ...] = (),
+        id_key: int = NO_ID_KEY,
+        parent_key: int = MISSING_KEY,
     ) -> int:
+        """Append one record (the pi reader appends to the columns directly)."""
         index = len(self.kinds)
         self.rows.append(row)
         if column != 1:
@@ -211,13 +242,30 @@ class SessionView:
         self.kinds.append(kind)
         self.roles.append(role)
         self.flags.append(flags)
-        self.ids.append(entry_id)
-        self.parent_ids.append(parent_id)
-        if detail is not None:
-            self.details[index] = detail
-        if references:
-            self.references[index] = references
+        self.id_keys.append(id_key)
+        self.parent_keys.append(parent_key)
         return index
+
+    def extend(self, other: SessionView, row_offset: int) -> None:
+        """Append the records of a view decoded from a later part of the same file."""
+        base = len(self.kinds)
+        self.rows.extend(array("I", map(add, other.rows, repeat(row_offset))))
+        self.offsets.extend(other.offsets)
+        self.sizes.extend(other.sizes)
+        self.kinds.extend(other.kinds)
+        self.roles.extend(other.roles)
+        self.flags.extend(other.flags)
+        self.id_keys.extend(other.id_keys)
+        self.parent_keys.extend(other.parent_keys)
+        _shift_into(self.columns, other.columns, base)
+        _shift_into(self.leaked, other.leaked, base)
+        _shift_into(self.boundaries, other.boundaries, base)
+        _shift_into(self.references, other.references, base)
+        for note in other.notes:
+            if note not in self.notes:
+                self.notes.append(note)
+        if self.header is None and other.header is not None and base == 0:
+            self.header = other.header
 
     # ---- accessors -------------------------------------------------------------
 
@@ -227,7 +275,7 @@ class SessionView:
     def role(self, index: int) -> Role:
         return Role(self.roles[index])
 
-    def has_flag(self, index: int, flag: Flag) -> bool:
+    def has_flag(self, index: int, flag: int) -> bool:
         return bool(self.flags[index] & flag)
 
     def column(self, index: int) -> int:
@@ -240,21 +288,12 @@ class SessionView:
         """Every record but the session header counts as an entry (pi's `fileEntries`)."""
         return index > 0 or self.header is None
 
-    def calls(self, index: int) -> CallFacts | None:
-        detail = self.details.get(index)
-        return detail if isinstance(detail, CallFacts) else None
-
-    def result(self, index: int) -> ResultFacts | None:
-        detail = self.details.get(index)
-        return detail if isinstance(detail, ResultFacts) else None
+    @property
+    def first_entry(self) -> int:
+        return 1 if self.header is not None else 0
 
     def boundary(self, index: int) -> BoundaryFacts | None:
-        detail = self.details.get(index)
-        return detail if isinstance(detail, BoundaryFacts) else None
-
-    def user(self, index: int) -> UserFacts | None:
-        detail = self.details.get(index)
-        return detail if isinstance(detail, UserFacts) else None
+        return self.boundaries.get(index)
 
     def on_path(self, index: int) -> bool:
         return self.path_positions[index] >= 0
@@ -265,8 +304,53 @@ class SessionView:
         return position >= self.window_start
 
     def entries(self) -> Iterator[int]:
-        start = 1 if self.header is not None else 0
-        return iter(range(start, len(self.kinds)))
+        return iter(range(self.first_entry, len(self.kinds)))
+
+    def records_of_kind(self, kind: Kind, start: int = 0) -> Iterator[int]:
+        """Indexes of the records of one kind (a byte search, not a loop over records)."""
+        needle = bytes([kind])
+        position = self.kinds.find(needle, start)
+        while position >= 0:
+            yield position
+            position = self.kinds.find(needle, position + 1)
+
+    def records_flagged(self, mask: int) -> Iterator[int]:
+        """Indexes of the records carrying any of the `mask` flag bits."""
+        table = bytes(1 if value & mask else 0 for value in range(256))
+        marked = self.flags.translate(table)
+        position = marked.find(1)
+        while position >= 0:
+            yield position
+            position = marked.find(1, position + 1)
+
+    def dangling(self) -> Iterator[int]:
+        """Entries whose parent link names no record."""
+        parents = self.parents
+        try:
+            position = parents.index(DANGLING)
+        except ValueError:
+            return
+        while True:
+            yield position
+            try:
+                position = parents.index(DANGLING, position + 1)
+            except ValueError:
+                return
+
+    def has_forward_links(self) -> bool:
+        """Some parent link points at a later record: the only way to form a cycle."""
+        return any(map(ge, self.parents, range(len(self.parents))))
+
+    def in_path_order(self, indexes: Iterable[int]) -> list[int]:
+        """The given records that lie on the active path, in path order."""
+        positions = self.path_positions
+        on_path = [i for i in indexes if positions[i] >= 0]
+        return on_path if self.linear else sorted(on_path, key=positions.__getitem__)
+
+    def path_between(self, first: int, second: int) -> Sequence[int]:
+        """Path entries strictly between two path entries."""
+        positions = self.path_positions
+        return self.active_path[positions[first] + 1 : positions[second]]
 
     def ancestors(self, index: int) -> Iterator[int]:
         """Parents of `index`, nearest first, stopping at a root, a break or a cycle."""
@@ -277,8 +361,62 @@ class SessionView:
             seen.add(current)
             current = self.parents[current]
 
+    def entry_id(self, index: int) -> str | None:
+        """The record's id as written (read back from the file on first use)."""
+        if self.id_keys[index] == NO_ID_KEY:
+            return None
+        return self._ids_of(index)[0]
+
+    def parent_id(self, index: int) -> object:
+        """The record's `parentId` as written (`MISSING` when absent)."""
+        return self._ids_of(index)[1]
+
+    def _ids_of(self, index: int) -> tuple[str | None, object]:
+        found = self._id_cache.get(index)
+        if found is None:
+            if self.read_ids is None or (self.id_keys[index] == NO_ID_KEY and not self.tree):
+                found = (None, MISSING)
+            else:
+                found = self.read_ids(index)
+            self._id_cache[index] = found
+        return found
+
     def resolve(self, entry_id: str) -> int | None:
-        return self.id_index.get(entry_id)
+        """The record holding `entry_id` (a later duplicate wins, as in pi's Map)."""
+        key = key_of(entry_id)
+        found = self.id_index.get(key)
+        if found is None and not self._full_index:
+            found = self._scan_for(key)
+        if found is not None and self.entry_id(found) != entry_id:
+            return None
+        return found
+
+    def _scan_for(self, key: int) -> int | None:
+        """Find a key not indexed yet. In a verified chain every key is unique, so an
+        array search is exact; elsewhere the full index decides."""
+        if not self.linear:
+            return self.index_of().get(key)
+        start = self.first_entry
+        try:
+            found = self.id_keys.index(key, start)
+        except ValueError:
+            return None
+        self.id_index[key] = found
+        return found
+
+    def has_id(self, entry_id: str) -> bool:
+        return self.resolve(entry_id) is not None
+
+    def index_of(self) -> dict[int, int]:
+        """Every id key → record, built on first use (a later duplicate wins)."""
+        if not self._full_index:
+            self._full_index = True
+            start = self.first_entry
+            keys = self.id_keys
+            index = dict(zip(keys[start:], range(start, len(keys)), strict=True))
+            index.pop(NO_ID_KEY, None)
+            self.id_index = index
+        return self.id_index
 
     def first_kept_target(self, index: int) -> int | None:
         """The record a boundary keeps history from, or None when nothing is named."""
@@ -290,78 +428,114 @@ class SessionView:
             return target if target is not None and 0 <= target < len(self) else None
         if facts.first_kept is None or facts.first_kept == MISSING:
             return None
-        return self.id_index.get(facts.first_kept)
+        return self.resolve(facts.first_kept)
 
     # ---- derivation ------------------------------------------------------------
 
     def finish(self) -> None:
         """Derive ids, parent links, leaf, active path and context window."""
-        count = len(self.kinds)
-        self.parents = array("q", bytes(8 * count))
         if self.tree:
-            self._index_ids()
-            self._link_parents()
+            if self._link_chain():
+                self._index_referenced()
+            else:
+                self._link_parents()
         else:
             self._link_positional()
         self.leaf = self._find_leaf()
         self._walk_active_path()
         self._find_window()
 
-    def _index_ids(self) -> None:
-        """Map ids to records; like pi's Map, a later line wins over an earlier one."""
-        index_of = self.id_index
-        first_of: dict[str, int] = {}
-        for index, entry_id in enumerate(self.ids):
-            if entry_id is None or not self.is_entry(index):
-                continue
-            previous = index_of.get(entry_id)
-            if previous is not None:
-                first = first_of.setdefault(entry_id, previous)
-                self.duplicate_ids.append((first, index))
-            index_of[entry_id] = index
+    def _link_chain(self) -> bool:
+        """The common case, checked with array operations only: ids are unique and every
+        entry's parent is the entry written just before it (one unbranched chain)."""
+        start = self.first_entry
+        keys = self.id_keys
+        count = len(keys)
+        if count <= start or Kind.LEAF in self.kinds:
+            return False
+        parents = self.parent_keys
+        if parents[start] != NULL_KEY or parents[start + 1 :] != keys[start : count - 1]:
+            return False
+        if NO_ID_KEY in keys[start:] or len(set(keys[start:])) != count - start:
+            return False
+        self.parents = array("q", [ROOT]) * (start + 1)
+        self.parents.extend(range(start, count - 1))
+        self.linear = True
+        return True
+
+    def _index_referenced(self) -> None:
+        """For a chain, index only the ids other records name; `index_of` does the rest."""
+        wanted = {
+            key_of(facts.first_kept)
+            for facts in self.boundaries.values()
+            if isinstance(facts.first_kept, str)
+        }
+        wanted.update(key_of(r.target) for refs in self.references.values() for r in refs)
+        keys = self.id_keys
+        if wanted:
+            hits = compress(range(len(keys)), map(wanted.__contains__, keys))
+            self.id_index = {keys[i]: i for i in hits}
 
     def _link_parents(self) -> None:
-        index_of = self.id_index
+        """Resolve every parent by its key; a later duplicate id wins, as in pi."""
+        index = dict(self.index_of())
+        start = self.first_entry
+        self._find_duplicates(index)
+        index[NULL_KEY] = ROOT
+        index[MISSING_KEY] = ROOT
+        self.parents = array("q", map(index.get, self.parent_keys, repeat(DANGLING)))
+        for position in range(start):
+            self.parents[position] = ROOT
+        if Kind.LEAF in self.kinds:
+            self._link_through_leaf_rows()
+
+    def _find_duplicates(self, index: dict[int, int]) -> None:
+        start = self.first_entry
+        keys = self.id_keys
+        named = len(keys) - start - keys[start:].count(NO_ID_KEY)
+        if len(index) == named:
+            return
+        first_of: dict[int, int] = {}
+        for position in range(start, len(keys)):
+            key = keys[position]
+            if key == NO_ID_KEY:
+                continue
+            first = first_of.setdefault(key, position)
+            if first != position and self.entry_id(first) == self.entry_id(position):
+                self.duplicate_ids.append((first, position))
+
+    def _link_through_leaf_rows(self) -> None:
+        """A child of an OpenClaw leaf row hangs below that row's target."""
         kinds = self.kinds
         parents = self.parents
-        for index, parent_id in enumerate(self.parent_ids):
-            if parent_id is None or parent_id == MISSING or not self.is_entry(index):
-                parents[index] = ROOT
-                continue
-            target = index_of.get(parent_id)
-            if target is None:
-                parents[index] = DANGLING
-                continue
-            # A child of an OpenClaw leaf row hangs below that row's target.
+        for index, parent in enumerate(parents):
             hops = 0
-            while target is not None and kinds[target] == Kind.LEAF and hops < 64:
-                target = self._leaf_target(target)
+            while parent >= 0 and kinds[parent] == Kind.LEAF and hops < 64:
+                target = self._leaf_target(parent)
+                parent = ROOT if target is None else target
                 hops += 1
-            parents[index] = ROOT if target is None else target
+            parents[index] = parent
 
     def _leaf_target(self, index: int) -> int | None:
         for reference in self.references.get(index, ()):
             if reference.field == "targetId":
-                return self.id_index.get(reference.target)
+                return self.resolve(reference.target)
         return None
 
     def _link_positional(self) -> None:
-        parents = self.parents
-        previous = ROOT
-        for index in range(len(self.kinds)):
-            if not self.is_entry(index):
-                parents[index] = ROOT
-                continue
-            parents[index] = previous
-            previous = index
+        start = self.first_entry
+        count = len(self.kinds)
+        parents = array("q", [ROOT]) * start
+        if count > start:
+            parents.append(ROOT)
+            parents.extend(range(start, count - 1))
+        self.parents = parents
 
     def _find_leaf(self) -> int | None:
-        last = None
-        for index in range(len(self.kinds) - 1, -1, -1):
-            if self.is_entry(index):
-                last = index
-                break
-        if last is None or not self.tree or self.kinds[last] != Kind.LEAF:
+        last = len(self.kinds) - 1
+        if last < self.first_entry:
+            return None
+        if not self.tree or self.kinds[last] != Kind.LEAF:
             return last
         if not any(r.field == "targetId" for r in self.references.get(last, ())):
             return None
@@ -369,13 +543,21 @@ class SessionView:
         if target is not None:
             return target
         # Unknown leaf target: pi falls back to the last entry.
-        for index in range(last - 1, -1, -1):
-            if self.is_entry(index) and self.kinds[index] != Kind.LEAF:
+        for index in range(last - 1, self.first_entry - 1, -1):
+            if self.kinds[index] != Kind.LEAF:
                 return index
         return None
 
     def _walk_active_path(self) -> None:
         count = len(self.kinds)
+        start = self.first_entry
+        if self.linear or self._is_linear():
+            self.linear = True
+            self.active_path = range(start, count)
+            positions = array("q", [-1]) * start
+            positions.extend(range(count - start))
+            self.path_positions = positions
+            return
         positions = array("q", [-1]) * count
         reversed_path: list[int] = []
         current = self.leaf if self.leaf is not None else ROOT
@@ -392,20 +574,45 @@ class SessionView:
             positions[index] = position
         self.path_positions = positions
 
+    def _is_linear(self) -> bool:
+        """The leaf is the last entry and every entry's parent is the one before it."""
+        count = len(self.kinds)
+        start = self.first_entry
+        if count <= start or self.leaf != count - 1:
+            return count <= start and self.leaf is None
+        parents = self.parents
+        if parents[start] >= 0:
+            return False
+        expected = array("q", range(start, count - 1))
+        return parents[start + 1 :] == expected
+
     def _find_window(self) -> None:
         path = self.active_path
-        for position in range(len(path) - 1, -1, -1):
+        for position in self._boundary_positions_backwards():
             index = path[position]
-            if self.kinds[index] in (Kind.COMPACTION, Kind.RESET):
-                self.boundary_position = position
-                target = self.first_kept_target(index)
-                target_position = -1 if target is None else self.path_positions[target]
-                if 0 <= target_position < position:
-                    self.window_start = target_position
-                else:
-                    self.window_start = position
-                return
+            self.boundary_position = position
+            target = self.first_kept_target(index)
+            target_position = -1 if target is None else self.path_positions[target]
+            if 0 <= target_position < position:
+                self.window_start = target_position
+            else:
+                self.window_start = position
+            return
         self.window_start = 0
 
-    def path_entries(self) -> Sequence[int]:
-        return self.active_path
+    def _boundary_positions_backwards(self) -> Iterator[int]:
+        if self.linear:
+            start = self.first_entry
+            last = max(
+                self.kinds.rfind(bytes([Kind.COMPACTION]), start),
+                self.kinds.rfind(bytes([Kind.RESET]), start),
+            )
+            if last >= 0:
+                yield last - start
+            return
+        kinds = self.kinds
+        path = self.active_path
+        for position in range(len(path) - 1, -1, -1):
+            if kinds[path[position]] in (Kind.COMPACTION, Kind.RESET):
+                yield position
+                return

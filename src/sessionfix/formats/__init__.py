@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sessionfix.reader import LineReport
+from sessionfix.tracking import PathTracker
 from sessionfix.view import SessionView, ToolCall
 
 Transform = Callable[[Any], Any]
@@ -50,9 +51,9 @@ class Format(enum.Enum):
 class FormatAdapter(Protocol):
     """Streams one file's records into its view.
 
-    `add_fast` receives a raw line (terminator included) and must raise one of
-    `FAST_PATH_MISSES` when it cannot decode it; the line then goes through the
-    reader's slow path and comes back, record by record, through `add_object`.
+    `decode` receives a raw line (terminator included) and raises a ValueError when
+    it cannot decode it; the line then goes through the reader's slow path and
+    comes back, record by record, through `add_object`. Decoded lines go to `ingest`.
     """
 
     @property
@@ -61,7 +62,35 @@ class FormatAdapter(Protocol):
     @property
     def editor(self) -> RecordEditor: ...
 
-    def add_fast(self, raw: bytes, row: int, offset: int, size: int) -> None: ...
+    @property
+    def context(self) -> object:
+        """What a reader of a later byte range of the same file needs to know."""
+
+    tracker: PathTracker
+    """Receives the conversation events of the records this adapter decodes."""
+
+    def replay(self, index: int, data: bytes) -> None:
+        """Feed the tracker one record again, in path order, without touching the view."""
+
+    @property
+    def decode(self) -> Callable[[bytes], Any]: ...
+
+    def ingest(
+        self, record: Any, data: bytes, row: int, column: int, offset: int, size: int
+    ) -> None: ...
+
+    @property
+    def decode_lines(self) -> Callable[[memoryview], list[Any]]:
+        """Decode newline-separated records (raises ValueError like `decode`)."""
+
+    def ingest_batch(
+        self,
+        records: list[Any],
+        lines: list[bytes],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+    ) -> None: ...
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
@@ -139,11 +168,16 @@ def is_openclaw_location(path: Path) -> bool:
     return len(parts) >= 4 and parts[-2] == "sessions" and parts[-4] == "agents"
 
 
-def make_adapter(fmt: Format, path: Path) -> FormatAdapter:
+def make_adapter(fmt: Format, path: Path, context: object = None) -> FormatAdapter:
+    """A reader for `fmt`; `context` comes from the start of the file when reading a later part."""
     if fmt.is_pi_family:
-        from sessionfix.formats.pi import PiAdapter
+        from sessionfix.formats.pi import PiAdapter, PiContext
 
-        return PiAdapter(path, forced_openclaw=fmt is Format.OPENCLAW)
+        return PiAdapter(
+            path,
+            forced_openclaw=fmt is Format.OPENCLAW,
+            context=context if isinstance(context, PiContext) else None,
+        )
     from sessionfix.formats.opaque import OpaqueAdapter
 
     return OpaqueAdapter(path, fmt)

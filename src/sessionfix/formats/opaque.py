@@ -14,6 +14,7 @@ import msgspec
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format
 from sessionfix.reader import LineReport
+from sessionfix.tracking import PathTracker
 from sessionfix.view import Kind, SessionView
 
 
@@ -41,15 +42,40 @@ class OpaqueAdapter:
     def __init__(self, path: Path, fmt: Format) -> None:
         self.view = SessionView(path=path, format=fmt.value, tree=False)
         self.editor = _NoEditor(fmt)
+        self.tracker = PathTracker()
 
-    def add_fast(self, raw: bytes, row: int, offset: int, size: int) -> None:
-        _DECODER.decode(raw)
-        self.view.add(row, 1, offset, size, Kind.OTHER)
+    decode = staticmethod(_DECODER.decode)
+    decode_lines = staticmethod(_DECODER.decode_lines)
+
+    def ingest_batch(
+        self,
+        records: list[Any],
+        lines: list[bytes],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+    ) -> None:
+        for row, offset, size in zip(
+            range(first_row, first_row + len(records)), offsets, sizes, strict=True
+        ):
+            self.view.add(row, 1, offset, size, Kind.OTHER)
+
+    def ingest(
+        self, record: Any, data: bytes, row: int, column: int, offset: int, size: int
+    ) -> None:
+        self.view.add(row, column, offset, size, Kind.OTHER)
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
     ) -> None:
         self.view.add(row, column, offset, len(data), Kind.OTHER)
+
+    @property
+    def context(self) -> object:
+        return None
+
+    def replay(self, index: int, data: bytes) -> None:
+        """No conversation events: records of this format are not interpreted."""
 
     def finish(self, lines: LineReport) -> None:
         self.view.finish()

@@ -10,7 +10,12 @@ decode, and records them in the format-neutral `SessionView`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq, is_
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,23 +24,23 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from sessionfix import jsonutil
 from sessionfix.formats import Format, is_openclaw_location
-from sessionfix.paths import normalize
-from sessionfix.reader import LineReport
+from sessionfix.reader import LineReport, RecordSource
+from sessionfix.tracking import CleanBlock, PathTracker
 from sessionfix.view import (
     MISSING,
+    MISSING_KEY,
+    NO_ID_KEY,
+    Bit,
     BoundaryFacts,
-    CallFacts,
     FileAction,
     Flag,
     HeaderFacts,
     Kind,
     Reference,
     RefKind,
-    ResultFacts,
     Role,
     SessionView,
     ToolCall,
-    UserFacts,
 )
 
 _NO_RAW: Final = Raw(b"")
@@ -46,6 +51,7 @@ class _Block(Struct, gc=False):
     id: Any = None
     name: Any = None
     arguments: Raw = _NO_RAW
+    text: Raw = _NO_RAW
     partialJson: Raw = _NO_RAW
 
 
@@ -56,6 +62,7 @@ class _Message(Struct, gc=False):
     toolCallId: Any = None
     toolName: Any = None
     isError: Any = None
+    timestamp: Any = None
     openclaw: Raw = field(default=_NO_RAW, name="__openclaw")
 
 
@@ -105,7 +112,6 @@ ROLES: Final[dict[str, Role]] = {
     "custom": Role.CUSTOM,
     "hookMessage": Role.CUSTOM,
 }
-_CONTEXT_ROLES: Final = frozenset({Role.USER, Role.ASSISTANT, Role.BASH, Role.CUSTOM})
 _FILE_TOOLS: Final[dict[str, FileAction]] = {
     "read": FileAction.READ,
     "write": FileAction.FULL_WRITE,
@@ -147,6 +153,7 @@ def _loose_message(value: dict[str, Any]) -> _Message:
         toolCallId=value.get("toolCallId"),
         toolName=value.get("toolName"),
         isError=value.get("isError"),
+        timestamp=value.get("timestamp"),
     )
     if "__openclaw" in value:
         message.openclaw = Raw(b"{}")
@@ -160,6 +167,11 @@ def _loose_message(value: dict[str, Any]) -> _Message:
                 blocks.append(_Block(type=None))
                 continue
             block = _Block(type=item.get("type"), id=item.get("id"), name=item.get("name"))
+            if "text" in item:
+                try:
+                    block.text = Raw(jsonutil.canonical(item["text"]))
+                except ValueError:
+                    block.text = Raw(b"null")
             if "arguments" in item:
                 try:
                     block.arguments = Raw(jsonutil.canonical(item["arguments"]))
@@ -172,90 +184,434 @@ def _loose_message(value: dict[str, Any]) -> _Message:
     return message
 
 
-class PiAdapter:
-    """Streams a pi / OpenClaw file into a `SessionView`."""
+_TYPE_OF: Final = attrgetter("type")
+_ID_OF: Final = attrgetter("id")
+_PARENT_OF: Final = attrgetter("parentId")
+_MESSAGE_OF: Final = attrgetter("message")
+_ROLE_NAME_OF: Final = attrgetter("role")
+_OPENCLAW_OF: Final = attrgetter("openclaw")
+_CONTENT_OF: Final = attrgetter("content")
+_STOP_OF: Final = attrgetter("stopReason")
+_PARTIAL_OF: Final = attrgetter("partialJson")
+_NAME_OF: Final = attrgetter("name")
+_CALL_ID_OF: Final = attrgetter("toolCallId")
+_LIST_TYPE: Final = frozenset({list})
+_STR_TYPE: Final = frozenset({str})
+_ROLE_CHAR: Final[dict[object, str]] = {
+    "assistant": "a",
+    "toolResult": "r",
+    "user": "u",
+    "bashExecution": "c",
+    "custom": "c",
+    "hookMessage": "c",
+}
+_PARENT_TYPES: Final = frozenset({str, type(None)})
+_MESSAGE_KINDS: Final = bytes([Kind.MESSAGE])
+_ROLE_CODE: Final[dict[object, int]] = {
+    None: 0,
+    **{name: int(role) for name, role in ROLES.items()},
+}
+_CONTEXT_ROLE_NAMES: Final = frozenset({"bashExecution", "custom", "hookMessage"})
+_ROLE_FLAGS: Final[dict[object, int]] = dict.fromkeys(
+    ("user", "assistant", *_CONTEXT_ROLE_NAMES), Flag.CONTEXT | Flag.CUT_POINT
+)
+_K_HEADER = int(Kind.HEADER)
+_K_MESSAGE = int(Kind.MESSAGE)
+_K_COMPACTION = int(Kind.COMPACTION)
+_K_RESET = int(Kind.RESET)
+_K_BRANCH_SUMMARY = int(Kind.BRANCH_SUMMARY)
+_K_CUSTOM_MESSAGE = int(Kind.CUSTOM_MESSAGE)
+_K_LABEL = int(Kind.LABEL)
+_K_LEAF = int(Kind.LEAF)
+_K_OTHER = int(Kind.OTHER)
+_R_USER = int(Role.USER)
+_R_ASSISTANT = int(Role.ASSISTANT)
+_R_TOOL_RESULT = int(Role.TOOL_RESULT)
+_R_OTHER = int(Role.OTHER)
+_F_CONTEXT_CUT = Flag.CONTEXT | Flag.CUT_POINT
+_F_CUT = Flag.CUT_POINT
+_F_CONTEXT = Flag.CONTEXT
+_F_BAD_ID = Flag.BAD_ID
+_F_NO_PARENT_KEY = Flag.NO_PARENT_KEY
+_KIND_OF: Final[dict[str, int]] = {name: int(kind) for name, kind in ENTRY_KINDS.items()}
+_ROLE_OF: Final[dict[str, int]] = {name: int(role) for name, role in ROLES.items()}
+_MARKER: Final = "[sessionfix:"
 
-    def __init__(self, path: Path, *, forced_openclaw: bool = False) -> None:
+
+@dataclass(frozen=True, slots=True)
+class PiContext:
+    """What a reader of a later part of the file must know from its beginning."""
+
+    tree: bool
+    cwd: str | None
+
+
+class PiAdapter:
+    """Streams a pi / OpenClaw file (or a byte range of it) into a `SessionView`.
+
+    This is the per-line hot path of a scan: it appends the record's routing fields
+    to the view's columns and feeds conversation events (tool calls, results, user
+    messages, boundaries) to the tracker; nothing else is kept per record.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        forced_openclaw: bool = False,
+        context: PiContext | None = None,
+        tracker: PathTracker | None = None,
+    ) -> None:
         self.path = path
-        self.view = SessionView(path=path, format=Format.PI.value)
+        self.view = view = SessionView(path=path, format=Format.PI.value)
         self.editor = PiEditor()
-        self.openclaw_reasons: list[str] = []
+        self.tracker = tracker if tracker is not None else PathTracker(head=context is not None)
         if forced_openclaw:
-            self.openclaw_reasons.append("--format openclaw")
+            view.notes.append("--format openclaw")
         elif is_openclaw_location(path):
-            self.openclaw_reasons.append("lives in an OpenClaw sessions directory")
+            view.notes.append("lives in an OpenClaw sessions directory")
         self._cwd: str | None = None
         self._tree_decided = False
+        if context is not None:
+            view.tree = context.tree
+            self._cwd = context.cwd
+            self._tree_decided = True
+        self._names: dict[str, str] = {}
+        self._rows = view.rows.append
+        self._offsets = view.offsets.append
+        self._sizes = view.sizes.append
+        self._kinds = view.kinds.append
+        self._roles = view.roles.append
+        self._flags = view.flags.append
+        self._id_keys = view.id_keys.append
+        self._parent_keys = view.parent_keys.append
+
+    @property
+    def context(self) -> PiContext:
+        return PiContext(tree=self.view.tree, cwd=self._cwd)
 
     # ---- streaming entry points --------------------------------------------------
 
-    def add_fast(self, raw: bytes, row: int, offset: int, size: int) -> None:
-        record = _RECORD_DECODER.decode(raw)
-        self._ingest(record, raw, row, 1, offset, size)
+    decode = staticmethod(_RECORD_DECODER.decode)
+    decode_lines = staticmethod(_RECORD_DECODER.decode_lines)
+
+    def ingest_batch(
+        self,
+        records: list[_Record],
+        lines: list[bytes],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+    ) -> None:
+        """Index a block of decoded lines column by column (the common case of a scan).
+
+        Blocks of plain message entries take C-level passes for the routing fields;
+        only conversation events are fed one by one. Anything unusual goes record by
+        record through `ingest`.
+        """
+        count = len(records)
+        view = self.view
+        messages = list(map(_MESSAGE_OF, records))
+        ids = list(map(_ID_OF, records))
+        parents = list(map(_PARENT_OF, records))
+        if not (
+            self._tree_decided
+            and list(map(_TYPE_OF, records)).count("message") == count
+            and None not in messages
+            and all(map(is_, map(_OPENCLAW_OF, records), repeat(_NO_RAW)))
+            and all(map(is_, map(_OPENCLAW_OF, messages), repeat(_NO_RAW)))
+            and self._plain_links(ids, parents)
+        ):
+            for record, line, row, offset, size in zip(
+                records, lines, range(first_row, first_row + count), offsets, sizes, strict=True
+            ):
+                self.ingest(record, line, row, 1, offset, size)
+            return
+        base = len(view.kinds)
+        roles = list(map(_ROLE_NAME_OF, messages))
+        view.rows.extend(range(first_row, first_row + count))
+        view.offsets.extend(offsets)
+        view.sizes.extend(sizes)
+        view.kinds.extend(_MESSAGE_KINDS * count)
+        view.roles.extend(map(_ROLE_CODE.get, roles, repeat(_R_OTHER)))
+        view.flags.extend(map(_ROLE_FLAGS.get, roles, repeat(0)))
+        if view.tree:
+            view.id_keys.extend(map(hash, ids))
+            view.parent_keys.extend(map(hash, parents))  # hash(None) is NULL_KEY
+        else:
+            view.id_keys.extend(repeat(NO_ID_KEY, count))
+            view.parent_keys.extend(repeat(MISSING_KEY, count))
+        users = [
+            (position, _user_key(messages[position]))
+            for position in compress(range(count), map(eq, roles, repeat("user")))
+        ]
+        if not self._clean_block(base, messages, roles, users):
+            self._message_events(base, messages, roles, dict(users))
+
+    def _clean_block(
+        self,
+        base: int,
+        messages: list[_Message],
+        roles: list[Any],
+        users: list[tuple[int, object]],
+    ) -> bool:
+        """Hand a block to `PathTracker.clean_block`, with its calls gathered column-wise."""
+        count = len(messages)
+        assistant_positions = list(compress(range(count), map(eq, roles, repeat("assistant"))))
+        assistants = list(map(messages.__getitem__, assistant_positions))
+        contents = list(map(_CONTENT_OF, assistants))
+        stops = list(map(_STOP_OF, assistants))
+        if not set(map(type, contents)) <= _LIST_TYPE or not _INCOMPLETE_STOPS.isdisjoint(stops):
+            return False
+        blocks = list(chain.from_iterable(contents))
+        is_call = list(map(eq, map(_TYPE_OF, blocks), repeat("toolCall")))
+        calls = list(compress(blocks, is_call))
+        if not all(map(is_, map(_PARTIAL_OF, calls), repeat(_NO_RAW))):
+            return False
+        call_ids = list(map(_ID_OF, calls))
+        if not set(map(type, call_ids)) <= _STR_TYPE:
+            return False
+        owners = list(
+            compress(
+                chain.from_iterable(map(repeat, assistant_positions, map(len, contents))), is_call
+            )
+        )
+        per_owner = Counter(owners)
+        names = list(map(_NAME_OF, calls))
+        result_positions = list(compress(range(count), map(eq, roles, repeat("toolResult"))))
+        results = list(map(messages.__getitem__, result_positions))
+        file_calls = [
+            (number, self._file_call(calls[number]))
+            for number in compress(range(len(names)), map(_FILE_TOOLS.__contains__, names))
+        ]
+        last_blocks = contents[-1] if contents else []
+        block = CleanBlock(
+            base=base,
+            codes="".join(map(_ROLE_CHAR.get, roles, repeat("x"))),
+            assistant_positions=assistant_positions,
+            call_counts=list(map(per_owner.__getitem__, assistant_positions)),
+            call_ids=call_ids,
+            call_owners=owners,
+            result_ids=list(map(_CALL_ID_OF, results)),
+            result_positions=result_positions,
+            file_calls=file_calls,
+            users=users,
+            last_stop=stops[-1] if stops else None,
+            result_facts=lambda n: _result_bits(results[n]),
+            last_calls=lambda: tuple(
+                self._call(block) for block in last_blocks if block.type == "toolCall"
+            ),
+        )
+        return self.tracker.clean_block(block)
+
+    def _message_events(
+        self,
+        base: int,
+        messages: list[_Message],
+        roles: list[Any],
+        keys: dict[int, object],
+    ) -> None:
+        tracker = self.tracker
+        result = tracker.result
+        for index, message, role in zip(
+            range(base, base + len(messages)), messages, roles, strict=True
+        ):
+            if role == "toolResult":
+                call_id = message.toolCallId
+                bits, text_size = _result_bits(message)
+                result(index, call_id if type(call_id) is str else None, bits, text_size)
+            elif role == "assistant":
+                self._assistant(index, message, False)
+            elif role == "user":
+                tracker.user(index, keys.get(index - base))
+            elif role in _CONTEXT_ROLE_NAMES:
+                tracker.context(index)
+
+    def _file_call(self, block: _Block) -> ToolCall:
+        return self._call(block)
+
+    def _call(self, block: _Block) -> ToolCall:
+        """The format-neutral tool call of a `toolCall` content block."""
+        name = block.name if type(block.name) is str else ""
+        call_id = block.id if type(block.id) is str else ""
+        action = _FILE_TOOLS.get(name)
+        path = _path_argument(block.arguments) if action is not None else None
+        if action is None or path is None:
+            return ToolCall(call_id, name)
+        return ToolCall(call_id, name, action, path, self._cwd)
+
+    def _plain_links(self, ids: list[Any], parents: list[Any]) -> bool:
+        """Every id a non-empty string and every parent a string or null (tree files),
+        or no ids and parents at all (v1 files)."""
+        if self.view.tree:
+            return (
+                set(map(type, ids)) == {str}
+                and "" not in ids
+                and set(map(type, parents)) <= _PARENT_TYPES
+            )
+        return ids.count(UNSET) == len(ids) and parents.count(UNSET) == len(parents)
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
     ) -> None:
-        self._ingest(_loose_record(value), data, row, column, offset, len(data))
+        self.ingest(_loose_record(value), data, row, column, offset, len(data))
+
+    def replay(self, index: int, data: bytes) -> None:
+        """Feed the tracker one record again (path order), without touching the view."""
+        try:
+            record = _RECORD_DECODER.decode(data)
+        except (ValueError, RecursionError):
+            try:
+                value = jsonutil.loads(data)
+            except ValueError:
+                return
+            if not isinstance(value, dict):
+                return
+            record = _loose_record(value)
+        record_type = record.type
+        kind = _KIND_OF.get(record_type, _K_OTHER) if type(record_type) is str else _K_OTHER
+        if kind == _K_MESSAGE:
+            self._message(index, record.message, data, replaying=True)
+        elif kind != _K_OTHER and kind != _K_HEADER:
+            self._other_entry(index, kind, record, data, replaying=True)
 
     def finish(self, lines: LineReport) -> None:
-        if self.openclaw_reasons:
-            self.view.format = Format.OPENCLAW.value
-        self.view.finish()
+        view = self.view
+        if view.notes:
+            view.format = Format.OPENCLAW.value
+        view.read_ids = partial(_read_ids, RecordSource(self.path), view)
+        view.finish()
 
     # ---- decoding ----------------------------------------------------------------
 
-    def _ingest(
+    def ingest(
         self, record: _Record, data: bytes, row: int, column: int, offset: int, size: int
     ) -> None:
+        """Index one decoded record and feed its conversation events (the hot path)."""
         view = self.view
-        record_type = record.type
-        kind = (
-            ENTRY_KINDS.get(record_type, Kind.OTHER) if isinstance(record_type, str) else Kind.OTHER
-        )
-        if kind is Kind.HEADER and len(view) == 0:
-            self._read_header(record, row)
-            view.add(row, column, offset, size, Kind.HEADER)
-            return
+        index = len(view.kinds)
+        if record.type == "message":
+            kind = _K_MESSAGE
+            role, flags = self._message(index, record.message, data, replaying=False)
+        else:
+            role = 0
+            kind, flags = self._not_message(index, record, data, row)
         if not self._tree_decided:
             self._tree_decided = True
-            if view.header is None:
-                view.tree = record.id is not UNSET or record.parentId is not UNSET
-        role = Role.NONE
-        flags = 0
-        detail: object = None
-        references: tuple[Reference, ...] = ()
+            view.tree = record.id is not UNSET or record.parentId is not UNSET
         if record.openclaw is not _NO_RAW:
             self._note_openclaw("carries __openclaw fields")
-        if kind is Kind.MESSAGE:
-            message = record.message
-            if message is not None:
-                role = (
-                    ROLES.get(message.role, Role.OTHER)
-                    if isinstance(message.role, str)
-                    else Role.OTHER
-                )
-                if message.openclaw is not _NO_RAW:
-                    self._note_openclaw("carries __openclaw fields")
-                detail = self._message_facts(role, message, data)
-            if role in _CONTEXT_ROLES:
-                flags |= Flag.CONTEXT | Flag.CUT_POINT
-        elif kind is Kind.COMPACTION or kind is Kind.RESET:
-            if kind is Kind.RESET:
+        entry_id = record.id
+        if type(entry_id) is not str or not entry_id or (kind == _K_HEADER and index == 0):
+            entry_id = None
+        parent = record.parentId
+        if view.tree and kind != _K_HEADER:
+            if entry_id is None:
+                flags |= _F_BAD_ID
+            if parent is UNSET:
+                flags |= _F_NO_PARENT_KEY
+        if parent is UNSET:
+            parent_key = MISSING_KEY
+        elif parent is None or type(parent) is str:
+            parent_key = hash(parent)
+        else:
+            parent_key = hash("\x00" + repr(parent))
+        if column != 1:
+            view.columns[index] = column
+        self._rows(row)
+        self._offsets(offset)
+        self._sizes(size)
+        self._kinds(kind)
+        self._roles(role)
+        self._flags(flags)
+        self._id_keys(NO_ID_KEY if entry_id is None else hash(entry_id))
+        self._parent_keys(parent_key)
+
+    def _message(
+        self, index: int, message: _Message | None, data: bytes, *, replaying: bool
+    ) -> tuple[int, int]:
+        """Feed the tracker a message's events; returns its role and flags."""
+        if message is None:
+            return 0, 0
+        if message.openclaw is not _NO_RAW and not replaying:
+            self._note_openclaw("carries __openclaw fields")
+        message_role = message.role
+        if message_role == "toolResult":
+            call_id = message.toolCallId
+            bits, text_size = _result_bits(message)
+            self.tracker.result(index, call_id if type(call_id) is str else None, bits, text_size)
+            return _R_TOOL_RESULT, 0
+        if message_role == "assistant":
+            self._assistant(index, message, replaying)
+            return _R_ASSISTANT, _F_CONTEXT_CUT
+        if message_role == "user":
+            self.tracker.user(index, _user_key(message))
+            return _R_USER, _F_CONTEXT_CUT
+        role = _ROLE_OF.get(message_role, _R_OTHER) if type(message_role) is str else _R_OTHER
+        if role == _R_OTHER:
+            return role, 0
+        self.tracker.context(index)
+        return role, _F_CONTEXT_CUT
+
+    def _not_message(self, index: int, record: _Record, data: bytes, row: int) -> tuple[int, int]:
+        """Kind and flags of any record that is not a message (rare)."""
+        record_type = record.type
+        kind = _KIND_OF.get(record_type, _K_OTHER) if type(record_type) is str else _K_OTHER
+        if kind == _K_HEADER:
+            if index == 0 and not self._tree_decided:
+                self._read_header(record, row)
+            return kind, 0
+        if kind == _K_OTHER:
+            return kind, 0
+        return kind, self._other_entry(index, kind, record, data, replaying=False)
+
+    def _assistant(self, index: int, message: _Message, replaying: bool) -> None:
+        content = message.content
+        stop = message.stopReason if type(message.stopReason) is str else None
+        calls: list[ToolCall] = []
+        if type(content) is list:
+            leaked: list[int] | None = None
+            for position, block in enumerate(content):
+                if block.type != "toolCall":
+                    continue
+                if block.partialJson is not _NO_RAW:
+                    if leaked is None:
+                        leaked = []
+                    leaked.append(position)
+                calls.append(self._call(block))
+            if leaked and not replaying:
+                self.view.leaked[index] = tuple(leaked)
+        self.tracker.assistant(index, tuple(calls), stop in _INCOMPLETE_STOPS, stop)
+
+    def _other_entry(
+        self, index: int, kind: int, record: _Record, data: bytes, replaying: bool
+    ) -> int:
+        """Facts, events and flags of entries other than messages (rare)."""
+        view = self.view
+        references: tuple[Reference, ...] = ()
+        flags = 0
+        if kind in (_K_COMPACTION, _K_RESET):
+            self.tracker.boundary(index)
+            if replaying:
+                return 0
+            if kind == _K_RESET:
                 self._note_openclaw("has reset entries")
-            detail, references = self._boundary_facts(kind, record, data)
-        elif kind is Kind.BRANCH_SUMMARY:
-            flags |= Flag.CUT_POINT
+            facts, references = self._boundary_facts(Kind(kind), record, data)
+            view.boundaries[index] = facts
+        elif kind == _K_BRANCH_SUMMARY:
+            flags = _F_CUT
             if isinstance(record.summary, str) and record.summary:
-                flags |= Flag.CONTEXT
+                flags |= _F_CONTEXT
+                self.tracker.context(index)
             if isinstance(record.fromId, str) and record.fromId != "root":
                 references = (Reference("fromId", record.fromId),)
-        elif kind is Kind.CUSTOM_MESSAGE:
-            flags |= Flag.CONTEXT | Flag.CUT_POINT
-        elif kind is Kind.LABEL:
+        elif kind == _K_CUSTOM_MESSAGE:
+            flags = _F_CONTEXT_CUT
+            self.tracker.context(index)
+        elif kind == _K_LABEL:
             if isinstance(record.targetId, str):
                 references = (Reference("targetId", record.targetId),)
-        elif kind is Kind.LEAF:
+        elif kind == _K_LEAF:
             self._note_openclaw("has leaf entries")
             refs = []
             if isinstance(record.targetId, str):
@@ -263,22 +619,9 @@ class PiAdapter:
             if isinstance(record.appendParentId, str):
                 refs.append(Reference("appendParentId", record.appendParentId))
             references = tuple(refs)
-        entry_id = record.id if isinstance(record.id, str) and record.id else None
-        if view.tree and kind is not Kind.HEADER:
-            if entry_id is None:
-                flags |= Flag.BAD_ID
-            if record.parentId is UNSET:
-                flags |= Flag.NO_PARENT_KEY
-        parent = record.parentId
-        if parent is UNSET:
-            parent_id: str | None = MISSING
-        elif parent is None or isinstance(parent, str):
-            parent_id = parent
-        else:
-            parent_id = "\x00" + repr(parent)
-        view.add(
-            row, column, offset, size, kind, role, flags, entry_id, parent_id, detail, references
-        )
+        if references and not replaying:
+            view.references[index] = references
+        return flags
 
     def _read_header(self, record: _Record, row: int) -> None:
         version = None if record.version is UNSET else record.version
@@ -291,78 +634,8 @@ class PiAdapter:
         self._tree_decided = True
 
     def _note_openclaw(self, reason: str) -> None:
-        if reason not in self.openclaw_reasons:
-            self.openclaw_reasons.append(reason)
-
-    def _message_facts(self, role: Role, message: _Message, data: bytes) -> object:
-        if role is Role.ASSISTANT:
-            return self._assistant_facts(message)
-        if role is Role.TOOL_RESULT:
-            content = message.content
-            text_only = isinstance(content, str) or (
-                isinstance(content, list) and all(block.type == "text" for block in content)
-            )
-            return ResultFacts(
-                call_id=message.toolCallId if isinstance(message.toolCallId, str) else None,
-                tool_name=message.toolName if isinstance(message.toolName, str) else None,
-                succeeded=message.isError is False,
-                errored=message.isError is True,
-                text_only=text_only,
-            )
-        if role is Role.USER:
-            try:
-                whole = jsonutil.loads(data)
-                return UserFacts(identity=jsonutil.identity_hash(whole.get("message")))
-            except ValueError:
-                return None
-        return None
-
-    def _assistant_facts(self, message: _Message) -> CallFacts | None:
-        content = message.content
-        if not isinstance(content, list):
-            return None
-        calls: list[ToolCall] = []
-        leaked: list[int] = []
-        for index, block in enumerate(content):
-            if block.type != "toolCall":
-                continue
-            if block.partialJson is not _NO_RAW:
-                leaked.append(index)
-            call_id = block.id if isinstance(block.id, str) else ""
-            name = block.name if isinstance(block.name, str) else ""
-            action = _FILE_TOOLS.get(name, FileAction.NONE)
-            if action is FileAction.NONE:
-                calls.append(ToolCall(call_id, name))
-                continue
-            path = self._path_argument(block.arguments)
-            calls.append(
-                ToolCall(
-                    call_id,
-                    name,
-                    action if path is not None else FileAction.NONE,
-                    path,
-                    normalize(path, self._cwd) if path is not None else None,
-                )
-            )
-        if not calls and not leaked:
-            return None
-        stop = message.stopReason if isinstance(message.stopReason, str) else None
-        return CallFacts(
-            calls=tuple(calls),
-            incomplete=stop in _INCOMPLETE_STOPS,
-            stop_reason=stop,
-            leaked_partial_json=tuple(leaked),
-        )
-
-    @staticmethod
-    def _path_argument(arguments: Raw) -> str | None:
-        if arguments is _NO_RAW:
-            return None
-        try:
-            path = _ARGUMENTS_DECODER.decode(arguments).path
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            return None
-        return path if isinstance(path, str) and path else None
+        if reason not in self.view.notes:
+            self.view.notes.append(reason)
 
     def _boundary_facts(
         self, kind: Kind, record: _Record, data: bytes
@@ -397,6 +670,82 @@ class PiAdapter:
         if isinstance(kept, str) and kept != MISSING:
             references = (Reference("firstKeptEntryId", kept, RefKind.FORWARD),)
         return facts, references
+
+
+def _path_argument(arguments: Raw) -> str | None:
+    if arguments is _NO_RAW:
+        return None
+    try:
+        path = _ARGUMENTS_DECODER.decode(arguments).path
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    return path if type(path) is str and path else None
+
+
+def _result_bits(message: _Message) -> tuple[int, int]:
+    """`Bit` flags of a tool result, and the text size of a file tool's result."""
+    content = message.content
+    is_error = message.isError
+    bits = Bit.SUCCEEDED if is_error is False else Bit.ERRORED if is_error is True else 0
+    if type(content) is list:
+        for block in content:
+            if block.type != "text":
+                return bits, -1
+    elif type(content) is not str:
+        return bits, -1
+    bits |= Bit.TEXT_ONLY
+    if message.toolName not in _FILE_TOOLS:
+        return bits, -1
+    text = _text_of(content)
+    if text.startswith(_MARKER):
+        bits |= Bit.OWN_MARKER
+    return bits, len(text.encode("utf-8", "surrogatepass"))
+
+
+def _text_of(content: str | list[_Block]) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if block.text is _NO_RAW:
+            continue
+        try:
+            value = msgspec.json.decode(block.text)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            value = jsonutil.loads(bytes(block.text))
+        if type(value) is str:
+            parts.append(value)
+    return "".join(parts)
+
+
+class _Ids(Struct, gc=False):
+    id: Any = None
+    parentId: Any | UnsetType = UNSET
+
+
+_IDS_DECODER: Final = msgspec.json.Decoder(_Ids)
+
+
+def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str | None, object]:
+    """A record's id and parentId, read back from the file."""
+    data = source.read(*view.span(index))
+    try:
+        ids = _IDS_DECODER.decode(data)
+    except (ValueError, RecursionError):
+        try:
+            value = jsonutil.loads(data)
+        except ValueError:
+            return None, MISSING
+        if not isinstance(value, dict):
+            return None, MISSING
+        ids = _Ids(value.get("id"), value.get("parentId", UNSET))
+    entry_id = ids.id if type(ids.id) is str and ids.id else None
+    return entry_id, MISSING if ids.parentId is UNSET else ids.parentId
+
+
+def _user_key(message: _Message) -> object:
+    """Replayed copies of a user message keep its `message.timestamp`."""
+    return message.timestamp
 
 
 class PiEditor:

@@ -14,6 +14,7 @@ from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix,
 from sessionfix.formats import Format, RecordEditor
 from sessionfix.reader import FileInfo, LineReport, RecordSource
 from sessionfix.settings import Settings
+from sessionfix.tracking import Tracking
 from sessionfix.view import SessionView
 
 ALL_FORMATS = frozenset(Format) - {Format.AUTO}
@@ -78,8 +79,10 @@ class RuleContext:
         filename: str,
         enabled: frozenset[str],
         editor: RecordEditor,
+        tracking: Tracking,
     ) -> None:
         self.editor = editor
+        self.tracking = tracking
         self.view = view
         self.lines = lines
         self.settings = settings
@@ -138,7 +141,7 @@ class RuleContext:
             filename=self.filename,
             row=row,
             column=column or 1,
-            entry_id=view.ids[index] if index is not None and index < len(view) else None,
+            entry_id=view.entry_id(index) if index is not None and index < len(view) else None,
             fix=fix,
             format=view.format,
             span=span,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 from sessionfix.analysis import records_on_row
@@ -28,11 +28,22 @@ class _TerminatorEdits(Sequence[Edit]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         row = self._rows[index]
+        view = self._ctx.view
         records = records_on_row(self._ctx, row)
-        if len(records) != 1:
-            return Edit(EditOp.REPLACE, row, lambda: "")
-        offset, size = self._ctx.view.span(records[0])
-        return self._ctx.replace_line(row, self._ctx.line_bytes(offset, size))
+        if not records:
+            # A blank or damaged line: its own rule (SF007, SF002, SF008) decides its fate.
+            return Edit(EditOp.REPLACE, row, _unchanged_line(self._ctx, row))
+        start = view.offsets[records[0]]
+        end = view.offsets[records[-1]] + view.sizes[records[-1]]
+        return self._ctx.replace_line(row, self._ctx.line_bytes(start, end - start))
+
+
+def _unchanged_line(ctx: RuleContext, row: int) -> Callable[[], str]:
+    finding = next((f for f in ctx.lines.findings if f.row == row), None)
+    if finding is None:
+        return lambda: ""
+    read = ctx.line_bytes(finding.offset, finding.length)
+    return lambda: read().decode("utf-8", "replace")
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

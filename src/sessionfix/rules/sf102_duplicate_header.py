@@ -14,9 +14,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     if view.header is None:
         return
     first_id = view.header.id
-    for index in view.entries():
-        if view.kinds[index] != Kind.HEADER:
-            continue
+    for index in view.records_of_kind(Kind.HEADER, 1):
         try:
             other_id = ctx.load_record(index).get("id")
         except (ValueError, AttributeError):

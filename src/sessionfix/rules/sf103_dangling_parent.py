@@ -7,15 +7,14 @@ from collections.abc import Iterator
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
-from sessionfix.view import DANGLING
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
-    for index in view.entries():
-        if view.parents[index] != DANGLING:
+    for index in view.dangling():
+        if not view.is_entry(index):
             continue
-        parent = str(view.parent_ids[index]).lstrip("\x00")
+        parent = str(view.parent_id(index))
         where = (
             "; the active path stops here and everything before it is lost from context"
             if view.on_path(index)

@@ -12,7 +12,7 @@ from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     for first, later in view.duplicate_ids:
-        entry_id = view.ids[later]
+        entry_id = view.entry_id(later)
         try:
             identical = jsonutil.canonical(ctx.load_record(first)) == jsonutil.canonical(
                 ctx.load_record(later)

@@ -11,6 +11,8 @@ from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
+    if view.linear or not view.has_forward_links():
+        return
     parents = view.parents
     state = bytearray(len(view))
     for start in view.entries():

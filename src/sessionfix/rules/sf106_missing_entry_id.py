@@ -11,7 +11,7 @@ from sessionfix.view import Flag
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
-    for index in view.entries():
+    for index in view.records_flagged(Flag.BAD_ID | Flag.NO_PARENT_KEY):
         flags = view.flags[index]
         no_id = bool(flags & Flag.BAD_ID)
         no_parent = bool(flags & Flag.NO_PARENT_KEY)

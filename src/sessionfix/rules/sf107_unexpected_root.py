@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+from sessionfix.view import NULL_KEY
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -15,7 +16,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     root = view.active_path[0]
     first_entry = next(iter(view.entries()), None)
-    if root == first_entry or view.parent_ids[root] is not None:
+    if root == first_entry or view.parent_keys[root] != NULL_KEY:
         return
     fix = relink_fix(ctx, root, "re-link to the previous entry")
     yield ctx.entry_diagnostic(

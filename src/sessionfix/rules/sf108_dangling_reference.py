@@ -14,7 +14,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     for index, references in sorted(view.references.items()):
         for reference in references:
-            if reference.kind is not RefKind.BACKWARD or reference.target in view.id_index:
+            if reference.kind is not RefKind.BACKWARD or view.resolve(reference.target) is not None:
                 continue
             what = describe(ctx, index)
             fix = None

@@ -13,23 +13,23 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     for index, clone in sorted(ctx.shared(user_clones).items()):
         survivor = clone.survivor
-        survivor_id = view.ids[survivor]
-        where = f"entry {survivor_id} (line {view.rows[survivor]})"
+        survivor_id = view.entry_id(survivor)
+        where = f"entry {survivor_id} on line {view.rows[survivor]}"
         edit = delete(view.rows[index])
         remap = f"drop the clone; references to it move to {survivor_id}"
         if clone.answered_between:
             yield ctx.entry_diagnostic(
                 RULE,
                 index,
-                f"user message repeats {where} byte for byte, same message.timestamp, "
-                "after an assistant answered it",
+                f"user message is identical to {where} (same content and message.timestamp) "
+                "but comes after an assistant answered it",
                 fix=unsafe(remap + " (the answered prompt disappears from the dialogue)", edit),
             )
         else:
             yield ctx.entry_diagnostic(
                 RULE,
                 index,
-                f"user message repeats {where} byte for byte, same message.timestamp: "
+                f"user message is identical to {where} (same content and message.timestamp): "
                 "a clone appended by context-overflow recovery",
                 fix=safe(remap, edit),
             )

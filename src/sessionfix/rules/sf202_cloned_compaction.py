@@ -12,7 +12,7 @@ from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe, u
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     for index, clone in sorted(ctx.shared(compaction_clones).items()):
-        survivor_id = view.ids[clone.survivor]
+        survivor_id = view.entry_id(clone.survivor)
         message = (
             f"compaction repeats entry {survivor_id} (line {view.rows[clone.survivor]}): same "
             "summary, tokensBefore and kept entry, only the id differs"

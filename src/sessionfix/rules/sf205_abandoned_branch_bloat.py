@@ -15,7 +15,7 @@ THRESHOLD = 0.5
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     total = ctx.lines.size
-    if not total or not len(view.active_path):
+    if not total or not len(view.active_path) or view.linear:
         return
     off_path = [i for i in view.entries() if not view.on_path(i) and not _kept(ctx, i)]
     held = sum(view.sizes[i] for i in off_path)

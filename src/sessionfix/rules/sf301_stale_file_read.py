@@ -5,24 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sessionfix.analysis import ToolGroup, tool_groups
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.paths import matches_glob
+from sessionfix.paths import matches_glob, normalize
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
-from sessionfix.view import FileAction, Kind, Role
+from sessionfix.tracking import FileEvent
+from sessionfix.view import Bit, Kind, Role
 
-MARKER = "[sessionfix:"
 PLACEHOLDER = (
     "[sessionfix: stale read of {path} removed - file was fully rewritten later "
     "(call {call_id}); re-read it if needed]"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    position: int
-    """Path position of the assistant entry that issued the write."""
-    call_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,81 +29,46 @@ class StaleRead:
 def stale_reads(ctx: RuleContext) -> list[StaleRead]:
     """Read results superseded by a later successful full write of the same path (§5.2)."""
     view = ctx.view
-    groups = ctx.shared(tool_groups).groups
-    writes: dict[str, list[_Write]] = {}
-    for group in groups:
-        for position, call in enumerate(group.calls):
-            if call.action is not FileAction.FULL_WRITE or call.normalized_path is None:
-                continue
-            result = group.results.get(position)
-            facts = view.result(result) if result is not None else None
-            if facts is None or not facts.succeeded:
-                continue
-            writes.setdefault(call.normalized_path, []).append(
-                _Write(view.path_positions[group.assistant], call.id)
-            )
-    if not writes:
+    tracking = ctx.tracking
+    if not tracking.reads or not tracking.writes:
         return []
+    positions = view.path_positions
+    normalized: dict[tuple[str, str | None], str] = {}
+    writes: dict[str, list[tuple[int, FileEvent]]] = {}
+    for write in tracking.writes:
+        if not write.bits & Bit.SUCCEEDED:
+            continue
+        raw = (write.path, write.base)
+        key = normalized.get(raw)
+        if key is None:
+            key = normalized[raw] = normalize(write.path, write.base)
+        writes.setdefault(key, []).append((positions[write.record], write))
     protected_from = _protected_position(ctx)
+    protect = ctx.settings.protect
     found: list[StaleRead] = []
-    for group in groups:
-        for position in range(len(group.calls)):
-            stale = _check_read(ctx, group, position, writes, protected_from)
-            if stale is not None:
-                found.append(stale)
+    skip = Bit.ERRORED | Bit.OWN_MARKER
+    for read in tracking.reads:
+        bits = read.bits
+        if bits & skip or not bits & Bit.TEXT_ONLY:
+            continue
+        raw = (read.path, read.base)
+        path = normalized.get(raw)
+        if path is None:
+            path = normalized[raw] = normalize(read.path, read.base)
+        later_writes = writes.get(path)
+        if later_writes is None:
+            continue
+        position = positions[read.record]
+        if position >= protected_from:
+            continue
+        later = next((w for p, w in later_writes if p > position), None)
+        if later is None or any(matches_glob(path, glob) for glob in protect):
+            continue
+        placeholder = PLACEHOLDER.format(path=read.path, call_id=later.call_id)
+        if read.text_size <= len(placeholder.encode("utf-8", "surrogatepass")):
+            continue
+        found.append(StaleRead(read.record, read.path, later.call_id, view.rows[later.record]))
     return found
-
-
-def _check_read(
-    ctx: RuleContext,
-    group: ToolGroup,
-    position: int,
-    writes: dict[str, list[_Write]],
-    protected_from: int,
-) -> StaleRead | None:
-    view = ctx.view
-    call = group.calls[position]
-    if call.action is not FileAction.READ or call.normalized_path is None or call.path is None:
-        return None
-    result = group.results.get(position)
-    if result is None:
-        return None
-    facts = view.result(result)
-    if facts is None or facts.errored or not facts.text_only:
-        return None
-    read_position = view.path_positions[result]
-    if read_position >= protected_from:
-        return None
-    if any(matches_glob(call.normalized_path, glob) for glob in ctx.settings.protect):
-        return None
-    later = next(
-        (w for w in writes.get(call.normalized_path, ()) if w.position > read_position), None
-    )
-    if later is None:
-        return None
-    placeholder = PLACEHOLDER.format(path=call.path, call_id=later.call_id)
-    text = _result_text(ctx, result)
-    if text is None or text.startswith(MARKER):
-        return None
-    if len(text.encode("utf-8", "surrogatepass")) <= len(placeholder.encode("utf-8")):
-        return None
-    return StaleRead(result, call.path, later.call_id, view.rows[view.active_path[later.position]])
-
-
-def _result_text(ctx: RuleContext, index: int) -> str | None:
-    try:
-        content = ctx.load_record(index)["message"]["content"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return None
-    return "".join(
-        block.get("text", "")
-        for block in content
-        if isinstance(block, dict) and isinstance(block.get("text", ""), str)
-    )
 
 
 def _protected_position(ctx: RuleContext) -> int:

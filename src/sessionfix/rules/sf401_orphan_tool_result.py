@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import tool_groups
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
-    for index in ctx.shared(tool_groups).orphans:
-        facts = view.result(index)
-        call_id = facts.call_id if facts is not None else None
+    for event in ctx.tracking.orphans:
+        index = event.index
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"tool result for call {call_id!r} answers no tool call of its turn; providers "
+            f"tool result for call {event.call_id!r} answers no tool call of its turn; providers "
             "reject it (unexpected tool_use_id)",
             fix=safe(
                 "drop the orphan result; its children move to its parent",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from sessionfix import jsonutil
-from sessionfix.analysis import ToolGroup, tool_groups
 from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Severity
 from sessionfix.ids import generate_entry_id
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.tracking import Group
 from sessionfix.view import ToolCall
 
 SYNTHETIC_TEXT = (
@@ -17,23 +17,25 @@ SYNTHETIC_TEXT = (
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
-    for group in ctx.shared(tool_groups).groups:
+    for group in ctx.tracking.unanswered:
         yield from _check_group(ctx, group)
 
 
-def _check_group(ctx: RuleContext, group: ToolGroup) -> Iterator[Diagnostic]:
+def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
     view = ctx.view
-    anchor = max(group.results.values(), default=group.assistant)
-    anchor_id = view.ids[anchor]
+    anchor = max(group.answers, default=group.assistant)
+    if anchor < group.assistant:
+        anchor = group.assistant
+    anchor_id = view.entry_id(anchor)
     for position, call in enumerate(group.calls):
-        if position in group.results or position in group.displaced:
+        if group.answers[position] != -1:
             continue
         what = f"tool call {call.id!r} ({call.name})"
         if group.incomplete:
             yield ctx.entry_diagnostic(
                 RULE,
                 group.assistant,
-                f"{what} has no result; the turn stopped with {group_stop(ctx, group)}, so its "
+                f"{what} has no result; the turn stopped with {group.stop_reason!r}, so its "
                 "calls may be incomplete and get no result by design",
                 severity=Severity.INFO,
             )
@@ -57,7 +59,7 @@ def _check_group(ctx: RuleContext, group: ToolGroup) -> Iterator[Diagnostic]:
                 header_id = (
                     view.header.id if view.header and isinstance(view.header.id, str) else ""
                 )
-                new_id = generate_entry_id(header_id, anchor_id or "", RULE.code, view.id_index)
+                new_id = generate_entry_id(header_id, anchor_id or "", RULE.code, view.has_id)
             content = _synthetic_result(ctx, group.assistant, call, new_id, anchor_id)
             yield ctx.entry_diagnostic(
                 RULE,
@@ -70,11 +72,6 @@ def _check_group(ctx: RuleContext, group: ToolGroup) -> Iterator[Diagnostic]:
                 ),
             )
             anchor_id = new_id
-
-
-def group_stop(ctx: RuleContext, group: ToolGroup) -> str:
-    facts = ctx.view.calls(group.assistant)
-    return repr(facts.stop_reason) if facts is not None else "an error"
 
 
 def _synthetic_result(

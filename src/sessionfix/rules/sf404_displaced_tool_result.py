@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import tool_groups
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
-    for index, group, position in ctx.shared(tool_groups).displaced:
+    for event, group, position in ctx.tracking.displaced:
         call = group.calls[position]
         yield ctx.entry_diagnostic(
             RULE,
-            index,
+            event.index,
             f"result for tool call {call.id!r} comes after the turn that issued it ended "
             f"(call on line {view.rows[group.assistant]}); providers see an unanswered call "
             "followed by an unexpected result",

@@ -14,9 +14,7 @@ NOTHING_KEPT = "so nothing before it is kept in context"
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
-    for index in view.entries():
-        if view.kinds[index] not in (Kind.COMPACTION, Kind.RESET):
-            continue
+    for index in sorted(view.boundaries):
         if view.tree:
             yield from _check_by_id(ctx, index)
         else:
@@ -30,7 +28,7 @@ def _check_by_id(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
         return
     kept = facts.first_kept
     what = describe(ctx, index)
-    if kept == view.ids[index]:
+    if kept == view.entry_id(index):
         return
     if kept == MISSING:
         yield ctx.entry_diagnostic(
@@ -60,7 +58,7 @@ def _check_by_id(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
         return
     if view.roles[target] == Role.TOOL_RESULT and view.kinds[target] == Kind.MESSAGE:
         cut = next((i for i in chain if view.flags[i] & Flag.CUT_POINT), index)
-        new_id = view.ids[cut]
+        new_id = view.entry_id(cut)
         yield ctx.entry_diagnostic(
             RULE,
             index,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 
 from sessionfix import jsonutil
 from sessionfix.analysis import compaction_clones
@@ -14,23 +15,25 @@ from sessionfix.view import Kind, Role
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     clones = ctx.shared(compaction_clones) if view.tree else {}
-    previous: int | None = None
-    for index in view.active_path:
-        kind = view.kinds[index]
-        if kind == Kind.MESSAGE and view.roles[index] == Role.USER:
-            previous = None
+    compactions = view.in_path_order(view.records_of_kind(Kind.COMPACTION))
+    for previous, index in pairwise(compactions):
+        if index in clones or _user_between(ctx, previous, index):
             continue
-        if kind != Kind.COMPACTION:
-            continue
-        if previous is not None and index not in clones:
-            yield ctx.entry_diagnostic(
-                RULE,
-                index,
-                f"compaction follows the compaction on line {view.rows[previous]} with no user "
-                f"message between them (tokensBefore {_tokens(ctx, previous)} → "
-                f"{_tokens(ctx, index)}): a compaction loop",
-            )
-        previous = index
+        yield ctx.entry_diagnostic(
+            RULE,
+            index,
+            f"compaction follows the compaction on line {view.rows[previous]} with no user "
+            f"message between them (tokensBefore {_tokens(ctx, previous)} → "
+            f"{_tokens(ctx, index)}): a compaction loop",
+        )
+
+
+def _user_between(ctx: RuleContext, first: int, second: int) -> bool:
+    view = ctx.view
+    if view.linear:
+        return view.roles.find(bytes([Role.USER]), first + 1, second) >= 0
+    roles = view.roles
+    return any(roles[i] == Role.USER for i in view.path_between(first, second))
 
 
 def _tokens(ctx: RuleContext, index: int) -> str:

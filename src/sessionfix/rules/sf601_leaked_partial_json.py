@@ -6,26 +6,21 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
-from sessionfix.view import CallFacts
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
-    for index, detail in sorted(view.details.items()):
-        if not isinstance(detail, CallFacts) or not detail.leaked_partial_json:
-            continue
-        count = len(detail.leaked_partial_json)
-        blocks = "block carries" if count == 1 else f"{count} blocks carry"
+    for index, blocks in sorted(view.leaked.items()):
+        count = len(blocks)
+        what = "block carries" if count == 1 else f"{count} blocks carry"
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"toolCall {blocks} leaked `partialJson` streaming state; its raw control "
+            f"toolCall {what} leaked `partialJson` streaming state; its raw control "
             "characters make strict readers fail",
             fix=safe(
                 "delete the `partialJson` keys (the unsigned streaming field only)",
-                ctx.rewrite_record(
-                    index, ctx.editor.drop_leaked_partial_json(detail.leaked_partial_json)
-                ),
+                ctx.rewrite_record(index, ctx.editor.drop_leaked_partial_json(blocks)),
             ),
         )
 

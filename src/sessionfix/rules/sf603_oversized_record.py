@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress, repeat
+from operator import lt
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
@@ -14,15 +16,14 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     limit = ctx.settings.max_record_size
     sizes = view.sizes
-    for index in range(len(view)):
-        if sizes[index] > limit:
-            yield ctx.entry_diagnostic(
-                RULE,
-                index,
-                f"{describe(ctx, index)} is {human_bytes(sizes[index])}, over the "
-                f"{human_bytes(limit)} limit (--max-record-size); it is reloaded and resent "
-                "on every turn",
-            )
+    for index in compress(range(len(sizes)), map(lt, repeat(limit), sizes)):
+        yield ctx.entry_diagnostic(
+            RULE,
+            index,
+            f"{describe(ctx, index)} is {human_bytes(sizes[index])}, over the "
+            f"{human_bytes(limit)} limit (--max-record-size); every load reads it, and "
+            "while it is in context it is resent with every request",
+        )
 
 
 RULE = Rule(

@@ -1,0 +1,416 @@
+"""Streaming a session file into its view and line report, on one core or several.
+
+One pass reads binary lines and hands each to the format adapter's typed partial
+decode; only lines that fail it go through the reader's slow path. Memory holds the
+compact per-record index of the view, never the file's text. Large files are cut
+into byte ranges decoded by worker processes, whose compact results are
+concatenated in file order.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import accumulate
+from pathlib import Path
+from typing import BinaryIO
+
+from sessionfix.errors import InputError
+from sessionfix.formats import Format, FormatAdapter, RecordEditor, detect, make_adapter
+from sessionfix.reader import (
+    FileInfo,
+    LineFinding,
+    LineIssue,
+    LineReport,
+    classify_line,
+    open_session,
+)
+from sessionfix.tracking import PathTracker, Tracking
+from sessionfix.view import SessionView
+
+FAST_PATH_MISSES = (ValueError, RecursionError)
+"""msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
+
+READ_BYTES = 1 << 20
+_PLUS_ONE = (1).__add__
+PARALLEL_MIN_BYTES = 48 << 20
+"""Below this, starting worker processes costs more than it saves."""
+TASK_BYTES = 24 << 20
+
+ProgressCallback = Callable[[int], None]
+
+
+@dataclass(slots=True)
+class ScannedFile:
+    """The result of reading a file: its view, line-level facts, conversation facts,
+    and how to edit its records."""
+
+    view: SessionView
+    lines: LineReport
+    info: FileInfo
+    editor: RecordEditor
+    tracking: Tracking
+
+
+class _Pass:
+    """State of one streaming pass over a file or a byte range of it.
+
+    Lines are read in blocks. A block whose lines all decode as records of the format
+    goes through one batch decode and column-wise indexing; any other block is
+    handled line by line, with the reader's slow path for lines that do not decode.
+    """
+
+    def __init__(self, adapter: FormatAdapter | None, path: Path) -> None:
+        self.path = path
+        self.lines = LineReport()
+        self.adapter = adapter
+        self.row = 0
+        self.last_row = 0
+
+    def run(
+        self,
+        handle: BinaryIO,
+        offset: int,
+        end: int | None,
+        progress: ProgressCallback | None,
+    ) -> None:
+        start = reported = offset
+        pending: list[bytes] = []
+        final_newline = True
+        while True:
+            data = handle.read(READ_BYTES)
+            if not data:
+                break
+            if b"\n" not in data:
+                pending.append(data)
+                continue
+            if pending:
+                pending.append(data)
+                data = b"".join(pending)
+                pending = []
+            block = data.split(b"\n")
+            tail = block.pop()
+            if tail:
+                pending.append(tail)
+            offset, stopped = self._block(block, data, offset, end, has_cr=b"\r" in data)
+            if progress is not None:
+                progress(offset - reported)
+                reported = offset
+            if stopped:
+                pending = []
+                break
+        if pending:
+            final_newline = False
+            last = b"".join(pending)
+            offset, _ = self._block([last], last, offset, end, has_cr=False, terminated=False)
+            if progress is not None:
+                progress(offset - reported)
+        lines = self.lines
+        lines.line_count = self.row
+        lines.size = offset - start
+        lines.final_newline = final_newline
+        lines.last_row = self.last_row
+
+    def _block(
+        self,
+        block: list[bytes],
+        raw: bytes,
+        offset: int,
+        end: int | None,
+        *,
+        has_cr: bool,
+        terminated: bool = True,
+    ) -> tuple[int, bool]:
+        """Index the complete lines of `raw` (split into `block`) starting at `offset`.
+
+        Returns the next offset and whether the byte range ended inside the block.
+        """
+        lengths = list(map(len, block))
+        starts = list(accumulate(map(_PLUS_ONE, lengths), initial=offset))
+        stopped = False
+        if end is not None and starts[-2] >= end:
+            keep = bisect_left(starts, end, hi=len(block))
+            block, lengths, starts = block[:keep], lengths[:keep], starts[: keep + 1]
+            stopped = True
+        if not block:
+            return offset, stopped
+        next_offset = starts[-1] if terminated else starts[-1] - 1
+        first_row = self.row + 1
+        sizes = lengths
+        if has_cr:
+            sizes = [
+                size - 1 if size and line[-1] == 13 else size
+                for line, size in zip(block, lengths, strict=True)
+            ]
+            self.lines.crlf_rows.extend(
+                first_row + k
+                for k, (line, size) in enumerate(zip(block, lengths, strict=True))
+                if size and line[-1] == 13 and (terminated or k < len(block) - 1)
+            )
+        done = 0
+        while self.adapter is None and done < len(block):
+            self._line(block[done], starts[done], sizes[done])
+            done += 1
+        adapter = self.adapter
+        count = len(block) - done
+        if (
+            adapter is not None
+            and count > 1
+            and 0 not in lengths
+            and not any(map(bytes.isspace, block))
+        ):
+            first = starts[done] - offset
+            last = starts[-1] - offset - 1
+            try:
+                records = adapter.decode_lines(memoryview(raw)[first:last])
+            except FAST_PATH_MISSES:
+                records = None
+            # decode_lines also splits glued records and skips blank lines: one record
+            # per line (no blank line being possible here) proves a clean block.
+            if records is not None and len(records) == count:
+                rest = block[done:] if done else block
+                adapter.ingest_batch(records, rest, first_row + done, starts[done:-1], sizes[done:])
+                self.row += count
+                self.last_row = self.row
+                return next_offset, stopped
+        for line, line_offset, size in zip(
+            block[done:], starts[done:-1], sizes[done:], strict=True
+        ):
+            self._line(line, line_offset, size)
+        return next_offset, stopped
+
+    def _line(self, line: bytes, offset: int, size: int) -> None:
+        self.row += 1
+        row = self.row
+        adapter = self.adapter
+        if adapter is not None:
+            try:
+                record = adapter.decode(line)
+            except FAST_PATH_MISSES:
+                pass
+            else:
+                adapter.ingest(record, line, row, 1, offset, size)
+                self.last_row = row
+                return
+        if self._slow(line[:size], row, offset):
+            self.last_row = row
+
+    def _slow(self, body: bytes, row: int, offset: int) -> bool:
+        """Classify a line the fast path rejected. Returns whether it has content."""
+        outcome = classify_line(body)
+        has_content = outcome.damaged is not None or bool(outcome.records)
+        for issue, extra in outcome.findings:
+            finding = LineFinding(issue, row, offset, len(body), **extra)
+            if issue is LineIssue.GLUED:
+                finding.records = tuple((r.start, r.end) for r in outcome.records)
+            elif issue is LineIssue.UNDEFINED:
+                has_content = True
+            self.lines.findings.append(finding)
+        for record in outcome.records:
+            if self.adapter is None:
+                self.adapter = make_adapter(detect(record.value), self.path)
+            column = _column(body, record.start)
+            data = body[record.start : record.end]
+            self.adapter.add_object(record.value, data, row, column, offset + record.start)
+        if outcome.damaged is not None:
+            self.lines.findings.append(
+                LineFinding(
+                    LineIssue.UNPARSABLE,
+                    row,
+                    offset,
+                    len(body),
+                    detail=outcome.damaged_reason,
+                    span=outcome.damaged,
+                    recoverable=outcome.recoverable,
+                    truncated=outcome.damaged_truncated,
+                )
+            )
+        return has_content
+
+
+def _column(body: bytes, start: int) -> int:
+    if start == 0:
+        return 1
+    return len(body[:start].decode("utf-8", "replace")) + 1
+
+
+def settle_last_line(lines: LineReport) -> None:
+    """A record cut off on the last non-blank line is a torn write, not mid-file damage."""
+    last_row = lines.last_row
+    for finding in reversed(lines.findings):
+        if finding.row > last_row:
+            continue
+        if finding.row < last_row:
+            break
+        if finding.issue is LineIssue.UNPARSABLE:
+            lines.last_row_parsed = False
+            if finding.truncated:
+                finding.issue = LineIssue.TORN
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The index is millions of small objects that live until the end: no cycles to collect."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def worker_count(size: int, jobs: int | None) -> int:
+    if jobs is not None:
+        return max(1, jobs)
+    if size < PARALLEL_MIN_BYTES:
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+def read_session(
+    path: Path,
+    forced: Format = Format.AUTO,
+    progress: ProgressCallback | None = None,
+    jobs: int | None = None,
+) -> ScannedFile:
+    """Stream a file into its view and line report (no rules run)."""
+    handle, info = open_session(path)
+    with handle, gc_paused():
+        workers = worker_count(info.size, jobs)
+        parallel = _read_parallel(handle, info, forced, workers, progress) if workers > 1 else None
+        if parallel is not None:
+            adapter, lines, tracker = parallel
+        else:
+            state = _Pass(None if forced is Format.AUTO else make_adapter(forced, path), path)
+            try:
+                handle.seek(0)
+                state.run(handle, 0, None, progress)
+            except OSError as exc:
+                raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
+            lines = state.lines
+            adapter = state.adapter or make_adapter(Format.UNKNOWN, path)
+            tracker = adapter.tracker
+        settle_last_line(lines)
+        adapter.finish(lines)
+        view = adapter.view
+        tracking = tracker.finish() if view.linear else _replay_path(adapter, handle)
+    return ScannedFile(view, lines, info, adapter.editor, tracking)
+
+
+def _replay_path(adapter: FormatAdapter, handle: BinaryIO) -> Tracking:
+    """Conversation facts of a branched session: walk the active path's records again.
+
+    The single pass followed file order, which is the path only in a linear session.
+    """
+    view = adapter.view
+    adapter.tracker = tracker = PathTracker()
+    offsets, sizes = view.offsets, view.sizes
+    try:
+        for index in view.active_path:
+            handle.seek(offsets[index])
+            adapter.replay(index, handle.read(sizes[index]))
+    except OSError as exc:
+        raise InputError(f"{view.path}: read failed ({exc.strerror or exc})") from None
+    return tracker.finish()
+
+
+# ---- parallel reading ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    path: Path
+    start: int
+    end: int
+    format: Format
+    context: object
+
+
+@dataclass(slots=True)
+class _Chunk:
+    view: SessionView
+    lines: LineReport
+    tracker: PathTracker
+
+
+def _peek_format(handle: BinaryIO, path: Path, forced: Format) -> tuple[Format, object] | None:
+    """Detect the format and what later byte ranges need to know, from the first record."""
+    handle.seek(0)
+    for raw in handle:
+        outcome = classify_line(raw.rstrip(b"\r\n"))
+        if not outcome.records:
+            continue
+        fmt = forced if forced is not Format.AUTO else detect(outcome.records[0].value)
+        if fmt is Format.UNKNOWN:
+            return None
+        probe = make_adapter(fmt, path)
+        probe.add_object(outcome.records[0].value, b"", 1, 1, 0)
+        return fmt, probe.context
+    return None
+
+
+def _read_parallel(
+    handle: BinaryIO,
+    info: FileInfo,
+    forced: Format,
+    workers: int,
+    progress: ProgressCallback | None,
+) -> tuple[FormatAdapter, LineReport, PathTracker] | None:
+    peeked = _peek_format(handle, info.path, forced)
+    if peeked is None:
+        return None
+    fmt, context = peeked
+    count = max(workers, -(-info.size // TASK_BYTES))
+    bounds = [info.size * k // count for k in range(count + 1)]
+    tasks = [
+        _Task(info.path, bounds[k], bounds[k + 1], fmt, None if k == 0 else context)
+        for k in range(count)
+    ]
+    merged = make_adapter(fmt, info.path, context)
+    lines = LineReport()
+    tracker: PathTracker | None = None
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    with multiprocessing.get_context(method).Pool(workers) as pool:
+        for task, chunk in zip(tasks, pool.imap(_read_range, tasks), strict=True):
+            row_offset = lines.line_count
+            base = len(merged.view)
+            merged.view.extend(chunk.view, row_offset)
+            lines.extend(chunk.lines, row_offset)
+            if tracker is None:
+                tracker = chunk.tracker
+            else:
+                tracker.absorb(chunk.tracker, base)
+            if progress is not None:
+                progress(task.end - task.start)
+    assert tracker is not None
+    return merged, lines, tracker
+
+
+def _read_range(task: _Task) -> _Chunk:
+    """Worker: decode the lines that start inside [start, end)."""
+    gc.disable()
+    adapter = make_adapter(task.format, task.path, task.context)
+    state = _Pass(adapter, task.path)
+    try:
+        with open(task.path, "rb") as handle:
+            start = task.start
+            if start > 0:
+                handle.seek(start - 1)
+                if handle.read(1) != b"\n":
+                    start += len(handle.readline())
+            handle.seek(start)
+            if start < task.end:
+                state.run(handle, start, task.end, None)
+    except OSError as exc:
+        raise InputError(f"{task.path}: read failed ({exc.strerror or exc})") from None
+    return _Chunk(adapter.view, state.lines, adapter.tracker)

@@ -1,0 +1,478 @@
+"""Streaming analyses of the conversation, fed entry by entry in path order.
+
+`PathTracker` pairs tool calls with their results group by group (rules.md §6),
+pairs file reads and writes for stale-read detection (§5) and records user
+messages for clone detection (§4.1). It is format-neutral: format adapters feed it
+events while they decode. It runs during the single reading pass (over file order,
+which is the active path in a linear session) and, for branched sessions, again
+over the path entries only.
+
+When a file is read in parallel byte ranges, each range gets its own tracker; a
+range cannot know the groups still open before it, so results it cannot place are
+kept aside and `absorb` settles them when the ranges are joined in order. Events
+are kept column-wise so that they travel between processes cheaply.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add
+from typing import NamedTuple
+
+from sessionfix.view import FileAction, ToolCall
+
+SUCCEEDED = 1  # mirrors view.Bit.SUCCEEDED
+
+
+@dataclass(slots=True)
+class Group:
+    """One assistant turn's tool calls and the results that answer them."""
+
+    assistant: int
+    calls: tuple[ToolCall, ...]
+    incomplete: bool
+    stop_reason: str | None
+    answers: list[int] = field(default_factory=list)
+    """Per call: index of its first result, -1 while unanswered, -2 when answered late."""
+    ended_by: int | None = None
+    """Index of the entry that closed the group; None while open or when the path ended."""
+
+    def unanswered(self) -> bool:
+        return -1 in self.answers
+
+
+@dataclass(slots=True)
+class ResultEvent:
+    index: int
+    call_id: str | None
+    bits: int
+    text_size: int
+
+
+class FileEvent(NamedTuple):
+    """A file tool call paired with its result."""
+
+    record: int
+    """Reads: the result's record. Writes: the assistant's record."""
+    path: str
+    base: str | None
+    call_id: str
+    bits: int
+    text_size: int
+
+
+@dataclass(slots=True)
+class FileEvents:
+    """File reads or writes, column-wise."""
+
+    index: array[int] = field(default_factory=lambda: array("q"))
+    paths: list[str] = field(default_factory=list)
+    bases: list[str | None] = field(default_factory=list)
+    call_ids: list[str] = field(default_factory=list)
+    bits: bytearray = field(default_factory=bytearray)
+    sizes: array[int] = field(default_factory=lambda: array("q"))
+
+    def add(self, index: int, call: ToolCall, bits: int, size: int) -> None:
+        self.index.append(index)
+        self.paths.append(call.path or "")
+        self.bases.append(call.base)
+        self.call_ids.append(call.id)
+        self.bits.append(bits)
+        self.sizes.append(size)
+
+    def extend(self, other: FileEvents, base: int) -> None:
+        self.index.extend(array("q", map(add, other.index, repeat(base))))
+        self.paths.extend(other.paths)
+        self.bases.extend(other.bases)
+        self.call_ids.extend(other.call_ids)
+        self.bits.extend(other.bits)
+        self.sizes.extend(other.sizes)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __iter__(self) -> Iterator[FileEvent]:
+        return map(
+            FileEvent._make,
+            zip(
+                self.index,
+                self.paths,
+                self.bases,
+                self.call_ids,
+                self.bits,
+                self.sizes,
+                strict=True,
+            ),
+        )
+
+
+class UserEvent(NamedTuple):
+    record: int
+    key: object
+    """A cheap necessary condition for two user messages to be equal: both keys are
+    equal (pi: the `message.timestamp`, which a replayed copy keeps)."""
+    assistants_before: int
+    boundaries_before: int
+
+
+@dataclass(slots=True)
+class UserEvents:
+    index: array[int] = field(default_factory=lambda: array("q"))
+    keys: list[object] = field(default_factory=list)
+    assistants_before: array[int] = field(default_factory=lambda: array("q"))
+    boundaries_before: array[int] = field(default_factory=lambda: array("q"))
+
+    def add(self, index: int, key: object, assistants: int, boundaries: int) -> None:
+        self.index.append(index)
+        self.keys.append(key)
+        self.assistants_before.append(assistants)
+        self.boundaries_before.append(boundaries)
+
+    def extend(self, other: UserEvents, base: int, assistants: int, boundaries: int) -> None:
+        self.index.extend(array("q", map(add, other.index, repeat(base))))
+        self.keys.extend(other.keys)
+        self.assistants_before.extend(
+            array("q", map(add, other.assistants_before, repeat(assistants)))
+        )
+        self.boundaries_before.extend(
+            array("q", map(add, other.boundaries_before, repeat(boundaries)))
+        )
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __iter__(self) -> Iterator[UserEvent]:
+        return map(
+            UserEvent._make,
+            zip(
+                self.index,
+                self.keys,
+                self.assistants_before,
+                self.boundaries_before,
+                strict=True,
+            ),
+        )
+
+
+@dataclass(slots=True)
+class Tracking:
+    """What the trackers found, in path order."""
+
+    unanswered: list[Group] = field(default_factory=list)
+    """Groups left with at least one unanswered call."""
+    orphans: list[ResultEvent] = field(default_factory=list)
+    duplicates: list[tuple[ResultEvent, int]] = field(default_factory=list)
+    """A repeated result and the index of the first result for the same call."""
+    displaced: list[tuple[ResultEvent, Group, int]] = field(default_factory=list)
+    """A result answering an unanswered call of an earlier group: (result, group, call)."""
+    reads: FileEvents = field(default_factory=FileEvents)
+    writes: FileEvents = field(default_factory=FileEvents)
+    users: UserEvents = field(default_factory=UserEvents)
+
+
+@dataclass(slots=True)
+class CleanBlock:
+    """A block of consecutive messages, described column-wise for `clean_block`.
+
+    Positions are relative to the block; `base` is the index of its first record.
+    `codes` has one character per record: `a` assistant, `r` tool result, `u` user,
+    `c` other message that reaches the model, `x` anything else.
+    """
+
+    base: int
+    codes: str
+    assistant_positions: list[int]
+    call_counts: list[int]
+    """Per assistant, its number of tool calls."""
+    call_ids: list[str]
+    call_owners: list[int]
+    """Per call, the position of its assistant."""
+    result_ids: list[str | None]
+    result_positions: list[int]
+    file_calls: list[tuple[int, ToolCall]]
+    """Calls with a file action, by call number."""
+    users: list[tuple[int, object]]
+    last_stop: str | None
+    result_facts: Callable[[int], tuple[int, int]]
+    """Bits and text size of the n-th result of the block."""
+    last_calls: Callable[[], tuple[ToolCall, ...]]
+    """The calls of the block's last assistant."""
+
+
+class PathTracker:
+    """Pairs calls and results and collects file and user events, entry by entry."""
+
+    def __init__(self, *, head: bool = False) -> None:
+        self.found = Tracking()
+        self.current: Group | None = None
+        self.segment: list[Group] = []
+        """Earlier groups of the current compaction window with unanswered calls."""
+        self.assistants = 0
+        self.boundaries = 0
+        # Only for a tracker that starts inside a file (a byte range read in parallel):
+        self.ranged = head
+        self.head = head
+        """No assistant, context message or boundary seen yet: results cannot be placed."""
+        self.head_results: list[ResultEvent] = []
+        self.saw_boundary = False
+        self.first_closer: int | None = None
+        self.tentative: list[ResultEvent] = []
+        """Results matching nothing here, before this range's first boundary."""
+
+    # ---- events -------------------------------------------------------------------
+
+    def assistant(
+        self,
+        index: int,
+        calls: tuple[ToolCall, ...],
+        incomplete: bool,
+        stop_reason: str | None,
+    ) -> None:
+        self._close(index)
+        self.assistants += 1
+        if calls:
+            self.current = Group(index, calls, incomplete, stop_reason, [-1] * len(calls))
+
+    def context(self, index: int) -> None:
+        """A user, bash, custom or summary message: it ends the current group."""
+        self._close(index)
+
+    def user(self, index: int, key: object) -> None:
+        self._close(index)
+        self.found.users.add(index, key, self.assistants, self.boundaries)
+
+    def boundary(self, index: int) -> None:
+        """A compaction or reset: it ends the group and the window."""
+        self._close(index)
+        self.boundaries += 1
+        self.saw_boundary = True
+        self._flush_segment()
+
+    def result(self, index: int, call_id: str | None, bits: int, text_size: int) -> None:
+        current = self.current
+        if current is not None:
+            # The common case, inline: the result answers an open call of the group.
+            answers = current.answers
+            for position, call in enumerate(current.calls):
+                if call.id == call_id and answers[position] == -1:
+                    answers[position] = index
+                    if call.action:
+                        self._pair(current, position, index, bits, text_size)
+                    return
+        event = ResultEvent(index, call_id, bits, text_size)
+        if self.head:
+            self.head_results.append(event)
+            return
+        self._place(event)
+
+    def clean_block(self, block: CleanBlock) -> bool:
+        """Take a whole block of messages at once when its tool calls pair up trivially.
+
+        A block is clean when, after any results that continue the open group, every
+        assistant is followed directly by the results of its calls, in call order, with
+        no other message in between (the last group may continue in the next block).
+        Clean blocks need no per-entry work; anything else returns False untouched and
+        goes through the per-entry events.
+        """
+        codes = block.codes
+        lead = len(codes) - len(codes.lstrip("r"))
+        if self.head and lead:
+            return False
+        rest = codes[lead:]
+        pieces = rest.split("a")
+        if "r" in pieces[0] or "x" in rest:
+            return False
+        counts = block.call_counts
+        results_per_group = list(map(str.count, pieces[1:], repeat("r")))
+        if "r" in "".join(map(str.lstrip, pieces[1:], repeat("r"))):
+            return False
+        if results_per_group[:-1] != counts[:-1]:
+            return False
+        if results_per_group and (
+            results_per_group[-1] > counts[-1]
+            or (results_per_group[-1] < counts[-1] and pieces[-1].strip("r"))
+        ):
+            return False
+        if block.result_ids[lead:] != block.call_ids[: len(block.result_ids) - lead]:
+            return False
+        base = block.base
+        for position in range(lead):
+            self.result(base + position, block.result_ids[position], *block.result_facts(position))
+        if not rest:
+            return True
+        self._close(base + lead)
+        self._take_clean(block, lead, pieces, counts)
+        return True
+
+    def _take_clean(
+        self, block: CleanBlock, lead: int, pieces: list[str], counts: list[int]
+    ) -> None:
+        base = block.base
+        assistants_before = self.assistants
+        users = self.found.users
+        for position, key in block.users:
+            seen = block.codes.count("a", lead, position)
+            users.add(base + position, key, assistants_before + seen, self.boundaries)
+        answered = len(block.result_ids) - lead
+        for number, call in block.file_calls:
+            if number >= answered:
+                continue
+            result = block.result_positions[lead + number]
+            bits, text_size = block.result_facts(lead + number)
+            if call.action is FileAction.READ:
+                self.found.reads.add(base + result, call, bits, text_size)
+            else:
+                self.found.writes.add(base + block.call_owners[number], call, bits, -1)
+        self.assistants += len(counts)
+        if not counts or not counts[-1] or pieces[-1].strip("r"):
+            return
+        last = block.assistant_positions[-1]
+        calls = block.last_calls()
+        done = pieces[-1].count("r")
+        first_result = lead + answered - done
+        answers = [base + block.result_positions[first_result + k] for k in range(done)]
+        answers.extend([-1] * (len(calls) - done))
+        self.current = Group(base + last, calls, False, block.last_stop, answers)
+
+    # ---- placement ----------------------------------------------------------------
+
+    def _close(self, index: int) -> None:
+        if self.head:
+            self.head = False
+            self.first_closer = index
+        current = self.current
+        if current is not None:
+            current.ended_by = index
+            if -1 in current.answers:
+                self.segment.append(current)
+            self.current = None
+
+    def _place(self, event: ResultEvent) -> None:
+        current = self.current
+        call_id = event.call_id
+        if current is not None and call_id is not None:
+            position = _call_position(current, call_id)
+            if position is not None:
+                first = current.answers[position]
+                if first < 0:
+                    current.answers[position] = event.index
+                    self._pair(current, position, event.index, event.bits, event.text_size)
+                else:
+                    self.found.duplicates.append((event, first))
+                return
+        if call_id is not None and self._answer_late(event):
+            return
+        if self.saw_boundary or not self.ranged:
+            self.found.orphans.append(event)
+        else:
+            # An unanswered call of an earlier range may still claim it (see `absorb`).
+            self.tentative.append(event)
+
+    def _answer_late(self, event: ResultEvent) -> bool:
+        for group in reversed(self.segment):
+            for position, call in enumerate(group.calls):
+                if call.id == event.call_id and group.answers[position] == -1:
+                    group.answers[position] = -2
+                    self.found.displaced.append((event, group, position))
+                    return True
+        return False
+
+    def _pair(self, group: Group, position: int, result: int, bits: int, text_size: int) -> None:
+        call = group.calls[position]
+        if call.action is FileAction.READ:
+            self.found.reads.add(result, call, bits, text_size)
+        elif call.action is FileAction.FULL_WRITE:
+            self.found.writes.add(group.assistant, call, bits, -1)
+
+    def _flush_segment(self) -> None:
+        self.found.unanswered.extend(g for g in self.segment if g.unanswered())
+        self.segment = []
+
+    # ---- ends -----------------------------------------------------------------------
+
+    def finish(self) -> Tracking:
+        """Close the walk: the group still open is unanswered at the end of the path."""
+        current = self.current
+        if current is not None and current.unanswered():
+            self.segment.append(current)
+        self.current = None
+        self.found.orphans.extend(self.tentative)
+        self.tentative = []
+        self.found.orphans.extend(self.head_results)
+        self.head_results = []
+        self._flush_segment()
+        self.found.unanswered.sort(key=lambda g: g.assistant)
+        self.found.orphans.sort(key=lambda e: e.index)
+        return self.found
+
+    def absorb(self, part: PathTracker, base: int) -> None:
+        """Continue this walk with a tracker that read the next byte range on its own.
+
+        `base` is the index of the range's first record in the whole file.
+        """
+        part.shift_groups(base)
+        for event in part.head_results:
+            self.result(event.index, event.call_id, event.bits, event.text_size)
+        if part.first_closer is not None:
+            self._close(part.first_closer)
+            for event in part.tentative:
+                if event.call_id is None or not self._answer_late(event):
+                    self.found.orphans.append(event)
+            if part.saw_boundary:
+                self._flush_segment()
+                self.segment = part.segment
+            else:
+                self.segment.extend(part.segment)
+            self.current = part.current
+        found, theirs = self.found, part.found
+        found.unanswered.extend(theirs.unanswered)
+        found.orphans.extend(theirs.orphans)
+        found.duplicates.extend(theirs.duplicates)
+        found.displaced.extend(theirs.displaced)
+        found.reads.extend(theirs.reads, base)
+        found.writes.extend(theirs.writes, base)
+        found.users.extend(theirs.users, base, self.assistants, self.boundaries)
+        self.assistants += part.assistants
+        self.boundaries += part.boundaries
+
+    def shift_groups(self, base: int) -> None:
+        """Turn the range-local record indexes of groups and results into file indexes
+        (file and user events are shifted column-wise by `absorb`)."""
+        if not base:
+            return
+        groups = {id(g): g for g in self.found.unanswered}
+        for group in self.segment:
+            groups[id(group)] = group
+        if self.current is not None:
+            groups[id(self.current)] = self.current
+        for _, group, _ in self.found.displaced:
+            groups[id(group)] = group
+        for group in groups.values():
+            group.assistant += base
+            group.answers = [a + base if a >= 0 else a for a in group.answers]
+            if group.ended_by is not None:
+                group.ended_by += base
+        for event in (*self.head_results, *self.tentative, *self.found.orphans):
+            event.index += base
+        for event, _ in self.found.duplicates:
+            event.index += base
+        self.found.duplicates = [(e, first + base) for e, first in self.found.duplicates]
+        for event, _, _ in self.found.displaced:
+            event.index += base
+        if self.first_closer is not None:
+            self.first_closer += base
+
+
+def _call_position(group: Group, call_id: str) -> int | None:
+    """The first unanswered call with this id, else the first call with it."""
+    fallback = None
+    for position, call in enumerate(group.calls):
+        if call.id == call_id:
+            if group.answers[position] == -1:
+                return position
+            if fallback is None:
+                fallback = position
+    return fallback
