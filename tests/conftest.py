@@ -1,0 +1,32 @@
+"""Shared test setup: golden-file updates and the location of the shared corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+CORPUS = ROOT.parent / "shared" / "corpus"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        help="Rewrite tests/fixtures/*/diagnostics.json from the current output.",
+    )
+
+
+@pytest.fixture
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-goldens"))
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The real sample sessions, read in place from ../shared (CI has it beside the checkout)."""
+    if not CORPUS.is_dir():
+        pytest.fail(f"sample corpus not found at {CORPUS}: clone ../shared beside the checkout")
+    return CORPUS

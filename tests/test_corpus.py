@@ -1,0 +1,179 @@
+"""The real sample sessions in ../shared/corpus, read in place (rules.md §10)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sessionfix import Settings, check_file, read_session
+from sessionfix.cli import main
+from sessionfix.diagnostics import Diagnostic
+from sessionfix.view import Kind, Role
+
+from .conftest import CORPUS
+
+SETTINGS = Settings(quiescence=0.0)
+ALL_SAMPLES = sorted(CORPUS.glob("*/**/*.jsonl")) if CORPUS.is_dir() else []
+
+
+def _diagnostics(path: Path) -> list[Diagnostic]:
+    return check_file(path, SETTINGS)
+
+
+def _summary(diagnostics: list[Diagnostic]) -> Counter[tuple[str, str]]:
+    return Counter((d.code, d.severity.label) for d in diagnostics)
+
+
+def _rows(diagnostics: list[Diagnostic], code: str) -> list[int]:
+    return [d.row for d in diagnostics if d.code == code]
+
+
+def test_corpus_is_present(corpus: Path) -> None:
+    assert len(ALL_SAMPLES) >= 28
+
+
+@pytest.mark.parametrize("path", ALL_SAMPLES, ids=[p.name for p in ALL_SAMPLES])
+def test_every_sample_scans(path: Path) -> None:
+    diagnostics = _diagnostics(path)
+    for diagnostic in diagnostics:
+        assert diagnostic.row >= 1
+        assert diagnostic.code.startswith("SF")
+
+
+# ---- pi / OpenClaw: the full expected list -------------------------------------------
+
+PI_EXPECTED: dict[str, dict[tuple[str, str], int]] = {
+    "letta-trajectory__pi-tool-calls.v3.jsonl": {},
+    "earendil-pi__prompt-cache-replay-session.v1.jsonl": {},
+    "pi-mono__large-session.v1.jsonl": {("SF402", "info"): 18, ("SF601", "warning"): 3},
+    "pi-mono__before-compaction.v1.jsonl": {
+        ("SF301", "info"): 20,
+        ("SF402", "error"): 1,
+        ("SF402", "info"): 5,
+        ("SF601", "warning"): 3,
+    },
+    "pi-mono__compact.v1.glued-line.jsonl": {
+        ("SF001", "error"): 1,
+        ("SF301", "info"): 3,
+        ("SF601", "warning"): 3,
+        ("SF402", "info"): 3,
+    },
+    "pi-mono__session.v1.glued-line.jsonl": {("SF001", "error"): 1, ("SF301", "info"): 2},
+    "letta-trajectory__pi-cleanup.v3.corrupt.jsonl": {
+        ("SF008", "error"): 1,
+        ("SF106", "warning"): 1,
+        ("SF401", "error"): 1,
+    },
+    "letta-trajectory__openclaw-cleanup.corrupt.jsonl": {
+        ("SF101", "error"): 1,
+        ("SF008", "error"): 1,
+        ("SF106", "warning"): 2,
+        ("SF401", "error"): 1,
+    },
+    "letta-trajectory__openclaw-tool-calls.jsonl": {("SF101", "error"): 1},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PI_EXPECTED))
+def test_pi_sample_diagnostics(corpus: Path, name: str) -> None:
+    diagnostics = _diagnostics(corpus / "openclaw" / name)
+    assert dict(_summary(diagnostics)) == PI_EXPECTED[name]
+
+
+def test_glued_lines_are_found_at_their_rows(corpus: Path) -> None:
+    compact = _diagnostics(corpus / "openclaw" / "pi-mono__compact.v1.glued-line.jsonl")
+    session = _diagnostics(corpus / "openclaw" / "pi-mono__session.v1.glued-line.jsonl")
+    assert _rows(compact, "SF001") == [1013]
+    assert _rows(session, "SF001") == [440]
+
+
+def test_rows_of_the_corrupt_v3_samples(corpus: Path) -> None:
+    pi = _diagnostics(corpus / "openclaw" / "letta-trajectory__pi-cleanup.v3.corrupt.jsonl")
+    assert (_rows(pi, "SF008"), _rows(pi, "SF106"), _rows(pi, "SF401")) == ([4], [9], [10])
+    oc = _diagnostics(corpus / "openclaw" / "letta-trajectory__openclaw-cleanup.corrupt.jsonl")
+    assert (_rows(oc, "SF008"), _rows(oc, "SF106"), _rows(oc, "SF401")) == ([3], [4, 8], [9])
+
+
+def test_the_call_cut_off_by_a_compaction_is_an_error(corpus: Path) -> None:
+    diagnostics = _diagnostics(corpus / "openclaw" / "pi-mono__before-compaction.v1.jsonl")
+    errors = [d.row for d in diagnostics if d.code == "SF402" and d.severity.label == "error"]
+    assert errors == [628]
+
+
+def test_v1_compactions_keep_from_user_messages(corpus: Path) -> None:
+    scanned = read_session(corpus / "openclaw" / "pi-mono__before-compaction.v1.jsonl")
+    view = scanned.view
+    assert not view.tree
+    compactions = [i for i in range(len(view)) if view.kinds[i] == Kind.COMPACTION]
+    kept = [view.first_kept_target(i) for i in compactions]
+    assert [view.boundary(i).first_kept_index for i in compactions] == [293, 551]  # type: ignore[union-attr]
+    assert all(k is not None and view.roles[k] == Role.USER for k in kept)
+
+
+def test_glued_compaction_keeps_nothing_by_naming_its_own_position(corpus: Path) -> None:
+    """Once line 1013 is split, its compaction's firstKeptEntryIndex 1013 is its position."""
+    scanned = read_session(corpus / "openclaw" / "pi-mono__compact.v1.glued-line.jsonl")
+    view = scanned.view
+    glued = [i for i in range(len(view)) if view.rows[i] == 1013]
+    assert [view.kind(i) for i in glued] == [Kind.MESSAGE, Kind.COMPACTION]
+    compaction = glued[1]
+    assert compaction == 1013
+    assert view.first_kept_target(compaction) == compaction
+    assert view.window_start == view.path_positions[compaction]
+
+
+def test_clean_v3_baseline_exits_zero(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = corpus / "openclaw" / "letta-trajectory__pi-tool-calls.v3.jsonl"
+    assert main(["check", "--no-progress", str(path)]) == 0
+    assert "All checks passed!" in capsys.readouterr().out
+
+
+# ---- Claude Code and Codex: line-level rules only, for now ---------------------------
+
+LINE_EXPECTED: dict[str, dict[str, list[int]]] = {
+    "claude/entireio-cli/37-995ebed6e4-2.full.jsonl": {"SF001": [128], "SF009": [170]},
+    "claude/entireio-cli/5a-c45bc32212-0.full.jsonl": {"SF001": [115], "SF009": [241]},
+    "codex/session-doctor__basic-session.jsonl": {"SF008": [18]},
+}
+
+
+@pytest.mark.parametrize("relative", sorted(LINE_EXPECTED))
+def test_line_level_findings_in_other_formats(corpus: Path, relative: str) -> None:
+    diagnostics = _diagnostics(corpus / relative)
+    found = {code: _rows(diagnostics, code) for code in {d.code for d in diagnostics}}
+    assert found == LINE_EXPECTED[relative]
+
+
+def test_unterminated_claude_transcripts_lack_a_final_newline(corpus: Path) -> None:
+    for path in sorted((corpus / "claude" / "entireio-cli").glob("*.jsonl")):
+        codes = {d.code for d in _diagnostics(path)}
+        assert "SF009" in codes, path.name
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "claude/misc/daaain-claude-code-log__dag_compact_after_rewind.jsonl",
+        "claude/misc/daaain-claude-code-log__dag_compact_after_rewind_preserved.jsonl",
+        "claude/misc/kvsankar-agent-history__real_sessions_claude_session-01.jsonl",
+        "codex/kvsankar-agent-history__real_sessions_codex_session-01.jsonl",
+        "codex/session-doctor__current-response-items.jsonl",
+        "codex/session-doctor__event-msg-fallback.jsonl",
+        "codex/simonw-claude-code-transcripts__sample_codex_session.jsonl",
+        "codex/ccusage__session-alpha.jsonl",
+    ],
+)
+def test_clean_samples_of_other_formats(corpus: Path, relative: str) -> None:
+    assert _diagnostics(corpus / relative) == []
+
+
+def test_formats_are_detected(corpus: Path) -> None:
+    detected = {
+        "openclaw/pi-mono__large-session.v1.jsonl": "pi",
+        "claude/entireio-cli/a6-e4c2a0fbd1-0.full.jsonl": "claude",
+        "codex/ccusage__session-alpha.jsonl": "codex",
+    }
+    for relative, fmt in detected.items():
+        assert read_session(corpus / relative).view.format == fmt

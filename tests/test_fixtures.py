@@ -1,0 +1,79 @@
+"""Golden fixtures: one hand-written session per rule case and per trap.
+
+Each `tests/fixtures/<CODE>-<case>/` holds `input.jsonl`, `diagnostics.json` (the
+expected diagnostics, as the JSON output format prints them, without the file name)
+and optionally `case.json` with the settings and file name to check under. A case
+whose name contains `-trap-` must not produce its rule's code; any other case must.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionfix import Settings, check_file
+from sessionfix.formats import Format
+from sessionfix.render import diagnostic_json
+
+from .conftest import FIXTURES
+
+CASES = sorted(path for path in FIXTURES.iterdir() if path.is_dir())
+_TUPLE_SETTINGS = {"select", "ignore", "extend_select", "protect"}
+
+
+def _settings(spec: dict[str, Any]) -> Settings:
+    values: dict[str, Any] = {"quiescence": 0.0}
+    for key, value in spec.get("settings", {}).items():
+        if key in _TUPLE_SETTINGS:
+            value = tuple(value)
+        if key == "format":
+            value = Format(value)
+        values[key] = value
+    return Settings(**values)
+
+
+def _golden_view(diagnostic: Any) -> dict[str, Any]:
+    data = diagnostic_json(diagnostic)
+    del data["filename"], data["url"]
+    return data
+
+
+def run_case(case: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    spec_file = case / "case.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
+    target = tmp_path / spec.get("filename", "session.jsonl")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(case / "input.jsonl", target)
+    return [_golden_view(d) for d in check_file(target, _settings(spec))]
+
+
+def test_every_rule_has_a_case_and_a_trap() -> None:
+    from sessionfix import RULES
+
+    names = [case.name for case in CASES]
+    for rule in RULES:
+        hits = [n for n in names if n.startswith(rule.code + "-") and "-trap-" not in n]
+        traps = [n for n in names if n.startswith(rule.code + "-trap-")]
+        assert hits, f"{rule.code} has no fixture case"
+        assert traps, f"{rule.code} has no trap fixture"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_fixture(case: Path, tmp_path: Path, update_goldens: bool) -> None:
+    actual = run_case(case, tmp_path)
+    golden = case / "diagnostics.json"
+    if update_goldens:
+        golden.write_text(json.dumps(actual, indent=2, ensure_ascii=False) + "\n")
+    assert golden.exists(), f"{golden} is missing: run pytest --update-goldens and review it"
+    expected = json.loads(golden.read_text())
+    assert actual == expected
+    code = case.name.split("-", 1)[0]
+    codes = {d["code"] for d in actual}
+    if "-trap-" in case.name:
+        assert code not in codes, f"trap case {case.name} reports {code}"
+    else:
+        assert code in codes, f"case {case.name} does not report {code}"
