@@ -1,0 +1,229 @@
+"""Building pi sessions in tests: records in the writer's key order, plus corruptions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+BASE_MS = 1_784_874_063_000
+HEADER_ID = "019f92c8-d694-7ac3-9144-e3b22add01f3"
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def stamp(n: int) -> str:
+    seconds = 3 + n
+    return f"2026-07-24T06:{21 + seconds // 60 % 38:02d}:{seconds % 60:02d}.000Z"
+
+
+@dataclass
+class Session:
+    """Appends pi v3 records; `lines` are JSON texts without terminators."""
+
+    lines: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    leaf: str | None = None
+    serial: int = 0
+
+    def __post_init__(self) -> None:
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": HEADER_ID,
+            "timestamp": stamp(0),
+            "cwd": "/home/user/proj",
+        }
+        self.lines.append(dumps(header))
+
+    def _entry(self, kind: str, fields: dict[str, Any], parent: str | bool | None = True) -> str:
+        self.serial += 1
+        entry_id = f"{0xA0000000 + self.serial:08x}"
+        record = {
+            "type": kind,
+            "id": entry_id,
+            "parentId": self.leaf if parent is True else parent,
+            "timestamp": stamp(self.serial),
+        }
+        record.update(fields)
+        self.lines.append(dumps(record))
+        self.ids.append(entry_id)
+        self.leaf = entry_id
+        return entry_id
+
+    def user(self, text: str, ts: int | None = None, parent: str | bool | None = True) -> str:
+        message = {
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "timestamp": BASE_MS + self.serial * 1000 if ts is None else ts,
+        }
+        return self._entry("message", {"message": message}, parent)
+
+    def assistant(
+        self,
+        calls: list[tuple[str, str, dict[str, Any]]],
+        stop: str | None = None,
+        partial: bool = False,
+    ) -> str:
+        content: list[dict[str, Any]] = [{"type": "thinking", "thinking": "hmm"}]
+        for call_id, name, arguments in calls:
+            block: dict[str, Any] = {
+                "type": "toolCall",
+                "id": call_id,
+                "name": name,
+                "arguments": arguments,
+            }
+            if partial:
+                block["partialJson"] = '{"pa'
+            content.append(block)
+        if not calls:
+            content.append({"type": "text", "text": "done"})
+        message = {
+            "role": "assistant",
+            "content": content,
+            "stopReason": stop or ("toolUse" if calls else "stop"),
+            "timestamp": BASE_MS + self.serial * 1000,
+        }
+        return self._entry("message", {"message": message})
+
+    def result(self, call_id: str, name: str, text: str, is_error: bool = False) -> str:
+        message = {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": name,
+            "content": [{"type": "text", "text": text}],
+            "isError": is_error,
+            "timestamp": BASE_MS + self.serial * 1000,
+        }
+        return self._entry("message", {"message": message})
+
+    def compaction(self, kept: str | None, tokens: int) -> str:
+        fields: dict[str, Any] = {"summary": "Summary of the work so far."}
+        if kept is not None:
+            fields["firstKeptEntryId"] = kept
+        fields["tokensBefore"] = tokens
+        return self._entry("compaction", fields)
+
+    def label(self, target: str) -> str:
+        return self._entry("label", {"targetId": target, "label": "mark"})
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in self.lines)
+
+
+FILES = ["src/a.py", "src/b.py", "/home/user/proj/src/a.py", "docs/c.md"]
+TOOLS = ["bash", "read", "write", "edit"]
+TEXTS = ["continue", "fix the bug", "Read HEARTBEAT.md", "ok", "x" * 300]
+
+
+@st.composite
+def sessions(draw: st.DrawFn, corrupt: bool = True) -> bytes:
+    """A pi v3 session with tool calls, compactions, branches and (optionally) damage."""
+    session = Session()
+    calls_made = 0
+    users: list[str] = []
+    previous = ""
+    steps = draw(st.integers(1, 25))
+    for step in range(steps):
+        action = draw(
+            st.sampled_from(
+                ["turn", "turn", "turn", "clone", "compaction", "branch", "label", "orphan"]
+                if corrupt
+                else ["turn", "turn", "turn", "compaction", "label"]
+            )
+        )
+        if not corrupt and action == "compaction" and previous != "turn":
+            action = "turn"
+        previous = action
+        if action == "turn":
+            users.append(session.user(draw(st.sampled_from(TEXTS))))
+            for _ in range(draw(st.integers(0, 3))):
+                count = draw(st.integers(0, 3))
+                calls = []
+                for _ in range(count):
+                    calls_made += 1
+                    name = draw(st.sampled_from(TOOLS))
+                    path = draw(st.sampled_from(FILES))
+                    arguments: dict[str, Any] = (
+                        {"command": "ls"} if name == "bash" else {"path": path}
+                    )
+                    if name == "write":
+                        arguments["content"] = "new"
+                    calls.append((f"toolu_{calls_made}", name, arguments))
+                stop = draw(st.sampled_from(["toolUse", "toolUse", "aborted"])) if corrupt else None
+                session.assistant(
+                    calls,
+                    stop=stop if calls else None,
+                    partial=corrupt and draw(st.booleans()) and stop == "aborted",
+                )
+                order = list(calls)
+                if corrupt and draw(st.booleans()):
+                    order = order[::-1]
+                for call_id, name, _ in order:
+                    if corrupt and draw(st.integers(0, 9)) == 0:
+                        continue
+                    text = draw(
+                        st.sampled_from(["ok", "file contents " * 20, "Successfully wrote"])
+                    )
+                    session.result(
+                        call_id, name, text, is_error=corrupt and draw(st.integers(0, 9)) == 0
+                    )
+                    if corrupt and draw(st.integers(0, 14)) == 0:
+                        session.result(call_id, name, text)
+            session.assistant([])
+        elif action == "clone" and session.lines:
+            ts = BASE_MS + 999
+            session.user("Read HEARTBEAT.md", ts=ts)
+            session.user("Read HEARTBEAT.md", ts=ts)
+        elif action == "compaction" and session.ids:
+            if corrupt:
+                kept = draw(st.sampled_from([*session.ids[-5:], None]))
+                session.compaction(kept, draw(st.sampled_from([1000, 2000])))
+            else:
+                session.compaction(users[-1], 1000 + step)
+        elif action == "branch" and session.ids:
+            session.leaf = draw(st.sampled_from(session.ids))
+            session.user("another way")
+        elif action == "label" and session.ids:
+            session.label(draw(st.sampled_from(session.ids)))
+        elif action == "orphan":
+            session.result("toolu_gone", "bash", "stale")
+    data = session.text().encode()
+    if not corrupt:
+        return data
+    return draw(damaged(data))
+
+
+@st.composite
+def damaged(draw: st.DrawFn, data: bytes) -> bytes:
+    """Line-level damage: glued lines, blank lines, CRLF, BOM, NUL runs, a torn tail."""
+    lines = data.split(b"\n")[:-1]
+    for _ in range(draw(st.integers(0, 3))):
+        if len(lines) < 3:
+            break
+        at = draw(st.integers(1, len(lines) - 1))
+        kind = draw(
+            st.sampled_from(["glue", "blank", "crlf", "bom", "nul", "undefined", "garbage"])
+        )
+        if kind == "glue" and at + 1 < len(lines):
+            lines[at : at + 2] = [lines[at] + lines[at + 1]]
+        elif kind == "blank":
+            lines.insert(at, b"  ")
+        elif kind == "crlf":
+            lines[at] += b"\r"
+        elif kind == "bom":
+            lines[at] = b"\xef\xbb\xbf" + lines[at]
+        elif kind == "nul":
+            lines[at] = lines[at] + b"\x00\x00"
+        elif kind == "undefined":
+            lines.insert(at, b"undefined")
+        elif kind == "garbage":
+            lines.insert(at, b"{not json}")
+    text = b"".join(line + b"\n" for line in lines)
+    if draw(st.booleans()):
+        text += b'{"type":"message","id":"ffffffff","parentId":"a00'
+    return text

@@ -1,0 +1,294 @@
+"""The command line, run through typer's CliRunner and through `main(argv)`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sessionfix import RULES
+from sessionfix.cli import app, main
+
+from .conftest import FIXTURES
+
+ENV = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
+CLEAN = FIXTURES / "SF008-trap-clean-file" / "input.jsonl"
+GLUED = FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl"
+CLONES = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
+INFO_ONLY = FIXTURES / "SF301-read-then-full-write" / "input.jsonl"
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+    return runner.invoke(app, [str(a) for a in args], env={**ENV, **(env or {})}, color=False)
+
+
+@pytest.fixture
+def sessions_dir(tmp_path: Path) -> Path:
+    """A sessions folder with problems, a clean session and sibling artefacts."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(GLUED, folder / "glued.jsonl")
+    shutil.copy(CLEAN, folder / "clean.jsonl")
+    nested = folder / "nested"
+    nested.mkdir()
+    shutil.copy(CLONES, nested / "clones.jsonl")
+    (folder / "glued.jsonl.lock").write_text('{"pid": 1}')
+    (folder / "abc.trajectory.jsonl").write_text("not a session\n")
+    (folder / "abc.jsonl.reset.2026-03-06T05-00-00.000Z").write_text("x")
+    (folder / "notes.txt").write_text("ignored")
+    return folder
+
+
+def test_clean_file_passes(tmp_path: Path) -> None:
+    result = run("check", CLEAN)
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "All checks passed!"
+    assert result.stderr == ""
+
+
+def test_problems_exit_one_with_diagnostics_and_a_footer() -> None:
+    result = run("check", "--output-format", "concise", GLUED)
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == (
+        f"{GLUED}:3:1: SF001 [*] 2 records glued on one line "
+        "(assistant message, user message); readers drop the whole line"
+    )
+    assert lines[-1] == "Found 1 problem (1 fixable with sessionfix repair)."
+
+
+def test_full_output_shows_an_escaped_excerpt_and_the_fix() -> None:
+    result = run("check", GLUED)
+    assert result.exit_code == 1
+    assert ' 3 | {"type":"message","id":"a0000002"' in result.stdout
+    assert "= error · glued-records" in result.stdout
+    assert "fix (safe): split into 2 lines" in result.stdout
+    assert "\x1b[" not in result.stdout
+
+
+def test_scan_walks_directories_and_skips_sibling_artefacts(sessions_dir: Path) -> None:
+    result = run("scan", "--output-format", "concise", sessions_dir)
+    assert result.exit_code == 1
+    reported = {line.split(":", 1)[0] for line in result.stdout.splitlines() if ": SF" in line}
+    assert reported == {
+        str(sessions_dir / "glued.jsonl"),
+        str(sessions_dir / "nested" / "clones.jsonl"),
+    }
+    assert "Scanned 3 files" in result.stderr
+    assert "skipped 3 sibling files" in result.stderr
+    assert "trajectory" not in result.stdout
+
+
+def test_json_output_is_machine_readable_and_complete(sessions_dir: Path) -> None:
+    result = run("scan", "--output-format", "json", sessions_dir)
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [d["code"] for d in data] == ["SF001", "SF201", "SF201"]
+    first = data[0]
+    assert set(first) == {
+        "code",
+        "name",
+        "severity",
+        "message",
+        "filename",
+        "format",
+        "location",
+        "end_location",
+        "entry_id",
+        "fix",
+        "url",
+    }
+    assert first["location"] == {"row": 3, "column": 1}
+    assert first["fix"]["applicability"] == "safe"
+    assert first["fix"]["edits"][0]["op"] == "replace"
+    assert "\n" in first["fix"]["edits"][0]["content"]
+    assert "Found" not in result.stdout
+
+
+def test_json_lines_output(sessions_dir: Path) -> None:
+    result = run("scan", "--output-format", "json-lines", sessions_dir)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["code"] for r in rows] == ["SF001", "SF201", "SF201"]
+
+
+def test_github_annotations_escape_their_properties() -> None:
+    result = run("check", "--output-format", "github", GLUED)
+    assert result.stdout.startswith(
+        f"::error title=sessionfix (SF001),file={GLUED},line=3,col=1::{GLUED}:3:1: SF001 "
+    )
+
+
+def test_sarif_lists_every_rule_and_the_results() -> None:
+    result = run("check", "--output-format", "sarif", GLUED)
+    document = json.loads(result.stdout)
+    run0 = document["runs"][0]
+    assert document["version"] == "2.1.0"
+    assert len(run0["tool"]["driver"]["rules"]) == len(RULES)
+    assert run0["results"][0]["ruleId"] == "SF001"
+    assert run0["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
+
+
+def test_statistics_count_per_rule() -> None:
+    result = run("check", "--statistics", CLONES)
+    assert result.stdout.splitlines() == ["2\tSF201\t[*] overflow-clone-message"]
+    as_json = json.loads(run("check", "--statistics", "--output-format", "json", CLONES).stdout)
+    assert as_json == [
+        {
+            "code": "SF201",
+            "name": "overflow-clone-message",
+            "count": 2,
+            "fixable": True,
+            "fixable_count": 2,
+        }
+    ]
+
+
+def test_fail_on_and_exit_zero() -> None:
+    assert run("check", INFO_ONLY).exit_code == 0
+    assert run("check", "--fail-on", "info", INFO_ONLY).exit_code == 1
+    assert run("check", "--fail-on", "error", CLONES).exit_code == 0
+    assert run("check", "--exit-zero", GLUED).exit_code == 0
+
+
+def test_select_and_ignore() -> None:
+    assert run("check", "--select", "SF2", GLUED).exit_code == 0
+    assert run("check", "--ignore", "SF001", GLUED).exit_code == 0
+    result = run("check", "--select", "SF0", "--output-format", "json", GLUED)
+    assert [d["code"] for d in json.loads(result.stdout)] == ["SF001"]
+
+
+def test_unknown_selector_is_a_usage_error() -> None:
+    result = run("check", "--select", "SF999", GLUED)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "sessionfix: error: unknown rule selector 'SF999'"
+
+
+def test_unreadable_input_is_reported_and_the_scan_goes_on(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.jsonl"
+    result = run("check", "--output-format", "concise", missing, GLUED)
+    assert result.exit_code == 2
+    assert ": SF001 " in result.stdout
+    assert result.stderr.strip() == f"sessionfix: error: {missing}: no such file"
+
+
+def test_a_directory_given_to_check_is_an_error(tmp_path: Path) -> None:
+    result = run("check", tmp_path)
+    assert result.exit_code == 2
+    assert "is a directory" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_bad_option_exits_two() -> None:
+    result = run("check", "--no-such-option", GLUED)
+    assert result.exit_code == 2
+
+
+def test_permission_denied_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    locked = tmp_path / "locked.jsonl"
+    shutil.copy(GLUED, locked)
+    real_open = os.open
+
+    def deny(path: object, flags: int, *args: object) -> int:
+        if str(path) == str(locked):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", deny)
+    result = run("check", locked)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"sessionfix: error: {locked}: permission denied"
+
+
+def test_session_text_is_escaped_before_printing(tmp_path: Path) -> None:
+    """Paths, ids and excerpts come from the session: terminal escapes must not survive."""
+    hostile = tmp_path / "hostile.jsonl"
+    text = INFO_ONLY.read_text().replace("src/parser.py", "src/\\u001b[31mparser\\u0007.py")
+    hostile.write_text(text + "\x1b]0;raw escape on a damaged line\x07\n")
+    result = run("check", "--fail-on", "info", hostile)
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stdout
+    assert "\x07" not in result.stdout
+    assert "read of 'src/\\x1b[31mparser\\x07.py' is stale" in result.stdout
+
+
+def test_output_file_keeps_stdout_clean(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    result = run("check", "--output-format", "json", "--output-file", target, GLUED)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert json.loads(target.read_text())[0]["code"] == "SF001"
+
+
+def test_environment_chooses_the_output_format() -> None:
+    result = run("check", GLUED, env={"SESSIONFIX_OUTPUT_FORMAT": "json-lines"})
+    assert json.loads(result.stdout.splitlines()[0])["code"] == "SF001"
+
+
+def test_rule_documentation() -> None:
+    result = run("rule", "SF201")
+    assert result.exit_code == 0
+    assert result.stdout.startswith("# overflow-clone-message (SF201)\n")
+    for section in ("## What it does", "## Why is this bad?", "## Example", "## Fix safety"):
+        assert section in result.stdout
+    by_name = run("rule", "overflow-clone-message")
+    assert by_name.stdout == result.stdout
+
+
+def test_rule_all_and_json() -> None:
+    every = run("rule", "--all")
+    assert every.stdout.count("## What it does") == len(RULES)
+    data = json.loads(run("rule", "--output-format", "json", "SF001").stdout)
+    assert data["code"] == "SF001"
+    assert data["severity"] == "error"
+    assert data["fix"] == "safe"
+
+
+def test_rule_errors() -> None:
+    assert run("rule", "SF999").exit_code == 2
+    assert run("rule").exit_code == 2
+
+
+def test_main_returns_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--output-format", "concise", str(GLUED)]) == 1
+    out = capsys.readouterr().out
+    assert ": SF001 [*] " in out
+    assert main(["check", str(CLEAN)]) == 0
+    assert main(["check", "--bogus"]) == 2
+
+
+def test_every_command_has_help() -> None:
+    for command in ("scan", "check", "rule"):
+        result = run(command, "--help")
+        assert result.exit_code == 0
+        assert "Usage:" in result.stdout
+
+
+def test_progress_is_only_for_interactive_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sessionfix import cli
+    from sessionfix.render import OutputFormat
+
+    presentation = cli.Presentation(OutputFormat.FULL, None, False, False, False, False)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
+    assert not cli._progress_enabled(presentation)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
+    assert cli._progress_enabled(presentation)
+    machine = cli.Presentation(OutputFormat.JSON, None, False, False, False, False)
+    assert not cli._progress_enabled(machine)
+    quiet = cli.Presentation(OutputFormat.FULL, None, False, True, False, False)
+    assert not cli._progress_enabled(quiet)
+    monkeypatch.setenv("TERM", "dumb")
+    assert not cli._progress_enabled(presentation)
+
+
+def test_the_demo_folder_shows_every_kind_of_finding() -> None:
+    """`make demo` scans examples/sessions: every rule must show up there."""
+    examples = Path(__file__).resolve().parents[1] / "examples" / "sessions"
+    result = run("scan", "--output-format", "json", "--quiescence", "0", examples)
+    assert result.exit_code == 1
+    assert {d["code"] for d in json.loads(result.stdout)} == {rule.code for rule in RULES}
+    assert "skipped 3 sibling files" in result.stderr

@@ -1,0 +1,106 @@
+"""JSON helpers: JSON.parse acceptance, JSON.stringify fidelity, truncation test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionfix import jsonutil
+
+
+def test_rewriting_an_untouched_record_reproduces_its_bytes(corpus: Path) -> None:
+    """pi wrote every sample line with JSON.stringify: parse + stringify must be identity."""
+    checked = 0
+    for path in sorted((corpus / "openclaw").glob("*.jsonl")):
+        for line in path.read_bytes().split(b"\n"):
+            try:
+                value = jsonutil.loads_preserving(line)
+            except ValueError:
+                continue
+            assert jsonutil.stringify_bytes(value) == line, f"{path.name}: {line[:80]!r}"
+            checked += 1
+    assert checked > 3000
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '{"a":"\\u0001\\u001f\\b\\t\\n\\f\\r\\"\\\\/"}',
+            '{"a":"\\u0001\\u001f\\b\\t\\n\\f\\r\\"\\\\/"}',
+        ),
+        ('{"a":"\u2028\u2029é€😀"}', '{"a":"\u2028\u2029é€😀"}'),
+        ('{"a":"\\ud800"}', '{"a":"\\ud800"}'),
+        (
+            '{"n":1.0,"m":-0,"e":1E+5,"big":12345678901234567890}',
+            '{"n":1.0,"m":-0,"e":1E+5,"big":12345678901234567890}',
+        ),
+        ('{"b":1,"a":2,"b":3}', '{"b":3,"a":2}'),
+        ('{"x":[true,false,null,{}]}', '{"x":[true,false,null,{}]}'),
+    ],
+)
+def test_stringify_matches_json_stringify(text: str, expected: str) -> None:
+    assert jsonutil.stringify(jsonutil.loads_preserving(text.encode())) == expected
+
+
+def test_invalid_utf8_survives_a_rewrite_byte_for_byte() -> None:
+    raw = b'{"a":"caf\xe9 \xff","b":1}'
+    assert jsonutil.stringify_bytes(jsonutil.loads_preserving(raw)) == raw
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"a":NaN}', b'{"a":Infinity}', b"{'a':1}", b'{"a":1,}', b"", b"[1", b'{"a":1}x'],
+)
+def test_loads_refuses_what_json_parse_refuses(raw: bytes) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - each input fails with its own message  # noqa: PT011 - each input fails with its own message
+        jsonutil.loads(raw)
+
+
+@pytest.mark.parametrize(
+    "raw", [b'{"a":"\\ud800"}', b'{"a":"\xff"}', b'  {"a":1}  \r\n', b'{"a":"x\xe2\x80\xa8y"}']
+)
+def test_loads_accepts_what_json_parse_accepts(raw: bytes) -> None:
+    assert isinstance(jsonutil.loads(raw), dict)
+
+
+def test_deep_nesting_is_a_value_error_not_a_crash() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(ValueError, match=r"nesting|recursion"):
+        jsonutil.loads(b'{"a":' + deep + b"}")
+
+
+@pytest.mark.parametrize(
+    ("text", "truncated"),
+    [
+        ('{"type":"message"', True),
+        ('{"type":"mess', True),
+        ('{"a":tr', True),
+        ('{"a":1.', True),
+        ('{"a":1e', True),
+        ('{"a":"\\u00', True),
+        ('{"a":[1,{"b":', True),
+        ('{"a":1}', False),
+        ("{not json}", False),
+        ('{"a":1}}', False),
+        ('{"a":"x\x01', False),
+        ('{"a":tx', False),
+        ("[1,2", False),
+        ("", False),
+    ],
+)
+def test_truncated_records_are_told_from_garbage(text: str, truncated: bool) -> None:
+    assert jsonutil.is_truncated_object(text) is truncated
+
+
+def test_split_values_recovers_glued_objects_with_their_spans() -> None:
+    text = '{"a":1}{"b":"}{"} {"c":[1]}'
+    values, stop = jsonutil.split_values(text)
+    assert stop == len(text)
+    assert [text[start:end] for start, end, _ in values] == ['{"a":1}', '{"b":"}{"}', '{"c":[1]}']
+
+
+def test_canonical_form_ignores_key_order() -> None:
+    assert jsonutil.canonical({"b": 1, "a": {"d": 1, "c": 2}}) == b'{"a":{"c":2,"d":1},"b":1}'
+    assert jsonutil.identity_hash({"x": 1, "y": 2}) == jsonutil.identity_hash({"y": 2, "x": 1})

@@ -1,0 +1,141 @@
+"""Properties over generated sessions: the fast paths agree with the exact ones."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessionfix import Settings, check_file, read_session
+from sessionfix import scanner as scanner_module
+from sessionfix.formats.pi import PiAdapter
+from sessionfix.jsonutil import loads
+from sessionfix.paths import normalize
+from sessionfix.render import diagnostic_json
+
+from .sessions import sessions
+
+
+def _diagnostics(path: Path, **options: Any) -> list[dict[str, Any]]:
+    found = check_file(path, Settings(quiescence=0.0, **options))
+    return [{k: v for k, v in diagnostic_json(d).items() if k != "url"} for d in found]
+
+
+def _write(tmp_path: Path, data: bytes, name: str = "session.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@given(data=sessions())
+def test_scan_reports_rows_inside_the_file(tmp_path: Path, data: bytes) -> None:
+    path = _write(tmp_path, data)
+    line_count = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    for diagnostic in _diagnostics(path):
+        assert 1 <= diagnostic["location"]["row"] <= max(line_count, 1)
+
+
+@given(data=sessions())
+def test_indexed_records_are_exactly_their_bytes(tmp_path: Path, data: bytes) -> None:
+    """Every record in the index points at bytes that parse as one JSON object."""
+    path = _write(tmp_path, data)
+    view = read_session(path).view
+    for index in range(len(view)):
+        offset, size = view.span(index)
+        record = loads(data[offset : offset + size])
+        assert isinstance(record, dict)
+        row = view.rows[index]
+        line_start = 0 if row == 1 else _nth_newline(data, row - 1) + 1
+        assert line_start <= offset
+
+
+def _nth_newline(data: bytes, n: int) -> int:
+    position = -1
+    for _ in range(n):
+        position = data.index(b"\n", position + 1)
+    return position
+
+
+@given(data=sessions())
+def test_block_decoding_agrees_with_line_by_line(
+    tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, data)
+    blockwise = _diagnostics(path)
+
+    def refuse(buffer: object) -> list[Any]:
+        raise ValueError("forced line-by-line reading")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(PiAdapter, "decode_lines", staticmethod(refuse))
+        linewise = _diagnostics(path)
+    assert blockwise == linewise
+
+
+@given(data=sessions(), task_bytes=st.sampled_from([64, 300, 2000]))
+def test_parallel_byte_ranges_agree_with_one_pass(
+    tmp_path: Path, data: bytes, task_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, data)
+    sequential = _diagnostics(path, jobs=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(scanner_module, "TASK_BYTES", task_bytes)
+        patch.setattr(scanner_module, "READ_BYTES", 97)
+        parallel = _diagnostics(path, jobs=2)
+    assert parallel == sequential
+
+
+@given(data=sessions(corrupt=False))
+def test_clean_sessions_have_nothing_at_warning_or_above(tmp_path: Path, data: bytes) -> None:
+    path = _write(tmp_path, data)
+    serious = [d for d in _diagnostics(path) if d["severity"] != "info"]
+    assert serious == []
+
+
+def _reference_normalize(path: str, base: str | None) -> str:
+    path = path.replace("\\", "/")
+    if base and not (path.startswith("/") or (len(path) > 2 and path[1] == ":" and path[2] == "/")):
+        path = base.replace("\\", "/").rstrip("/") + "/" + path
+    absolute = path.startswith("/")
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == ".." and parts and parts[-1] != ".." and not parts[-1].endswith(":"):
+            parts.pop()
+            continue
+        if part == ".." and (absolute or (parts and parts[0].endswith(":"))):
+            continue
+        parts.append(part)
+    joined = "/".join(parts)
+    return "/" + joined if absolute else joined
+
+
+@given(
+    path=st.lists(st.sampled_from(["a", "b", ".", "..", "", "c.py", ".hidden", "x\\y"]), max_size=6)
+    .map("/".join)
+    .flatmap(lambda p: st.sampled_from([p, "/" + p, p + "/"])),
+    base=st.sampled_from([None, "/home/u", "/home/u/", "/"]),
+)
+def test_path_normalisation_fast_path_is_exact(path: str, base: str | None) -> None:
+    assert normalize(path, base) == _reference_normalize(path, base)
+
+
+def test_reference_normalize_matches_posixpath_on_plain_paths() -> None:
+    for path in ["/a/b/../c", "/a/./b/", "/../a", "/a//b"]:
+        assert _reference_normalize(path, None) == posixpath.normpath(path).replace("//", "/")
+
+
+def test_generated_sessions_are_valid_json_lines() -> None:
+    @given(data=sessions(corrupt=False))
+    @settings(max_examples=10, deadline=None)
+    def check(data: bytes) -> None:
+        for line in data.splitlines():
+            json.loads(line)
+
+    check()

@@ -1,0 +1,128 @@
+"""The byte-level reader: line splitting and the classification of damaged lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionfix import read_session
+from sessionfix.errors import InputError
+from sessionfix.reader import LineIssue, NulPlacement, classify_line
+
+HEADER = (
+    b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}'
+)
+ENTRY = (
+    b'{"type":"message","id":"e1","parentId":null,"timestamp":"t",'
+    b'"message":{"role":"user","content":"hi","timestamp":1}}'
+)
+
+
+def issues(body: bytes) -> list[LineIssue]:
+    return [issue for issue, _ in classify_line(body).findings]
+
+
+def test_a_clean_record_has_no_findings() -> None:
+    outcome = classify_line(ENTRY)
+    assert outcome.findings == []
+    assert [(r.start, r.end) for r in outcome.records] == [(0, len(ENTRY))]
+
+
+def test_glued_records_keep_their_exact_byte_spans() -> None:
+    body = ENTRY + b"  " + HEADER
+    outcome = classify_line(body)
+    assert issues(body) == [LineIssue.GLUED]
+    assert [body[r.start : r.end] for r in outcome.records] == [ENTRY, HEADER]
+
+
+def test_glued_record_followed_by_a_torn_tail() -> None:
+    body = ENTRY + b'{"type":"mess'
+    outcome = classify_line(body)
+    assert issues(body) == [LineIssue.GLUED]
+    assert outcome.damaged == (len(ENTRY), len(body))
+    assert outcome.damaged_truncated
+
+
+def test_multibyte_text_before_a_glue_point_maps_to_byte_offsets() -> None:
+    first = '{"a":"é€😀"}'.encode()
+    outcome = classify_line(first + ENTRY)
+    assert [(r.start, r.end) for r in outcome.records] == [
+        (0, len(first)),
+        (len(first), len(first) + len(ENTRY)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "placement", "span"),
+    [
+        (b"\x00\x00\x00", NulPlacement.ONLY, None),
+        (b"\x00\x00" + ENTRY, NulPlacement.LEADING, (2, 2 + len(ENTRY))),
+        (ENTRY + b"\x00", NulPlacement.TRAILING, (0, len(ENTRY))),
+        (b"\x00" + ENTRY + b"\x00", NulPlacement.AROUND, (1, 1 + len(ENTRY))),
+    ],
+)
+def test_nul_runs_that_can_be_stripped(
+    body: bytes, placement: NulPlacement, span: tuple[int, int] | None
+) -> None:
+    outcome = classify_line(body)
+    nul = [extra for issue, extra in outcome.findings if issue is LineIssue.NUL]
+    assert nul[0]["nul"] is placement
+    assert nul[0].get("span") == span
+
+
+def test_nul_bytes_inside_a_record_are_damage() -> None:
+    outcome = classify_line(ENTRY[:10] + b"\x00" + ENTRY[10:])
+    assert outcome.damaged is not None
+    assert "NUL" in outcome.damaged_reason
+
+
+def test_bom_blank_undefined_and_non_objects() -> None:
+    assert issues(b"\xef\xbb\xbf" + ENTRY) == [LineIssue.BOM]
+    assert issues(b"   \t") == [LineIssue.BLANK]
+    assert issues(b"") == [LineIssue.BLANK]
+    assert issues(b" undefined ") == [LineIssue.UNDEFINED]
+    assert classify_line(b"[1,2]").damaged_reason == "a JSON array, not an object"
+
+
+def test_a_complete_record_after_a_damaged_prefix_is_found() -> None:
+    body = b'{"type":"mess' + ENTRY
+    outcome = classify_line(body)
+    assert outcome.recoverable == (len(b'{"type":"mess'), len(body))
+
+
+def test_lines_split_on_newline_only(tmp_path: Path) -> None:
+    """U+2028/U+2029 written raw inside strings never end a line."""
+    text = (
+        '{"type":"message","id":"e2","parentId":"e1","timestamp":"t",'
+        '"message":{"role":"user","content":"a\u2028b\u2029c","timestamp":2}}'
+    )
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + b"\n" + ENTRY + b"\n" + text.encode() + b"\n")
+    scanned = read_session(path)
+    assert len(scanned.view) == 3
+    assert list(scanned.view.rows) == [1, 2, 3]
+    assert scanned.lines.findings == []
+
+
+def test_crlf_rows_and_missing_final_newline_are_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(HEADER + b"\r\n" + ENTRY)
+    lines = read_session(path).lines
+    assert list(lines.crlf_rows) == [1]
+    assert not lines.final_newline
+    assert lines.last_row == 2
+
+
+def test_a_directory_is_refused_with_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a directory"):
+        read_session(tmp_path)
+
+
+def test_a_fifo_is_refused(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        read_session(fifo)

@@ -1,0 +1,130 @@
+"""The rule registry against the catalogue, and every rule's documentation."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sessionfix import RULES, get_rule
+from sessionfix.diagnostics import Severity
+
+SECTIONS = [
+    "## What it does",
+    "## Why is this bad?",
+    "## Example",
+    "## Use instead",
+    "## Fix safety",
+    "## References",
+]
+PI_RULES = (
+    [f"SF00{n}" for n in range(1, 10)]
+    + [f"SF10{n}" for n in range(1, 9)]
+    + [
+        "SF201",
+        "SF202",
+        "SF205",
+        "SF301",
+        "SF401",
+        "SF402",
+        "SF403",
+        "SF404",
+        "SF501",
+        "SF503",
+        "SF601",
+        "SF603",
+    ]
+)
+
+
+def test_every_pi_rule_of_the_catalogue_is_registered() -> None:
+    assert [rule.code for rule in RULES] == PI_RULES
+
+
+def test_codes_and_names_are_unique_and_well_formed() -> None:
+    assert len({r.code for r in RULES}) == len(RULES)
+    assert len({r.name for r in RULES}) == len(RULES)
+    for rule in RULES:
+        assert re.fullmatch(r"SF\d{3}", rule.code)
+        assert re.fullmatch(r"[a-z]+(-[a-z]+)*", rule.name)
+        assert get_rule(rule.code) is rule
+        assert get_rule(rule.name) is rule
+
+
+def _catalogue(corpus: Path) -> dict[str, tuple[str, str]]:
+    """code → (name, severity) from the table in rules.md §0."""
+    text = (corpus.parent / "spec" / "rules.md").read_text()
+    rows = re.findall(r"^\| (SF\d{3}) \| `([a-z-]+)` \| [^|]+ \| ([^|]+) \|", text, re.M)
+    return {code: (name, severity.strip()) for code, name, severity in rows}
+
+
+def test_names_and_severities_follow_the_catalogue(corpus: Path) -> None:
+    catalogue = _catalogue(corpus)
+    for rule in RULES:
+        name, severity = catalogue[rule.code]
+        assert rule.name == name
+        assert severity.startswith(rule.severity.label), (rule.code, severity)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.code for r in RULES])
+def test_rule_documentation_has_every_section_in_order(rule: object) -> None:
+    doc = rule.doc  # type: ignore[attr-defined]
+    positions = [doc.find(section) for section in SECTIONS]
+    assert all(p >= 0 for p in positions), [
+        s for s, p in zip(SECTIONS, positions, strict=False) if p < 0
+    ]
+    assert positions == sorted(positions)
+    assert doc.startswith(f"# {rule.name} ({rule.code})\n")  # type: ignore[attr-defined]
+    references = doc.split("## References", 1)[1]
+    assert "- " in references
+
+
+def _session_block(doc: str, heading: str) -> str | None:
+    section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
+    match = re.search(r"```jsonl\n(.*?)```", section, re.S)
+    if match is None or '"type":"session"' not in match.group(1):
+        return None
+    return match.group(1)
+
+
+ILLUSTRATIVE = {"SF004", "SF005", "SF006", "SF009", "SF205"}
+"""Examples that describe bytes Markdown cannot carry (NUL, BOM, CR, a missing final
+newline) or elide the bulk that triggers the rule."""
+
+
+def _checkable() -> list[object]:
+    return [
+        rule
+        for rule in RULES
+        if rule.code not in ILLUSTRATIVE and _session_block(rule.doc, "## Example") is not None
+    ]
+
+
+def test_most_rule_examples_are_checked() -> None:
+    assert len(_checkable()) >= 20
+
+
+@pytest.mark.parametrize("rule", _checkable(), ids=lambda r: r.code)  # type: ignore[attr-defined]
+def test_documented_examples_are_what_the_rule_reports(rule: object, tmp_path: Path) -> None:
+    """A complete session in a doc's Example reports the rule; its Use instead does not."""
+    from sessionfix import Settings, check_file
+
+    doc: str = rule.doc  # type: ignore[attr-defined]
+    code: str = rule.code  # type: ignore[attr-defined]
+    example = _session_block(doc, "## Example")
+    fixed = _session_block(doc, "## Use instead")
+    assert example is not None
+    settings = Settings(quiescence=0.0, max_record_size=1024)
+    path = tmp_path / "example.jsonl"
+    path.write_text(example)
+    assert code in {d.code for d in check_file(path, settings)}
+    if fixed is not None:
+        path.write_text(fixed)
+        assert code not in {d.code for d in check_file(path, settings)}
+
+
+def test_severity_parse() -> None:
+    assert Severity.parse("warning") is Severity.WARNING
+    with pytest.raises(ValueError, match="unknown severity"):
+        Severity.parse("fatal")
