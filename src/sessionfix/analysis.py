@@ -58,7 +58,8 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
     identity computed, and a match is confirmed on the canonical bytes.
     """
     clones: dict[int, Clone] = {}
-    if not ctx.view.tree:
+    users = ctx.tracking.users
+    if not ctx.view.tree or _all_distinct(users.keys):
         return clones
     buckets: dict[tuple[int, object], list[UserEvent]] = {}
     for event in ctx.tracking.users:
@@ -82,6 +83,13 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
                     event.assistants_before != survivor.assistants_before,
                 )
     return clones
+
+
+def _all_distinct(keys: list[object]) -> bool:
+    try:
+        return len(set(keys)) == len(keys)
+    except TypeError:
+        return False
 
 
 def _identity(ctx: RuleContext, index: int) -> bytes | None:

@@ -15,19 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from sessionfix import render
 from sessionfix.diagnostics import Diagnostic, Severity
@@ -39,6 +30,9 @@ from sessionfix.render import OutputFormat, escape
 from sessionfix.rules import RULES, get_rule
 from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings
 from sessionfix.units import human_bytes
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     name="sessionfix",
@@ -239,6 +233,8 @@ def _settings(
 
 
 def _stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -277,6 +273,15 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[int], None] | Non
     if not enabled:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     progress = Progress(
         TextColumn("scanning"),
         BarColumn(),
@@ -325,6 +330,8 @@ def _write_human(
     out: IO[bytes],
 ) -> None:
     import io
+
+    from rich.console import Console
 
     text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=True)
     console = Console(

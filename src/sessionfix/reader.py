@@ -272,9 +272,13 @@ class FileInfo:
 
 
 def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
-    """Open a session file for binary reading, refusing anything but a regular file."""
+    """Open a session file for binary reading, refusing anything but a regular file.
+
+    The file is opened non-blocking, so a FIFO given by mistake is refused instead of
+    waiting for a writer.
+    """
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - the caller owns the handle
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory") from None
     except FileNotFoundError:
@@ -284,11 +288,14 @@ def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
     except OSError as exc:
         raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
     try:
-        info = os.fstat(handle.fileno())
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path}: is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{path}: not a regular file")
+        handle = os.fdopen(fd, "rb")
     except BaseException:
-        handle.close()
+        os.close(fd)
         raise
     return handle, FileInfo(path, info.st_size, info.st_mtime_ns, info.st_mode)
 

@@ -12,16 +12,18 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
-from rich.console import Console
-from rich.text import Text
 
 from sessionfix import __version__
 from sessionfix.diagnostics import Applicability, Diagnostic, Severity
 from sessionfix.reader import RecordSource
 from sessionfix.rules import RULES, get_rule
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 EXCERPT_CHARS = 160
 INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
@@ -98,6 +100,8 @@ _SEVERITY_STYLE = {
 
 
 def _header_line(diagnostic: Diagnostic, unsafe_fixes: bool) -> Text:
+    from rich.text import Text
+
     line = Text()
     line.append(escape(diagnostic.filename), style="bold")
     line.append(f":{diagnostic.row}:{diagnostic.column}: ", style="dim")
@@ -117,6 +121,8 @@ def render_human(
     concise: bool,
     unsafe_fixes: bool,
 ) -> None:
+    from rich.text import Text
+
     for diagnostic in diagnostics:
         console.print(_header_line(diagnostic, unsafe_fixes), soft_wrap=True)
         if concise:

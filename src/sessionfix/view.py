@@ -216,6 +216,7 @@ class SessionView:
     boundary_position: int | None = None
     """Path position of the last compaction/reset on the path."""
     _full_index: bool = False
+    _distinct_keys: set[int] | None = None
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -257,6 +258,11 @@ class SessionView:
         self.flags.extend(other.flags)
         self.id_keys.extend(other.id_keys)
         self.parent_keys.extend(other.parent_keys)
+        if self.tree:
+            # Collect the distinct ids while later parts are still being read.
+            if self._distinct_keys is None:
+                self._distinct_keys = set()
+            self._distinct_keys.update(other.id_keys)
         _shift_into(self.columns, other.columns, base)
         _shift_into(self.leaked, other.leaked, base)
         _shift_into(self.boundaries, other.boundaries, base)
@@ -441,6 +447,7 @@ class SessionView:
                 self._link_parents()
         else:
             self._link_positional()
+        self._distinct_keys = None
         self.leaf = self._find_leaf()
         self._walk_active_path()
         self._find_window()
@@ -456,7 +463,13 @@ class SessionView:
         parents = self.parent_keys
         if parents[start] != NULL_KEY or parents[start + 1 :] != keys[start : count - 1]:
             return False
-        if NO_ID_KEY in keys[start:] or len(set(keys[start:])) != count - start:
+        if NO_ID_KEY in keys[start:]:
+            return False
+        distinct = self._distinct_keys
+        self._distinct_keys = None
+        if distinct is None:
+            distinct = set(keys[start:])
+        if len(distinct) - (NO_ID_KEY in distinct) != count - start:
             return False
         self.parents = array("q", [ROOT]) * (start + 1)
         self.parents.extend(range(start, count - 1))

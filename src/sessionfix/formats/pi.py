@@ -309,6 +309,58 @@ class PiAdapter:
         only conversation events are fed one by one. Anything unusual goes record by
         record through `ingest`.
         """
+        types = list(map(_TYPE_OF, records))
+        count = len(records)
+        if types.count("message") == count:
+            self._ingest_run(records, lines, first_row, offsets, sizes)
+            return
+        odd = [position for position, kind in enumerate(types) if kind != "message"]
+        if len(odd) > 16:
+            self._ingest_each(records, lines, first_row, offsets, sizes)
+            return
+        start = 0
+        for position in [*odd, count]:
+            if position > start:
+                self._ingest_run(
+                    records[start:position],
+                    lines[start:position],
+                    first_row + start,
+                    offsets[start:position],
+                    sizes[start:position],
+                )
+            if position < count:
+                self.ingest(
+                    records[position],
+                    lines[position],
+                    first_row + position,
+                    1,
+                    offsets[position],
+                    sizes[position],
+                )
+            start = position + 1
+
+    def _ingest_each(
+        self,
+        records: list[_Record],
+        lines: list[bytes],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+    ) -> None:
+        for record, line, row, offset, size in zip(
+            records, lines, range(first_row, first_row + len(records)), offsets, sizes, strict=True
+        ):
+            self.ingest(record, line, row, 1, offset, size)
+
+    def _ingest_run(
+        self,
+        records: list[_Record],
+        lines: list[bytes],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+    ) -> None:
+        """A run of message records: column passes when every record is plain."""
         count = len(records)
         view = self.view
         messages = list(map(_MESSAGE_OF, records))
@@ -316,16 +368,12 @@ class PiAdapter:
         parents = list(map(_PARENT_OF, records))
         if not (
             self._tree_decided
-            and list(map(_TYPE_OF, records)).count("message") == count
             and None not in messages
             and all(map(is_, map(_OPENCLAW_OF, records), repeat(_NO_RAW)))
             and all(map(is_, map(_OPENCLAW_OF, messages), repeat(_NO_RAW)))
             and self._plain_links(ids, parents)
         ):
-            for record, line, row, offset, size in zip(
-                records, lines, range(first_row, first_row + count), offsets, sizes, strict=True
-            ):
-                self.ingest(record, line, row, 1, offset, size)
+            self._ingest_each(records, lines, first_row, offsets, sizes)
             return
         base = len(view.kinds)
         roles = list(map(_ROLE_NAME_OF, messages))

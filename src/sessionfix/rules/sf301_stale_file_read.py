@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.paths import matches_glob, normalize
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
-from sessionfix.tracking import FileEvent
 from sessionfix.view import Bit, Kind, Role
 
 PLACEHOLDER = (
@@ -30,44 +29,47 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
     """Read results superseded by a later successful full write of the same path (§5.2)."""
     view = ctx.view
     tracking = ctx.tracking
-    if not tracking.reads or not tracking.writes:
+    reads, writes = tracking.reads, tracking.writes
+    if not reads or not writes:
         return []
     positions = view.path_positions
-    normalized: dict[tuple[str, str | None], str] = {}
-    writes: dict[str, list[tuple[int, FileEvent]]] = {}
-    for write in tracking.writes:
-        if not write.bits & Bit.SUCCEEDED:
-            continue
-        raw = (write.path, write.base)
-        key = normalized.get(raw)
-        if key is None:
-            key = normalized[raw] = normalize(write.path, write.base)
-        writes.setdefault(key, []).append((positions[write.record], write))
+    written: dict[str, list[tuple[int, int]]] = {}
+    for number, (record, path, base, bits) in enumerate(
+        zip(writes.index, writes.paths, writes.bases, writes.bits, strict=True)
+    ):
+        if bits & Bit.SUCCEEDED:
+            key = normalize(path, base)
+            written.setdefault(key, []).append((positions[record], number))
+    # Normalisation never changes a path's last segment (unless it is "." or ".."),
+    # so reads of other file names are ruled out before normalising them.
+    names = {key.rpartition("/")[2] for key in written}
     protected_from = _protected_position(ctx)
     protect = ctx.settings.protect
-    found: list[StaleRead] = []
     skip = Bit.ERRORED | Bit.OWN_MARKER
-    for read in tracking.reads:
-        bits = read.bits
+    found: list[StaleRead] = []
+    for record, path, base, bits, size in zip(
+        reads.index, reads.paths, reads.bases, reads.bits, reads.sizes, strict=True
+    ):
         if bits & skip or not bits & Bit.TEXT_ONLY:
             continue
-        raw = (read.path, read.base)
-        path = normalized.get(raw)
-        if path is None:
-            path = normalized[raw] = normalize(read.path, read.base)
-        later_writes = writes.get(path)
-        if later_writes is None:
+        name = path.replace("\\", "/").rstrip("/").rpartition("/")[2]
+        if name not in names and name not in ("", ".", ".."):
             continue
-        position = positions[read.record]
+        key = normalize(path, base)
+        candidates = written.get(key)
+        if candidates is None:
+            continue
+        position = positions[record]
         if position >= protected_from:
             continue
-        later = next((w for p, w in later_writes if p > position), None)
-        if later is None or any(matches_glob(path, glob) for glob in protect):
+        later = next((number for p, number in candidates if p > position), None)
+        if later is None or any(matches_glob(key, glob) for glob in protect):
             continue
-        placeholder = PLACEHOLDER.format(path=read.path, call_id=later.call_id)
-        if read.text_size <= len(placeholder.encode("utf-8", "surrogatepass")):
+        call_id = writes.call_ids[later]
+        placeholder = PLACEHOLDER.format(path=path, call_id=call_id)
+        if size <= len(placeholder.encode("utf-8", "surrogatepass")):
             continue
-        found.append(StaleRead(read.record, read.path, later.call_id, view.rows[later.record]))
+        found.append(StaleRead(record, path, call_id, view.rows[writes.index[later]]))
     return found
 
 
