@@ -200,19 +200,25 @@ def sessions(draw: st.DrawFn, corrupt: bool = True) -> bytes:
 
 @st.composite
 def damaged(draw: st.DrawFn, data: bytes) -> bytes:
-    """Line-level damage: glued lines, blank lines, CRLF, BOM, NUL runs, a torn tail."""
+    """Line-level damage: glued, blank and indented lines, CRLF, BOM, NUL runs, a torn tail."""
     lines = data.split(b"\n")[:-1]
     for _ in range(draw(st.integers(0, 3))):
         if len(lines) < 3:
             break
         at = draw(st.integers(1, len(lines) - 1))
         kind = draw(
-            st.sampled_from(["glue", "blank", "crlf", "bom", "nul", "undefined", "garbage"])
+            st.sampled_from(
+                ["glue", "blank", "empty", "indent", "crlf", "bom", "nul", "undefined", "garbage"]
+            )
         )
         if kind == "glue" and at + 1 < len(lines):
             lines[at : at + 2] = [lines[at] + lines[at + 1]]
         elif kind == "blank":
             lines.insert(at, b"  ")
+        elif kind == "empty":
+            lines.insert(at, b"")
+        elif kind == "indent":
+            lines[at] = b" " + lines[at]
         elif kind == "crlf":
             lines[at] += b"\r"
         elif kind == "bom":

@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import accumulate
+from operator import sub
 from pathlib import Path
 from typing import BinaryIO
 
@@ -86,18 +86,19 @@ class _Pass:
             data = handle.read(READ_BYTES)
             if not data:
                 break
-            if b"\n" not in data:
-                pending.append(data)
-                continue
             if pending:
                 pending.append(data)
+                if b"\n" not in data:
+                    continue
                 data = b"".join(pending)
                 pending = []
-            block = data.split(b"\n")
-            tail = block.pop()
-            if tail:
-                pending.append(tail)
-            offset, stopped = self._block(block, data, offset, end, has_cr=b"\r" in data)
+            limit = data.rfind(b"\n") + 1
+            if not limit:
+                pending.append(data)
+                continue
+            if limit < len(data):
+                pending.append(data[limit:])
+            offset, stopped = self._block(data, limit, offset, end)
             if progress is not None:
                 progress(offset - reported)
                 reported = offset
@@ -107,7 +108,7 @@ class _Pass:
         if pending:
             final_newline = False
             last = b"".join(pending)
-            offset, _ = self._block([last], last, offset, end, has_cr=False, terminated=False)
+            offset, _ = self._block(last, len(last), offset, end, terminated=False)
             if progress is not None:
                 progress(offset - reported)
         lines = self.lines
@@ -118,70 +119,74 @@ class _Pass:
 
     def _block(
         self,
-        block: list[bytes],
         raw: bytes,
+        limit: int,
         offset: int,
         end: int | None,
         *,
-        has_cr: bool,
         terminated: bool = True,
     ) -> tuple[int, bool]:
-        """Index the complete lines of `raw` (split into `block`) starting at `offset`.
+        """Index the lines of `raw[:limit]` (each ending in a newline unless not
+        `terminated`), the first of which starts at file offset `offset`.
 
         Returns the next offset and whether the byte range ended inside the block.
         """
-        lengths = list(map(len, block))
-        starts = list(accumulate(map(_PLUS_ONE, lengths), initial=offset))
+        starts = _line_starts(raw, limit, terminated)
+        count = len(starts) - 1
         stopped = False
-        if end is not None and starts[-2] >= end:
-            keep = bisect_left(starts, end, hi=len(block))
-            block, lengths, starts = block[:keep], lengths[:keep], starts[: keep + 1]
+        if end is not None and offset + starts[-2] >= end:
+            count = bisect_left(starts, end - offset, hi=count)
+            del starts[count + 1 :]
             stopped = True
-        if not block:
+        if not count:
             return offset, stopped
-        next_offset = starts[-1] if terminated else starts[-1] - 1
+        next_offset = offset + (starts[-1] if terminated else limit)
+        lengths = list(map(sub, starts[1:], map(_PLUS_ONE, starts)))
         first_row = self.row + 1
         sizes = lengths
+        has_cr = raw.find(b"\r", 0, limit) >= 0
         if has_cr:
             sizes = [
-                size - 1 if size and line[-1] == 13 else size
-                for line, size in zip(block, lengths, strict=True)
+                size - 1 if size and raw[start + size - 1] == 13 else size
+                for start, size in zip(starts, lengths, strict=False)
             ]
-            self.lines.crlf_rows.extend(
-                first_row + k
-                for k, (line, size) in enumerate(zip(block, lengths, strict=True))
-                if size and line[-1] == 13 and (terminated or k < len(block) - 1)
-            )
+            if terminated:
+                self.lines.crlf_rows.extend(
+                    first_row + k for k in range(count) if sizes[k] != lengths[k]
+                )
         done = 0
-        while self.adapter is None and done < len(block):
-            self._line(block[done], starts[done], sizes[done])
+        while self.adapter is None and done < count:
+            start = starts[done]
+            self._line(raw[start : start + lengths[done]], offset + start, sizes[done])
             done += 1
         adapter = self.adapter
-        count = len(block) - done
-        if (
-            adapter is not None
-            and count > 1
-            and 0 not in lengths
-            and not any(map(bytes.isspace, block))
-        ):
-            first = starts[done] - offset
-            last = starts[-1] - offset - 1
+        rest = count - done
+        if adapter is not None and rest > 1 and _all_objects(raw, starts, done, count):
+            first = starts[done]
+            last = starts[count - 1] + lengths[-1]
             try:
                 records = adapter.decode_lines(memoryview(raw)[first:last])
             except FAST_PATH_MISSES:
                 records = None
-            # decode_lines also splits glued records and skips blank lines: one record
-            # per line (no blank line being possible here) proves a clean block.
-            if records is not None and len(records) == count:
-                rest = block[done:] if done else block
-                adapter.ingest_batch(records, rest, first_row + done, starts[done:-1], sizes[done:])
-                self.row += count
+            # decode_lines also splits glued records: one record per line (every line
+            # starting with "{", so none is blank) proves a clean block.
+            if records is not None and len(records) == rest:
+
+                def line(k: int) -> bytes:
+                    return raw[starts[done + k] : starts[done + k] + sizes[done + k]]
+
+                adapter.ingest_batch(
+                    records,
+                    first_row + done,
+                    list(map((offset).__add__, starts[done:count])),
+                    sizes[done:] if done else sizes,
+                    line,
+                )
+                self.row += rest
                 self.last_row = self.row
                 return next_offset, stopped
-        for line, line_offset, size in zip(
-            block[done:], starts[done:-1], sizes[done:], strict=True
-        ):
-            self._line(line, line_offset, size)
+        for k in range(done, count):
+            self._line(raw[starts[k] : starts[k] + lengths[k]], offset + starts[k], sizes[k])
         return next_offset, stopped
 
     def _line(self, line: bytes, offset: int, size: int) -> None:
@@ -231,6 +236,27 @@ class _Pass:
                 )
             )
         return has_content
+
+
+def _line_starts(raw: bytes, limit: int, terminated: bool) -> list[int]:
+    """Start offsets of the lines of `raw[:limit]`, and the end (plus one for the
+    newline) of the last: line k is `raw[starts[k] : starts[k + 1] - 1]`."""
+    starts = [0]
+    append = starts.append
+    find = raw.find
+    position = find(b"\n", 0, limit)
+    while position >= 0:
+        position += 1
+        append(position)
+        position = find(b"\n", position, limit)
+    if not terminated:
+        append(limit + 1)
+    return starts
+
+
+def _all_objects(raw: bytes, starts: list[int], first: int, stop: int) -> bool:
+    """Whether lines first..stop-1 all start with "{" (so none is blank or whitespace)."""
+    return bytes(map(raw.__getitem__, starts[first:stop])).count(b"{") == stop - first
 
 
 def _column(body: bytes, start: int) -> int:

@@ -49,7 +49,6 @@ class ResultEvent:
     index: int
     call_id: str | None
     bits: int
-    text_size: int
 
 
 class FileEvent(NamedTuple):
@@ -61,7 +60,6 @@ class FileEvent(NamedTuple):
     base: str | None
     call_id: str
     bits: int
-    text_size: int
 
 
 @dataclass(slots=True)
@@ -73,15 +71,13 @@ class FileEvents:
     bases: list[str | None] = field(default_factory=list)
     call_ids: list[str] = field(default_factory=list)
     bits: bytearray = field(default_factory=bytearray)
-    sizes: array[int] = field(default_factory=lambda: array("q"))
 
-    def add(self, index: int, call: ToolCall, bits: int, size: int) -> None:
+    def add(self, index: int, call: ToolCall, bits: int) -> None:
         self.index.append(index)
         self.paths.append(call.path or "")
         self.bases.append(call.base)
         self.call_ids.append(call.id)
         self.bits.append(bits)
-        self.sizes.append(size)
 
     def extend(self, other: FileEvents, base: int) -> None:
         self.index.extend(array("q", map(add, other.index, repeat(base))))
@@ -89,7 +85,6 @@ class FileEvents:
         self.bases.extend(other.bases)
         self.call_ids.extend(other.call_ids)
         self.bits.extend(other.bits)
-        self.sizes.extend(other.sizes)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -103,7 +98,6 @@ class FileEvents:
                 self.bases,
                 self.call_ids,
                 self.bits,
-                self.sizes,
                 strict=True,
             ),
         )
@@ -196,8 +190,8 @@ class CleanBlock:
     """Calls with a file action, by call number."""
     users: list[tuple[int, object]]
     last_stop: str | None
-    result_facts: Callable[[int], tuple[int, int]]
-    """Bits and text size of the n-th result of the block."""
+    result_bits: Callable[[int], int]
+    """`Bit` flags of the n-th result of the block."""
     last_calls: Callable[[], tuple[ToolCall, ...]]
     """The calls of the block's last assistant."""
 
@@ -251,7 +245,7 @@ class PathTracker:
         self.saw_boundary = True
         self._flush_segment()
 
-    def result(self, index: int, call_id: str | None, bits: int, text_size: int) -> None:
+    def result(self, index: int, call_id: str | None, bits: int) -> None:
         current = self.current
         if current is not None:
             # The common case, inline: the result answers an open call of the group.
@@ -260,9 +254,9 @@ class PathTracker:
                 if call.id == call_id and answers[position] == -1:
                     answers[position] = index
                     if call.action:
-                        self._pair(current, position, index, bits, text_size)
+                        self._pair(current, position, index, bits)
                     return
-        event = ResultEvent(index, call_id, bits, text_size)
+        event = ResultEvent(index, call_id, bits)
         if self.head:
             self.head_results.append(event)
             return
@@ -300,7 +294,7 @@ class PathTracker:
             return False
         base = block.base
         for position in range(lead):
-            self.result(base + position, block.result_ids[position], *block.result_facts(position))
+            self.result(base + position, block.result_ids[position], block.result_bits(position))
         if not rest:
             return True
         self._close(base + lead)
@@ -321,11 +315,11 @@ class PathTracker:
             if number >= answered:
                 continue
             result = block.result_positions[lead + number]
-            bits, text_size = block.result_facts(lead + number)
+            bits = block.result_bits(lead + number)
             if call.action is FileAction.READ:
-                self.found.reads.add(base + result, call, bits, text_size)
+                self.found.reads.add(base + result, call, bits)
             else:
-                self.found.writes.add(base + block.call_owners[number], call, bits, -1)
+                self.found.writes.add(base + block.call_owners[number], call, bits)
         self.assistants += len(counts)
         if not counts or not counts[-1] or pieces[-1].strip("r"):
             return
@@ -359,7 +353,7 @@ class PathTracker:
                 first = current.answers[position]
                 if first < 0:
                     current.answers[position] = event.index
-                    self._pair(current, position, event.index, event.bits, event.text_size)
+                    self._pair(current, position, event.index, event.bits)
                 else:
                     self.found.duplicates.append((event, first))
                 return
@@ -380,12 +374,12 @@ class PathTracker:
                     return True
         return False
 
-    def _pair(self, group: Group, position: int, result: int, bits: int, text_size: int) -> None:
+    def _pair(self, group: Group, position: int, result: int, bits: int) -> None:
         call = group.calls[position]
         if call.action is FileAction.READ:
-            self.found.reads.add(result, call, bits, text_size)
+            self.found.reads.add(result, call, bits)
         elif call.action is FileAction.FULL_WRITE:
-            self.found.writes.add(group.assistant, call, bits, -1)
+            self.found.writes.add(group.assistant, call, bits)
 
     def _flush_segment(self) -> None:
         self.found.unanswered.extend(g for g in self.segment if g.unanswered())
@@ -415,7 +409,7 @@ class PathTracker:
         """
         part.shift_groups(base)
         for event in part.head_results:
-            self.result(event.index, event.call_id, event.bits, event.text_size)
+            self.result(event.index, event.call_id, event.bits)
         if part.first_closer is not None:
             self._close(part.first_closer)
             for event in part.tentative:

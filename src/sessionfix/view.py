@@ -80,10 +80,6 @@ class Bit:
     """The format's success test holds (pi: `isError === false`)."""
     ERRORED: Final = 2
     """Explicitly marked as an error."""
-    TEXT_ONLY: Final = 4
-    """Only text content (no images or other blocks)."""
-    OWN_MARKER: Final = 8
-    """The text is a placeholder sessionfix wrote (`[sessionfix:` prefix)."""
 
 
 @dataclass(slots=True)
@@ -201,6 +197,9 @@ class SessionView:
     """id key → record, for the keys looked up so far (all of them once `index_of` ran)."""
     read_ids: Callable[[int], tuple[str | None, object]] | None = None
     """Reads a record's id and parentId from the file (set by the reader)."""
+    read_result_text: Callable[[int], str | None] | None = None
+    """Reads a tool result's text from the file; None when it has other content too
+    (set by the reader: a scan does not decode result contents)."""
     _id_cache: dict[int, tuple[str | None, object]] = field(default_factory=dict)
     duplicate_ids: list[tuple[int, int]] = field(default_factory=list)
     """(first occurrence, later occurrence) for every repeated id."""

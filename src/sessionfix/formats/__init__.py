@@ -86,11 +86,13 @@ class FormatAdapter(Protocol):
     def ingest_batch(
         self,
         records: list[Any],
-        lines: list[bytes],
         first_row: int,
         offsets: list[int],
         sizes: list[int],
-    ) -> None: ...
+        line: Callable[[int], bytes],
+    ) -> None:
+        """Index records decoded from consecutive clean lines; `line(k)` returns the
+        bytes of the k-th (read only when a record needs more than its decode)."""
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int

@@ -6,6 +6,7 @@ the line-level rules (SF001-SF009) and size rules apply to every format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -50,10 +51,10 @@ class OpaqueAdapter:
     def ingest_batch(
         self,
         records: list[Any],
-        lines: list[bytes],
         first_row: int,
         offsets: list[int],
         sizes: list[int],
+        line: Callable[[int], bytes],
     ) -> None:
         for row, offset, size in zip(
             range(first_row, first_row + len(records)), offsets, sizes, strict=True

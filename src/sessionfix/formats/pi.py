@@ -46,31 +46,73 @@ from sessionfix.view import (
 _NO_RAW: Final = Raw(b"")
 
 
-class _Block(Struct, gc=False):
+class _CallBlock(Struct, gc=False):
+    """A content block of an assistant message: only tool calls are looked at."""
+
     type: Any = None
     id: Any = None
     name: Any = None
     arguments: Raw = _NO_RAW
-    text: Raw = _NO_RAW
     partialJson: Raw = _NO_RAW
 
 
-class _Message(Struct, gc=False):
-    role: Any = None
-    content: str | list[_Block] | None = None
+class _Message(Struct, gc=False, tag_field="role"):
+    """A message, decoded by its role (the tag) into only the fields the rules need.
+
+    A role not listed below makes the typed decode fail, and the record goes through
+    the general path (`_loose_record`), where it becomes an `_UnknownMessage`.
+    """
+
+    openclaw: Raw = field(default=_NO_RAW, name="__openclaw")
+
+
+class _UserMessage(_Message, gc=False, tag="user"):
+    timestamp: Any = None
+
+
+class _AssistantMessage(_Message, gc=False, tag="assistant"):
+    content: str | list[_CallBlock] | None = None
     stopReason: Any = None
+
+
+class _ToolResultMessage(_Message, gc=False, tag="toolResult"):
     toolCallId: Any = None
     toolName: Any = None
     isError: Any = None
-    timestamp: Any = None
-    openclaw: Raw = field(default=_NO_RAW, name="__openclaw")
+
+
+class _BashMessage(_Message, gc=False, tag="bashExecution"):
+    pass
+
+
+class _CustomMessage(_Message, gc=False, tag="custom"):
+    pass
+
+
+class _HookMessage(_Message, gc=False, tag="hookMessage"):
+    pass
+
+
+class _UnknownMessage(_Message, gc=False, tag="\x00unknown"):
+    """Any other role, or none (built by `_loose_message` only)."""
+
+
+_AnyMessage = (
+    _UserMessage
+    | _AssistantMessage
+    | _ToolResultMessage
+    | _BashMessage
+    | _CustomMessage
+    | _HookMessage
+    | _UnknownMessage
+)
 
 
 class _Record(Struct, gc=False):
     type: Any = None
     id: Any | UnsetType = UNSET
     parentId: Any | UnsetType = UNSET
-    message: _Message | None = None
+    message: _AnyMessage | None = None
     summary: Any = None
     firstKeptEntryId: Any | UnsetType = UNSET
     firstKeptEntryIndex: Any = None
@@ -103,14 +145,6 @@ ENTRY_KINDS: Final[dict[str, Kind]] = {
     "model_change": Kind.SETTING,
     "thinking_level_change": Kind.SETTING,
     "custom": Kind.CUSTOM,
-}
-ROLES: Final[dict[str, Role]] = {
-    "user": Role.USER,
-    "assistant": Role.ASSISTANT,
-    "toolResult": Role.TOOL_RESULT,
-    "bashExecution": Role.BASH,
-    "custom": Role.CUSTOM,
-    "hookMessage": Role.CUSTOM,
 }
 _FILE_TOOLS: Final[dict[str, FileAction]] = {
     "read": FileAction.READ,
@@ -146,75 +180,90 @@ def _loose_record(value: dict[str, Any]) -> _Record:
     return record
 
 
-def _loose_message(value: dict[str, Any]) -> _Message:
-    message = _Message(
-        role=value.get("role"),
-        stopReason=value.get("stopReason"),
-        toolCallId=value.get("toolCallId"),
-        toolName=value.get("toolName"),
-        isError=value.get("isError"),
-        timestamp=value.get("timestamp"),
-    )
+_MESSAGE_CLASSES: Final[dict[str, type[_Message]]] = {
+    "user": _UserMessage,
+    "assistant": _AssistantMessage,
+    "toolResult": _ToolResultMessage,
+    "bashExecution": _BashMessage,
+    "custom": _CustomMessage,
+    "hookMessage": _HookMessage,
+}
+
+
+def _loose_message(value: dict[str, Any]) -> _AnyMessage:
+    role = value.get("role")
+    cls = _MESSAGE_CLASSES.get(role) if type(role) is str else None
+    message: _AnyMessage
+    if cls is _UserMessage:
+        message = _UserMessage(timestamp=value.get("timestamp"))
+    elif cls is _AssistantMessage:
+        message = _AssistantMessage(
+            content=_loose_content(value.get("content")), stopReason=value.get("stopReason")
+        )
+    elif cls is _ToolResultMessage:
+        message = _ToolResultMessage(
+            toolCallId=value.get("toolCallId"),
+            toolName=value.get("toolName"),
+            isError=value.get("isError"),
+        )
+    elif cls is None:
+        message = _UnknownMessage()
+    else:
+        message = cls()  # type: ignore[assignment]
     if "__openclaw" in value:
         message.openclaw = Raw(b"{}")
-    content = value.get("content")
-    if isinstance(content, str):
-        message.content = content
-    elif isinstance(content, list):
-        blocks = []
-        for item in content:
-            if not isinstance(item, dict):
-                blocks.append(_Block(type=None))
-                continue
-            block = _Block(type=item.get("type"), id=item.get("id"), name=item.get("name"))
-            if "text" in item:
-                try:
-                    block.text = Raw(jsonutil.canonical(item["text"]))
-                except ValueError:
-                    block.text = Raw(b"null")
-            if "arguments" in item:
-                try:
-                    block.arguments = Raw(jsonutil.canonical(item["arguments"]))
-                except ValueError:
-                    block.arguments = Raw(b"null")
-            if "partialJson" in item:
-                block.partialJson = Raw(b'""')
-            blocks.append(block)
-        message.content = blocks
     return message
+
+
+def _loose_content(content: object) -> str | list[_CallBlock] | None:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    blocks = []
+    for item in content:
+        if not isinstance(item, dict):
+            blocks.append(_CallBlock())
+            continue
+        block = _CallBlock(type=item.get("type"), id=item.get("id"), name=item.get("name"))
+        if "arguments" in item:
+            try:
+                block.arguments = Raw(jsonutil.canonical(item["arguments"]))
+            except ValueError:
+                block.arguments = Raw(b"null")
+        if "partialJson" in item:
+            block.partialJson = Raw(b'""')
+        blocks.append(block)
+    return blocks
 
 
 _TYPE_OF: Final = attrgetter("type")
 _ID_OF: Final = attrgetter("id")
 _PARENT_OF: Final = attrgetter("parentId")
 _MESSAGE_OF: Final = attrgetter("message")
-_ROLE_NAME_OF: Final = attrgetter("role")
 _OPENCLAW_OF: Final = attrgetter("openclaw")
 _CONTENT_OF: Final = attrgetter("content")
 _STOP_OF: Final = attrgetter("stopReason")
 _PARTIAL_OF: Final = attrgetter("partialJson")
 _NAME_OF: Final = attrgetter("name")
 _CALL_ID_OF: Final = attrgetter("toolCallId")
+_TIMESTAMP_OF: Final = attrgetter("timestamp")
 _LIST_TYPE: Final = frozenset({list})
 _STR_TYPE: Final = frozenset({str})
-_ROLE_CHAR: Final[dict[object, str]] = {
-    "assistant": "a",
-    "toolResult": "r",
-    "user": "u",
-    "bashExecution": "c",
-    "custom": "c",
-    "hookMessage": "c",
-}
 _PARENT_TYPES: Final = frozenset({str, type(None)})
 _MESSAGE_KINDS: Final = bytes([Kind.MESSAGE])
-_ROLE_CODE: Final[dict[object, int]] = {
-    None: 0,
-    **{name: int(role) for name, role in ROLES.items()},
+_CODE_OF_CLASS: Final[dict[type, str]] = {
+    _UserMessage: "u",
+    _AssistantMessage: "a",
+    _ToolResultMessage: "r",
+    _BashMessage: "b",
+    _CustomMessage: "c",
+    _HookMessage: "h",
+    _UnknownMessage: "x",
 }
-_CONTEXT_ROLE_NAMES: Final = frozenset({"bashExecution", "custom", "hookMessage"})
-_ROLE_FLAGS: Final[dict[object, int]] = dict.fromkeys(
-    ("user", "assistant", *_CONTEXT_ROLE_NAMES), Flag.CONTEXT | Flag.CUT_POINT
-)
+"""One character per message class: the `CleanBlock.codes` alphabet (b, c, h: other
+messages that reach the model)."""
+_CONTEXT_CLASSES: Final = frozenset({_BashMessage, _CustomMessage, _HookMessage})
 _K_HEADER = int(Kind.HEADER)
 _K_MESSAGE = int(Kind.MESSAGE)
 _K_COMPACTION = int(Kind.COMPACTION)
@@ -228,14 +277,21 @@ _R_USER = int(Role.USER)
 _R_ASSISTANT = int(Role.ASSISTANT)
 _R_TOOL_RESULT = int(Role.TOOL_RESULT)
 _R_OTHER = int(Role.OTHER)
+_R_NONE = int(Role.NONE)
 _F_CONTEXT_CUT = Flag.CONTEXT | Flag.CUT_POINT
+_ROLE_OF_CODE: Final = bytes.maketrans(
+    b"uarbchx",
+    bytes((Role.USER, Role.ASSISTANT, Role.TOOL_RESULT, Role.BASH))
+    + bytes((Role.CUSTOM, Role.CUSTOM, Role.OTHER)),
+)
+_FLAGS_OF_CODE: Final = bytes.maketrans(
+    b"uarbchx", bytes([_F_CONTEXT_CUT, _F_CONTEXT_CUT, 0, *[_F_CONTEXT_CUT] * 3, 0])
+)
 _F_CUT = Flag.CUT_POINT
 _F_CONTEXT = Flag.CONTEXT
 _F_BAD_ID = Flag.BAD_ID
 _F_NO_PARENT_KEY = Flag.NO_PARENT_KEY
 _KIND_OF: Final[dict[str, int]] = {name: int(kind) for name, kind in ENTRY_KINDS.items()}
-_ROLE_OF: Final[dict[str, int]] = {name: int(role) for name, role in ROLES.items()}
-_MARKER: Final = "[sessionfix:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,40 +354,41 @@ class PiAdapter:
     def ingest_batch(
         self,
         records: list[_Record],
-        lines: list[bytes],
         first_row: int,
         offsets: list[int],
         sizes: list[int],
+        line: Callable[[int], bytes],
     ) -> None:
         """Index a block of decoded lines column by column (the common case of a scan).
 
-        Blocks of plain message entries take C-level passes for the routing fields;
+        Runs of plain message entries take C-level passes for the routing fields;
         only conversation events are fed one by one. Anything unusual goes record by
         record through `ingest`.
         """
         types = list(map(_TYPE_OF, records))
         count = len(records)
         if types.count("message") == count:
-            self._ingest_run(records, lines, first_row, offsets, sizes)
+            self._ingest_run(records, first_row, offsets, sizes, line, 0)
             return
         odd = [position for position, kind in enumerate(types) if kind != "message"]
         if len(odd) > 16:
-            self._ingest_each(records, lines, first_row, offsets, sizes)
+            self._ingest_each(records, first_row, offsets, sizes, line, 0)
             return
         start = 0
         for position in [*odd, count]:
             if position > start:
                 self._ingest_run(
                     records[start:position],
-                    lines[start:position],
                     first_row + start,
                     offsets[start:position],
                     sizes[start:position],
+                    line,
+                    start,
                 )
             if position < count:
                 self.ingest(
                     records[position],
-                    lines[position],
+                    line(position),
                     first_row + position,
                     1,
                     offsets[position],
@@ -342,23 +399,24 @@ class PiAdapter:
     def _ingest_each(
         self,
         records: list[_Record],
-        lines: list[bytes],
         first_row: int,
         offsets: list[int],
         sizes: list[int],
+        line: Callable[[int], bytes],
+        first: int,
     ) -> None:
-        for record, line, row, offset, size in zip(
-            records, lines, range(first_row, first_row + len(records)), offsets, sizes, strict=True
-        ):
-            self.ingest(record, line, row, 1, offset, size)
+        """`ingest` each record; `line(first + k)` is the k-th record's line."""
+        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
+            self.ingest(record, line(first + number), first_row + number, 1, offset, size)
 
     def _ingest_run(
         self,
         records: list[_Record],
-        lines: list[bytes],
         first_row: int,
         offsets: list[int],
         sizes: list[int],
+        line: Callable[[int], bytes],
+        first: int,
     ) -> None:
         """A run of message records: column passes when every record is plain."""
         count = len(records)
@@ -366,47 +424,49 @@ class PiAdapter:
         messages = list(map(_MESSAGE_OF, records))
         ids = list(map(_ID_OF, records))
         parents = list(map(_PARENT_OF, records))
+        classes = list(map(type, messages))
         if not (
             self._tree_decided
-            and None not in messages
+            and type(None) not in set(classes)
             and all(map(is_, map(_OPENCLAW_OF, records), repeat(_NO_RAW)))
             and all(map(is_, map(_OPENCLAW_OF, messages), repeat(_NO_RAW)))
             and self._plain_links(ids, parents)
         ):
-            self._ingest_each(records, lines, first_row, offsets, sizes)
+            self._ingest_each(records, first_row, offsets, sizes, line, first)
             return
         base = len(view.kinds)
-        roles = list(map(_ROLE_NAME_OF, messages))
+        codes = "".join(map(_CODE_OF_CLASS.__getitem__, classes))
+        encoded = codes.encode("ascii")
         view.rows.extend(range(first_row, first_row + count))
         view.offsets.extend(offsets)
         view.sizes.extend(sizes)
         view.kinds.extend(_MESSAGE_KINDS * count)
-        view.roles.extend(map(_ROLE_CODE.get, roles, repeat(_R_OTHER)))
-        view.flags.extend(map(_ROLE_FLAGS.get, roles, repeat(0)))
+        view.roles.extend(encoded.translate(_ROLE_OF_CODE))
+        view.flags.extend(encoded.translate(_FLAGS_OF_CODE))
         if view.tree:
             view.id_keys.extend(map(hash, ids))
             view.parent_keys.extend(map(hash, parents))  # hash(None) is NULL_KEY
         else:
             view.id_keys.extend(repeat(NO_ID_KEY, count))
             view.parent_keys.extend(repeat(MISSING_KEY, count))
-        users = [
-            (position, _user_key(messages[position]))
-            for position in compress(range(count), map(eq, roles, repeat("user")))
-        ]
-        if not self._clean_block(base, messages, roles, users):
-            self._message_events(base, messages, roles, dict(users))
+        if not self._clean_block(base, messages, classes, codes):
+            self._message_events(base, messages)
 
     def _clean_block(
         self,
         base: int,
-        messages: list[_Message],
-        roles: list[Any],
-        users: list[tuple[int, object]],
+        messages: list[_AnyMessage],
+        classes: list[type],
+        codes: str,
     ) -> bool:
         """Hand a block to `PathTracker.clean_block`, with its calls gathered column-wise."""
         count = len(messages)
-        assistant_positions = list(compress(range(count), map(eq, roles, repeat("assistant"))))
-        assistants = list(map(messages.__getitem__, assistant_positions))
+        assistant_positions = list(
+            compress(range(count), map(is_, classes, repeat(_AssistantMessage)))
+        )
+        assistants: list[_AssistantMessage] = list(
+            map(messages.__getitem__, assistant_positions)  # type: ignore[arg-type]
+        )
         contents = list(map(_CONTENT_OF, assistants))
         stops = list(map(_STOP_OF, assistants))
         if not set(map(type, contents)) <= _LIST_TYPE or not _INCOMPLETE_STOPS.isdisjoint(stops):
@@ -426,16 +486,28 @@ class PiAdapter:
         )
         per_owner = Counter(owners)
         names = list(map(_NAME_OF, calls))
-        result_positions = list(compress(range(count), map(eq, roles, repeat("toolResult"))))
-        results = list(map(messages.__getitem__, result_positions))
+        result_positions = list(
+            compress(range(count), map(is_, classes, repeat(_ToolResultMessage)))
+        )
+        results: list[_ToolResultMessage] = list(
+            map(messages.__getitem__, result_positions)  # type: ignore[arg-type]
+        )
+        user_positions = list(compress(range(count), map(is_, classes, repeat(_UserMessage))))
+        users = list(
+            zip(
+                user_positions,
+                map(_TIMESTAMP_OF, map(messages.__getitem__, user_positions)),
+                strict=True,
+            )
+        )
         file_calls = [
-            (number, self._file_call(calls[number]))
+            (number, self._call(calls[number]))
             for number in compress(range(len(names)), map(_FILE_TOOLS.__contains__, names))
         ]
         last_blocks = contents[-1] if contents else []
         block = CleanBlock(
             base=base,
-            codes="".join(map(_ROLE_CHAR.get, roles, repeat("x"))),
+            codes=codes,
             assistant_positions=assistant_positions,
             call_counts=list(map(per_owner.__getitem__, assistant_positions)),
             call_ids=call_ids,
@@ -445,40 +517,18 @@ class PiAdapter:
             file_calls=file_calls,
             users=users,
             last_stop=stops[-1] if stops else None,
-            result_facts=lambda n: _result_bits(results[n]),
+            result_bits=lambda n: _result_bits(results[n]),
             last_calls=lambda: tuple(
                 self._call(block) for block in last_blocks if block.type == "toolCall"
             ),
         )
         return self.tracker.clean_block(block)
 
-    def _message_events(
-        self,
-        base: int,
-        messages: list[_Message],
-        roles: list[Any],
-        keys: dict[int, object],
-    ) -> None:
-        tracker = self.tracker
-        result = tracker.result
-        for index, message, role in zip(
-            range(base, base + len(messages)), messages, roles, strict=True
-        ):
-            if role == "toolResult":
-                call_id = message.toolCallId
-                bits, text_size = _result_bits(message)
-                result(index, call_id if type(call_id) is str else None, bits, text_size)
-            elif role == "assistant":
-                self._assistant(index, message, False)
-            elif role == "user":
-                tracker.user(index, keys.get(index - base))
-            elif role in _CONTEXT_ROLE_NAMES:
-                tracker.context(index)
+    def _message_events(self, base: int, messages: list[_AnyMessage]) -> None:
+        for index, message in enumerate(messages, base):
+            self._message(index, message, replaying=False)
 
-    def _file_call(self, block: _Block) -> ToolCall:
-        return self._call(block)
-
-    def _call(self, block: _Block) -> ToolCall:
+    def _call(self, block: _CallBlock) -> ToolCall:
         """The format-neutral tool call of a `toolCall` content block."""
         name = block.name if type(block.name) is str else ""
         call_id = block.id if type(block.id) is str else ""
@@ -519,7 +569,7 @@ class PiAdapter:
         record_type = record.type
         kind = _KIND_OF.get(record_type, _K_OTHER) if type(record_type) is str else _K_OTHER
         if kind == _K_MESSAGE:
-            self._message(index, record.message, data, replaying=True)
+            self._message(index, record.message, replaying=True)
         elif kind != _K_OTHER and kind != _K_HEADER:
             self._other_entry(index, kind, record, data, replaying=True)
 
@@ -527,7 +577,9 @@ class PiAdapter:
         view = self.view
         if view.notes:
             view.format = Format.OPENCLAW.value
-        view.read_ids = partial(_read_ids, RecordSource(self.path), view)
+        source = RecordSource(self.path)
+        view.read_ids = partial(_read_ids, source, view)
+        view.read_result_text = partial(_read_result_text, source, view)
         view.finish()
 
     # ---- decoding ----------------------------------------------------------------
@@ -540,7 +592,7 @@ class PiAdapter:
         index = len(view.kinds)
         if record.type == "message":
             kind = _K_MESSAGE
-            role, flags = self._message(index, record.message, data, replaying=False)
+            role, flags = self._message(index, record.message, replaying=False)
         else:
             role = 0
             kind, flags = self._not_message(index, record, data, row)
@@ -576,30 +628,28 @@ class PiAdapter:
         self._parent_keys(parent_key)
 
     def _message(
-        self, index: int, message: _Message | None, data: bytes, *, replaying: bool
+        self, index: int, message: _AnyMessage | None, *, replaying: bool
     ) -> tuple[int, int]:
         """Feed the tracker a message's events; returns its role and flags."""
         if message is None:
-            return 0, 0
+            return _R_NONE, 0
         if message.openclaw is not _NO_RAW and not replaying:
             self._note_openclaw("carries __openclaw fields")
-        message_role = message.role
-        if message_role == "toolResult":
+        if type(message) is _ToolResultMessage:
             call_id = message.toolCallId
-            bits, text_size = _result_bits(message)
-            self.tracker.result(index, call_id if type(call_id) is str else None, bits, text_size)
+            bits = _result_bits(message)
+            self.tracker.result(index, call_id if type(call_id) is str else None, bits)
             return _R_TOOL_RESULT, 0
-        if message_role == "assistant":
+        if type(message) is _AssistantMessage:
             self._assistant(index, message, replaying)
             return _R_ASSISTANT, _F_CONTEXT_CUT
-        if message_role == "user":
-            self.tracker.user(index, _user_key(message))
+        if type(message) is _UserMessage:
+            self.tracker.user(index, message.timestamp)
             return _R_USER, _F_CONTEXT_CUT
-        role = _ROLE_OF.get(message_role, _R_OTHER) if type(message_role) is str else _R_OTHER
-        if role == _R_OTHER:
-            return role, 0
-        self.tracker.context(index)
-        return role, _F_CONTEXT_CUT
+        if type(message) in _CONTEXT_CLASSES:
+            self.tracker.context(index)
+            return _ROLE_OF_CODE[ord(_CODE_OF_CLASS[type(message)])], _F_CONTEXT_CUT
+        return _R_OTHER, 0
 
     def _not_message(self, index: int, record: _Record, data: bytes, row: int) -> tuple[int, int]:
         """Kind and flags of any record that is not a message (rare)."""
@@ -613,7 +663,7 @@ class PiAdapter:
             return kind, 0
         return kind, self._other_entry(index, kind, record, data, replaying=False)
 
-    def _assistant(self, index: int, message: _Message, replaying: bool) -> None:
+    def _assistant(self, index: int, message: _AssistantMessage, replaying: bool) -> None:
         content = message.content
         stop = message.stopReason if type(message.stopReason) is str else None
         calls: list[ToolCall] = []
@@ -730,39 +780,56 @@ def _path_argument(arguments: Raw) -> str | None:
     return path if type(path) is str and path else None
 
 
-def _result_bits(message: _Message) -> tuple[int, int]:
-    """`Bit` flags of a tool result, and the text size of a file tool's result."""
-    content = message.content
+def _result_bits(message: _ToolResultMessage) -> int:
+    """`Bit` flags of a tool result."""
     is_error = message.isError
-    bits = Bit.SUCCEEDED if is_error is False else Bit.ERRORED if is_error is True else 0
-    if type(content) is list:
-        for block in content:
-            if block.type != "text":
-                return bits, -1
-    elif type(content) is not str:
-        return bits, -1
-    bits |= Bit.TEXT_ONLY
-    if message.toolName not in _FILE_TOOLS:
-        return bits, -1
-    text = _text_of(content)
-    if text.startswith(_MARKER):
-        bits |= Bit.OWN_MARKER
-    return bits, len(text.encode("utf-8", "surrogatepass"))
+    return Bit.SUCCEEDED if is_error is False else Bit.ERRORED if is_error is True else 0
 
 
-def _text_of(content: str | list[_Block]) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if block.text is _NO_RAW:
-            continue
+class _TextPart(Struct, gc=False):
+    type: Any = None
+    text: Any = None
+
+
+class _ResultContent(Struct, gc=False):
+    content: str | list[_TextPart] | None = None
+
+
+class _ResultRecord(Struct, gc=False):
+    message: _ResultContent | None = None
+
+
+_RESULT_DECODER: Final = msgspec.json.Decoder(_ResultRecord)
+
+
+def _read_result_text(source: RecordSource, view: SessionView, index: int) -> str | None:
+    """The text of a tool result whose content is only text (a string or text blocks)."""
+    data = source.read(*view.span(index))
+    try:
+        message = _RESULT_DECODER.decode(data).message
+        content: object = None if message is None else message.content
+    except (ValueError, RecursionError):
         try:
-            value = msgspec.json.decode(block.text)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            value = jsonutil.loads(bytes(block.text))
-        if type(value) is str:
-            parts.append(value)
+            value = jsonutil.loads(data)
+        except ValueError:
+            return None
+        body = value.get("message") if isinstance(value, dict) else None
+        content = body.get("content") if isinstance(body, dict) else None
+        if isinstance(content, list):
+            content = [
+                _TextPart(item.get("type"), item.get("text")) if isinstance(item, dict) else None
+                for item in content
+            ]
+    if type(content) is str:
+        return content
+    if type(content) is not list:
+        return None
+    parts = []
+    for part in content:
+        if type(part) is not _TextPart or part.type != "text":
+            return None
+        if type(part.text) is str:
+            parts.append(part.text)
     return "".join(parts)
 
 
@@ -789,11 +856,6 @@ def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str 
         ids = _Ids(value.get("id"), value.get("parentId", UNSET))
     entry_id = ids.id if type(ids.id) is str and ids.id else None
     return entry_id, MISSING if ids.parentId is UNSET else ids.parentId
-
-
-def _user_key(message: _Message) -> object:
-    """Replayed copies of a user message keep its `message.timestamp`."""
-    return message.timestamp
 
 
 class PiEditor:

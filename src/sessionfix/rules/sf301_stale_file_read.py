@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter, methodcaller
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.paths import matches_glob, normalize
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
-from sessionfix.view import Bit, Kind, Role
+from sessionfix.view import Bit, Kind, Role, SessionView
 
+_FORWARD = methodcaller("replace", "\\", "/")
+_TRIM = methodcaller("rstrip", "/")
+_TAIL = methodcaller("rpartition", "/")
+_LAST = itemgetter(2)
+MARKER = "[sessionfix:"
+"""How every placeholder sessionfix writes begins."""
 PLACEHOLDER = (
     "[sessionfix: stale read of {path} removed - file was fully rewritten later "
     "(call {call_id}); re-read it if needed]"
@@ -33,44 +42,76 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
     if not reads or not writes:
         return []
     positions = view.path_positions
-    written: dict[str, list[tuple[int, int]]] = {}
+    written: dict[str, list[int]] = {}
+    writers: dict[str, list[int]] = {}
     for number, (record, path, base, bits) in enumerate(
         zip(writes.index, writes.paths, writes.bases, writes.bits, strict=True)
     ):
         if bits & Bit.SUCCEEDED:
             key = normalize(path, base)
-            written.setdefault(key, []).append((positions[record], number))
+            written.setdefault(key, []).append(positions[record])
+            writers.setdefault(key, []).append(number)
     # Normalisation never changes a path's last segment (unless it is "." or ".."),
     # so reads of other file names are ruled out before normalising them.
-    names = {key.rpartition("/")[2] for key in written}
-    protected_from = _protected_position(ctx)
+    # Normalisation never changes a path's last segment (unless it is "." or ".."),
+    # so reads of other file names are ruled out, column-wise, before normalising.
+    names = {key.rpartition("/")[2] for key in written} | {"", ".", ".."}
+    paths, bases = reads.paths, reads.bases
+    segments = map(_LAST, map(_TAIL, map(_TRIM, map(_FORWARD, paths))))
     protect = ctx.settings.protect
-    skip = Bit.ERRORED | Bit.OWN_MARKER
+    targets: dict[tuple[str, str | None], str | None] = {}
+    protected_from = _protected_position(ctx)
     found: list[StaleRead] = []
-    for record, path, base, bits, size in zip(
-        reads.index, reads.paths, reads.bases, reads.bits, reads.sizes, strict=True
-    ):
-        if bits & skip or not bits & Bit.TEXT_ONLY:
+    for number in compress(range(len(paths)), map(names.__contains__, segments)):
+        if reads.bits[number] & Bit.ERRORED:
             continue
-        name = path.replace("\\", "/").rstrip("/").rpartition("/")[2]
-        if name not in names and name not in ("", ".", ".."):
+        pair = (paths[number], bases[number])
+        if pair in targets:
+            target = targets[pair]
+        else:
+            target = targets[pair] = _written_key(*pair, written, protect)
+        if target is None:
             continue
-        key = normalize(path, base)
-        candidates = written.get(key)
-        if candidates is None:
-            continue
+        record = reads.index[number]
         position = positions[record]
         if position >= protected_from:
             continue
-        later = next((number for p, number in candidates if p > position), None)
-        if later is None or any(matches_glob(key, glob) for glob in protect):
+        later = bisect_right(written[target], position)
+        if later == len(written[target]):
             continue
-        call_id = writes.call_ids[later]
-        placeholder = PLACEHOLDER.format(path=path, call_id=call_id)
-        if size <= len(placeholder.encode("utf-8", "surrogatepass")):
-            continue
-        found.append(StaleRead(record, path, call_id, view.rows[writes.index[later]]))
+        write = writers[target][later]
+        stale = StaleRead(
+            record, paths[number], writes.call_ids[write], view.rows[writes.index[write]]
+        )
+        if _worth_replacing(view, stale):
+            found.append(stale)
     return found
+
+
+def _written_key(
+    path: str, base: str | None, written: dict[str, list[int]], protect: Sequence[str]
+) -> str | None:
+    key = normalize(path, base)
+    if key not in written or any(matches_glob(key, glob) for glob in protect):
+        return None
+    return key
+
+
+def _worth_replacing(view: SessionView, stale: StaleRead) -> bool:
+    """The result is text only, longer than its placeholder, and not one already."""
+    limit = len(_placeholder(stale).encode("utf-8", "surrogatepass"))
+    if view.sizes[stale.result] <= limit or view.read_result_text is None:
+        return False
+    text = view.read_result_text(stale.result)
+    return (
+        text is not None
+        and not text.startswith(MARKER)
+        and len(text.encode("utf-8", "surrogatepass")) > limit
+    )
+
+
+def _placeholder(stale: StaleRead) -> str:
+    return PLACEHOLDER.format(path=stale.path, call_id=stale.write_call_id)
 
 
 def _protected_position(ctx: RuleContext) -> int:
@@ -91,7 +132,7 @@ def _protected_position(ctx: RuleContext) -> int:
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for stale in ctx.shared(stale_reads):
-        placeholder = PLACEHOLDER.format(path=stale.path, call_id=stale.write_call_id)
+        placeholder = _placeholder(stale)
         yield ctx.entry_diagnostic(
             RULE,
             stale.result,
