@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -173,7 +175,14 @@ def test_unreadable_input_is_reported_and_the_scan_goes_on(tmp_path: Path) -> No
     result = run("check", "--output-format", "concise", missing, GLUED)
     assert result.exit_code == 2
     assert ": SF001 " in result.stdout
+    assert result.stdout.rstrip().endswith("; 1 file could not be read.")
     assert result.stderr.strip() == f"sessionfix: error: {missing}: no such file"
+
+
+def test_nothing_passes_when_nothing_could_be_read(tmp_path: Path) -> None:
+    result = run("scan", tmp_path / "missing.jsonl")
+    assert result.exit_code == 2
+    assert result.stdout == "No problems found; 1 file could not be read.\n"
 
 
 def test_a_directory_given_to_check_is_an_error(tmp_path: Path) -> None:
@@ -292,3 +301,13 @@ def test_the_demo_folder_shows_every_kind_of_finding() -> None:
     assert result.exit_code == 1
     assert {d["code"] for d in json.loads(result.stdout)} == {rule.code for rule in RULES}
     assert "skipped 3 sibling files" in result.stderr
+
+
+def test_console_entry_point_flushes_before_exiting() -> None:
+    """`run()` skips interpreter teardown; everything written must still arrive."""
+    command = "from sessionfix.cli import run; run()"
+    args = [sys.executable, "-c", command, "scan", "--output-format", "json", str(GLUED)]
+    result = subprocess.run(args, capture_output=True, env={**os.environ, **ENV}, check=False)
+    assert result.returncode == 1
+    assert [d["code"] for d in json.loads(result.stdout)] == ["SF001"]
+    assert result.stderr.decode().startswith("Scanned 1 file")

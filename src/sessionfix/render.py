@@ -147,8 +147,14 @@ def render_human(
         console.print()
 
 
-def footer(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool) -> str:
-    """ruff-style closing line: "Found N problems (M fixable ...)." or "All checks passed!"."""
+def footer(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool, unreadable: int = 0) -> str:
+    """ruff-style closing line: "Found N problems (M fixable ...)." or "All checks passed!".
+
+    Files that could not be read are never "passed"."""
+    if unreadable:
+        files = "file" if unreadable == 1 else "files"
+        found = footer(diagnostics, unsafe_fixes) if diagnostics else "No problems found"
+        return f"{found.rstrip('.')}; {unreadable} {files} could not be read."
     if not diagnostics:
         return "All checks passed!"
     total = len(diagnostics)

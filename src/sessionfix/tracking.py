@@ -273,8 +273,6 @@ class PathTracker:
         """
         codes = block.codes
         lead = len(codes) - len(codes.lstrip("r"))
-        if self.head and lead:
-            return False
         rest = codes[lead:]
         pieces = rest.split("a")
         if "r" in pieces[0] or "x" in rest:

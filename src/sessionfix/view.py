@@ -13,10 +13,10 @@ import enum
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import add, ge
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, TypeVar, overload
 
 
 class Kind(enum.IntEnum):
@@ -158,6 +158,54 @@ def key_of(entry_id: str) -> int:
     return hash(entry_id)
 
 
+class Shifted(Sequence[int]):
+    """`index + shift` for every index from `start` on, and `below` before it.
+
+    The parent links (`index - 1`) and path positions (`index - first entry`) of a
+    linear session, without an array as long as the file.
+    """
+
+    __slots__ = ("_below", "_count", "_shift", "_start")
+
+    def __init__(self, count: int, start: int, shift: int, below: int) -> None:
+        self._count = count
+        self._start = min(start, count)
+        self._shift = shift
+        self._below = below
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("index out of range")
+        return index + self._shift if index >= self._start else self._below
+
+    def __iter__(self) -> Iterator[int]:
+        start, shift = self._start, self._shift
+        return chain(repeat(self._below, start), range(start + shift, self._count + shift))
+
+    def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
+        begin, end, _ = slice(start, stop).indices(self._count)
+        if value == self._below and begin < min(end, self._start):
+            return begin
+        if isinstance(value, int):
+            at = value - self._shift
+            if max(begin, self._start) <= at < end:
+                return at
+        raise ValueError(f"{value!r} is not in the sequence")
+
+
 @dataclass(slots=True)
 class SessionView:
     """Compact per-record index of one session file plus its derived tree.
@@ -203,7 +251,8 @@ class SessionView:
     _id_cache: dict[int, tuple[str | None, object]] = field(default_factory=dict)
     duplicate_ids: list[tuple[int, int]] = field(default_factory=list)
     """(first occurrence, later occurrence) for every repeated id."""
-    parents: array[int] = field(default_factory=lambda: array("q"))
+    parents: Sequence[int] = field(default_factory=lambda: array("q"))
+    """Per record, the index of its parent, or `ROOT` / `DANGLING`."""
     leaf: int | None = None
     active_path: Sequence[int] = field(default_factory=lambda: array("q"))
     path_positions: Sequence[int] = field(default_factory=lambda: array("q"))
@@ -258,10 +307,11 @@ class SessionView:
         self.id_keys.extend(other.id_keys)
         self.parent_keys.extend(other.parent_keys)
         if self.tree:
-            # Collect the distinct ids while later parts are still being read.
+            # Collect the distinct entry ids while later parts are still being read.
             if self._distinct_keys is None:
                 self._distinct_keys = set()
-            self._distinct_keys.update(other.id_keys)
+            skip = other.first_entry if base == 0 else 0
+            self._distinct_keys.update(other.id_keys[skip:] if skip else other.id_keys)
         _shift_into(self.columns, other.columns, base)
         _shift_into(self.leaked, other.leaked, base)
         _shift_into(self.boundaries, other.boundaries, base)
@@ -376,6 +426,12 @@ class SessionView:
         """The record's `parentId` as written (`MISSING` when absent)."""
         return self._ids_of(index)[1]
 
+    def remember_ids(self, index: int, entry_id: object, parent_id: object) -> None:
+        """Keep a record's id and parentId read along with other fields (saves a read)."""
+        if self.tree and index not in self._id_cache:
+            valid = entry_id if type(entry_id) is str and entry_id else None
+            self._id_cache[index] = (valid, parent_id)
+
     def _ids_of(self, index: int) -> tuple[str | None, object]:
         found = self._id_cache.get(index)
         if found is None:
@@ -462,16 +518,13 @@ class SessionView:
         parents = self.parent_keys
         if parents[start] != NULL_KEY or parents[start + 1 :] != keys[start : count - 1]:
             return False
-        if NO_ID_KEY in keys[start:]:
-            return False
         distinct = self._distinct_keys
         self._distinct_keys = None
         if distinct is None:
             distinct = set(keys[start:])
-        if len(distinct) - (NO_ID_KEY in distinct) != count - start:
+        if NO_ID_KEY in distinct or len(distinct) != count - start:
             return False
-        self.parents = array("q", [ROOT]) * (start + 1)
-        self.parents.extend(range(start, count - 1))
+        self.parents = Shifted(count, start + 1, -1, ROOT)
         self.linear = True
         return True
 
@@ -495,11 +548,12 @@ class SessionView:
         self._find_duplicates(index)
         index[NULL_KEY] = ROOT
         index[MISSING_KEY] = ROOT
-        self.parents = array("q", map(index.get, self.parent_keys, repeat(DANGLING)))
+        parents = array("q", map(index.get, self.parent_keys, repeat(DANGLING)))
         for position in range(start):
-            self.parents[position] = ROOT
+            parents[position] = ROOT
+        self.parents = parents
         if Kind.LEAF in self.kinds:
-            self._link_through_leaf_rows()
+            self._link_through_leaf_rows(parents)
 
     def _find_duplicates(self, index: dict[int, int]) -> None:
         start = self.first_entry
@@ -516,10 +570,9 @@ class SessionView:
             if first != position and self.entry_id(first) == self.entry_id(position):
                 self.duplicate_ids.append((first, position))
 
-    def _link_through_leaf_rows(self) -> None:
+    def _link_through_leaf_rows(self, parents: array[int]) -> None:
         """A child of an OpenClaw leaf row hangs below that row's target."""
         kinds = self.kinds
-        parents = self.parents
         for index, parent in enumerate(parents):
             hops = 0
             while parent >= 0 and kinds[parent] == Kind.LEAF and hops < 64:
@@ -566,9 +619,7 @@ class SessionView:
         if self.linear or self._is_linear():
             self.linear = True
             self.active_path = range(start, count)
-            positions = array("q", [-1]) * start
-            positions.extend(range(count - start))
-            self.path_positions = positions
+            self.path_positions = Shifted(count, start, -start, -1)
             return
         positions = array("q", [-1]) * count
         reversed_path: list[int] = []

@@ -796,6 +796,8 @@ class _ResultContent(Struct, gc=False):
 
 
 class _ResultRecord(Struct, gc=False):
+    id: Any = None
+    parentId: Any | UnsetType = UNSET
     message: _ResultContent | None = None
 
 
@@ -806,8 +808,10 @@ def _read_result_text(source: RecordSource, view: SessionView, index: int) -> st
     """The text of a tool result whose content is only text (a string or text blocks)."""
     data = source.read(*view.span(index))
     try:
-        message = _RESULT_DECODER.decode(data).message
-        content: object = None if message is None else message.content
+        record = _RESULT_DECODER.decode(data)
+        parent = MISSING if record.parentId is UNSET else record.parentId
+        view.remember_ids(index, record.id, parent)
+        content: object = None if record.message is None else record.message.content
     except (ValueError, RecursionError):
         try:
             value = jsonutil.loads(data)

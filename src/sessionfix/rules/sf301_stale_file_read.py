@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, methodcaller
+from typing import NamedTuple
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.paths import matches_glob, normalize
@@ -25,13 +25,14 @@ PLACEHOLDER = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class StaleRead:
+class StaleRead(NamedTuple):
     result: int
     path: str
     """The read call's path argument, as written."""
     write_call_id: str
     write_row: int
+    placeholder: str
+    """What the result's text becomes."""
 
 
 def stale_reads(ctx: RuleContext) -> list[StaleRead]:
@@ -44,6 +45,8 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
     positions = view.path_positions
     written: dict[str, list[int]] = {}
     writers: dict[str, list[int]] = {}
+    # Reads usually spell a path as its write did: those resolve without normalising.
+    spelled: dict[tuple[str, str | None], str] = {}
     for number, (record, path, base, bits) in enumerate(
         zip(writes.index, writes.paths, writes.bases, writes.bits, strict=True)
     ):
@@ -51,15 +54,18 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
             key = normalize(path, base)
             written.setdefault(key, []).append(positions[record])
             writers.setdefault(key, []).append(number)
-    # Normalisation never changes a path's last segment (unless it is "." or ".."),
-    # so reads of other file names are ruled out before normalising them.
+            spelled[path, base] = key
     # Normalisation never changes a path's last segment (unless it is "." or ".."),
     # so reads of other file names are ruled out, column-wise, before normalising.
     names = {key.rpartition("/")[2] for key in written} | {"", ".", ".."}
     paths, bases = reads.paths, reads.bases
-    segments = map(_LAST, map(_TAIL, map(_TRIM, map(_FORWARD, paths))))
+    joined = "\n".join(paths)
+    if "\\" in joined or "/\n" in joined or joined.endswith("/"):
+        segments = map(_LAST, map(_TAIL, map(_TRIM, map(_FORWARD, paths))))
+    else:
+        segments = map(_LAST, map(_TAIL, paths))
     protect = ctx.settings.protect
-    targets: dict[tuple[str, str | None], str | None] = {}
+    targets = {pair: _unprotected(key, protect) for pair, key in spelled.items()}
     protected_from = _protected_position(ctx)
     found: list[StaleRead] = []
     for number in compress(range(len(paths)), map(names.__contains__, segments)):
@@ -80,11 +86,12 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
         if later == len(written[target]):
             continue
         write = writers[target][later]
-        stale = StaleRead(
-            record, paths[number], writes.call_ids[write], view.rows[writes.index[write]]
-        )
-        if _worth_replacing(view, stale):
-            found.append(stale)
+        path, call_id = paths[number], writes.call_ids[write]
+        placeholder = PLACEHOLDER.format(path=path, call_id=call_id)
+        if _worth_replacing(view, record, placeholder):
+            found.append(
+                StaleRead(record, path, call_id, view.rows[writes.index[write]], placeholder)
+            )
     return found
 
 
@@ -92,26 +99,24 @@ def _written_key(
     path: str, base: str | None, written: dict[str, list[int]], protect: Sequence[str]
 ) -> str | None:
     key = normalize(path, base)
-    if key not in written or any(matches_glob(key, glob) for glob in protect):
-        return None
-    return key
+    return _unprotected(key, protect) if key in written else None
 
 
-def _worth_replacing(view: SessionView, stale: StaleRead) -> bool:
+def _unprotected(key: str, protect: Sequence[str]) -> str | None:
+    return None if any(matches_glob(key, glob) for glob in protect) else key
+
+
+def _worth_replacing(view: SessionView, result: int, placeholder: str) -> bool:
     """The result is text only, longer than its placeholder, and not one already."""
-    limit = len(_placeholder(stale).encode("utf-8", "surrogatepass"))
-    if view.sizes[stale.result] <= limit or view.read_result_text is None:
+    limit = len(placeholder.encode("utf-8", "surrogatepass"))
+    if view.sizes[result] <= limit or view.read_result_text is None:
         return False
-    text = view.read_result_text(stale.result)
+    text = view.read_result_text(result)
     return (
         text is not None
         and not text.startswith(MARKER)
         and len(text.encode("utf-8", "surrogatepass")) > limit
     )
-
-
-def _placeholder(stale: StaleRead) -> str:
-    return PLACEHOLDER.format(path=stale.path, call_id=stale.write_call_id)
 
 
 def _protected_position(ctx: RuleContext) -> int:
@@ -132,7 +137,6 @@ def _protected_position(ctx: RuleContext) -> int:
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for stale in ctx.shared(stale_reads):
-        placeholder = _placeholder(stale)
         yield ctx.entry_diagnostic(
             RULE,
             stale.result,
@@ -140,7 +144,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             f"(write {stale.write_call_id} on line {stale.write_row})",
             fix=safe(
                 "replace the file contents with a placeholder telling the model to re-read",
-                ctx.rewrite_record(stale.result, ctx.editor.replace_result_text(placeholder)),
+                ctx.rewrite_record(stale.result, ctx.editor.replace_result_text(stale.placeholder)),
             ),
         )
 
