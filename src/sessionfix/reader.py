@@ -305,22 +305,27 @@ class RecordSource:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._handle: BinaryIO | None = None
+        self._fd: int | None = None
 
     def read(self, offset: int, length: int) -> bytes:
         try:
-            handle = self._handle
-            if handle is None:
-                handle = self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open
-            handle.seek(offset)
-            return handle.read(length)
+            fd = self._fd
+            if fd is None:
+                fd = self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            data = os.pread(fd, length, offset)
+            while len(data) < length:
+                more = os.pread(fd, length - len(data), offset + len(data))
+                if not more:
+                    break
+                data += more
+            return data
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def __del__(self) -> None:
         self.close()
