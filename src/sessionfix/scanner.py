@@ -36,7 +36,7 @@ from sessionfix.view import SessionView
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
 
-READ_BYTES = 1 << 20
+READ_BYTES = 256 << 10
 _PLUS_ONE = (1).__add__
 PARALLEL_MIN_BYTES = 48 << 20
 """Below this, starting worker processes costs more than it saves."""
