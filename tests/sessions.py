@@ -117,6 +117,8 @@ class Session:
 
 FILES = ["src/a.py", "src/b.py", "/home/user/proj/src/a.py", "docs/c.md"]
 TOOLS = ["bash", "read", "write", "edit"]
+ODD_ARGUMENTS: list[Any] = [{}, {"path": ""}, {"path": 7}, {"path": None}, "a.txt", None]
+"""Arguments a file tool call can carry that name no usable path."""
 TEXTS = ["continue", "fix the bug", "Read HEARTBEAT.md", "ok", "x" * 300]
 
 
@@ -153,6 +155,8 @@ def sessions(draw: st.DrawFn, corrupt: bool = True) -> bytes:
                     )
                     if name == "write":
                         arguments["content"] = "new"
+                    if corrupt and draw(st.integers(0, 9)) == 0:
+                        arguments = draw(st.sampled_from(ODD_ARGUMENTS))
                     calls.append((f"toolu_{calls_made}", name, arguments))
                 stop = draw(st.sampled_from(["toolUse", "toolUse", "aborted"])) if corrupt else None
                 session.assistant(

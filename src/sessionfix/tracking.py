@@ -16,7 +16,8 @@ are kept column-wise so that they travel between processes cheaply.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add
@@ -78,6 +79,21 @@ class FileEvents:
         self.bases.append(call.base)
         self.call_ids.append(call.id)
         self.bits.append(bits)
+
+    def add_many(
+        self,
+        index: Iterable[int],
+        paths: list[str],
+        base: str | None,
+        call_ids: Iterable[str],
+        bits: Iterable[int],
+    ) -> None:
+        """Events of several calls that share the directory their paths resolve against."""
+        self.index.extend(index)
+        self.paths.extend(paths)
+        self.bases.extend(repeat(base, len(paths)))
+        self.call_ids.extend(call_ids)
+        self.bits.extend(bits)
 
     def extend(self, other: FileEvents, base: int) -> None:
         self.index.extend(array("q", map(add, other.index, repeat(base))))
@@ -186,12 +202,18 @@ class CleanBlock:
     """Per call, the position of its assistant."""
     result_ids: list[str | None]
     result_positions: list[int]
-    file_calls: list[tuple[int, ToolCall]]
-    """Calls with a file action, by call number."""
+    read_calls: list[int]
+    """Numbers of the calls that read a file (with a usable path), ascending."""
+    read_paths: list[str]
+    write_calls: list[int]
+    """Numbers of the calls that fully write a file (with a usable path), ascending."""
+    write_paths: list[str]
+    path_base: str | None
+    """The directory relative paths of this block's calls are resolved against."""
     users: list[tuple[int, object]]
     last_stop: str | None
-    result_bits: Callable[[int], int]
-    """`Bit` flags of the n-th result of the block."""
+    result_bits: Callable[[Sequence[int]], list[int]]
+    """`Bit` flags of the results with these numbers (0 is the block's first result)."""
     last_calls: Callable[[], tuple[ToolCall, ...]]
     """The calls of the block's last assistant."""
 
@@ -291,8 +313,10 @@ class PathTracker:
         if block.result_ids[lead:] != block.call_ids[: len(block.result_ids) - lead]:
             return False
         base = block.base
-        for position in range(lead):
-            self.result(base + position, block.result_ids[position], block.result_bits(position))
+        if lead:
+            lead_bits = block.result_bits(range(lead))
+            for position in range(lead):
+                self.result(base + position, block.result_ids[position], lead_bits[position])
         if not rest:
             return True
         self._close(base + lead)
@@ -309,15 +333,27 @@ class PathTracker:
             seen = block.codes.count("a", lead, position)
             users.add(base + position, key, assistants_before + seen, self.boundaries)
         answered = len(block.result_ids) - lead
-        for number, call in block.file_calls:
-            if number >= answered:
-                continue
-            result = block.result_positions[lead + number]
-            bits = block.result_bits(lead + number)
-            if call.action is FileAction.READ:
-                self.found.reads.add(base + result, call, bits)
-            else:
-                self.found.writes.add(base + block.call_owners[number], call, bits)
+        reads = bisect_left(block.read_calls, answered)
+        if reads:
+            numbers = block.read_calls[:reads]
+            results = list(map(add, numbers, repeat(lead)))
+            self.found.reads.add_many(
+                map(add, map(block.result_positions.__getitem__, results), repeat(base)),
+                block.read_paths[:reads],
+                block.path_base,
+                map(block.call_ids.__getitem__, numbers),
+                block.result_bits(results),
+            )
+        writes = bisect_left(block.write_calls, answered)
+        if writes:
+            numbers = block.write_calls[:writes]
+            self.found.writes.add_many(
+                map(add, map(block.call_owners.__getitem__, numbers), repeat(base)),
+                block.write_paths[:writes],
+                block.path_base,
+                map(block.call_ids.__getitem__, numbers),
+                block.result_bits(list(map(add, numbers, repeat(lead)))),
+            )
         self.assistants += len(counts)
         if not counts or not counts[-1] or pieces[-1].strip("r"):
             return

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, is_
+from operator import add, attrgetter, countOf, eq, is_, is_not, mul
 from pathlib import Path
 from typing import Any, Final
 
@@ -247,6 +247,9 @@ _STOP_OF: Final = attrgetter("stopReason")
 _PARTIAL_OF: Final = attrgetter("partialJson")
 _NAME_OF: Final = attrgetter("name")
 _CALL_ID_OF: Final = attrgetter("toolCallId")
+_IS_ERROR_OF: Final = attrgetter("isError")
+_ARGUMENTS_OF: Final = attrgetter("arguments")
+_PATH_OF: Final = attrgetter("path")
 _TIMESTAMP_OF: Final = attrgetter("timestamp")
 _LIST_TYPE: Final = frozenset({list})
 _STR_TYPE: Final = frozenset({str})
@@ -428,8 +431,8 @@ class PiAdapter:
         if not (
             self._tree_decided
             and type(None) not in set(classes)
-            and all(map(is_, map(_OPENCLAW_OF, records), repeat(_NO_RAW)))
-            and all(map(is_, map(_OPENCLAW_OF, messages), repeat(_NO_RAW)))
+            and countOf(map(_OPENCLAW_OF, records), _NO_RAW) == count
+            and countOf(map(_OPENCLAW_OF, messages), _NO_RAW) == count
             and self._plain_links(ids, parents)
         ):
             self._ingest_each(records, first_row, offsets, sizes, line, first)
@@ -486,6 +489,8 @@ class PiAdapter:
         )
         per_owner = Counter(owners)
         names = list(map(_NAME_OF, calls))
+        read_calls, read_paths = _file_calls(calls, names, "read")
+        write_calls, write_paths = _file_calls(calls, names, "write")
         result_positions = list(
             compress(range(count), map(is_, classes, repeat(_ToolResultMessage)))
         )
@@ -500,10 +505,6 @@ class PiAdapter:
                 strict=True,
             )
         )
-        file_calls = [
-            (number, self._call(calls[number]))
-            for number in compress(range(len(names)), map(_FILE_TOOLS.__contains__, names))
-        ]
         last_blocks = contents[-1] if contents else []
         block = CleanBlock(
             base=base,
@@ -514,10 +515,14 @@ class PiAdapter:
             call_owners=owners,
             result_ids=list(map(_CALL_ID_OF, results)),
             result_positions=result_positions,
-            file_calls=file_calls,
+            read_calls=read_calls,
+            read_paths=read_paths,
+            write_calls=write_calls,
+            write_paths=write_paths,
+            path_base=self._cwd,
             users=users,
             last_stop=stops[-1] if stops else None,
-            result_bits=lambda n: _result_bits(results[n]),
+            result_bits=lambda numbers: _results_bits(list(map(results.__getitem__, numbers))),
             last_calls=lambda: tuple(
                 self._call(block) for block in last_blocks if block.type == "toolCall"
             ),
@@ -784,6 +789,33 @@ def _result_bits(message: _ToolResultMessage) -> int:
     """`Bit` flags of a tool result."""
     is_error = message.isError
     return Bit.SUCCEEDED if is_error is False else Bit.ERRORED if is_error is True else 0
+
+
+def _results_bits(results: list[_ToolResultMessage]) -> list[int]:
+    """`_result_bits` of several results, column-wise."""
+    errors = list(map(_IS_ERROR_OF, results))
+    succeeded = map(mul, map(is_, errors, repeat(False)), repeat(Bit.SUCCEEDED))
+    errored = map(mul, map(is_, errors, repeat(True)), repeat(Bit.ERRORED))
+    return list(map(add, succeeded, errored))
+
+
+def _file_calls(
+    calls: list[_CallBlock], names: list[Any], tool: str
+) -> tuple[list[int], list[str]]:
+    """Numbers and path arguments of the calls of one file tool that name a usable path."""
+    numbers = list(compress(range(len(names)), map(eq, names, repeat(tool))))
+    if not numbers:
+        return numbers, []
+    arguments = list(map(_ARGUMENTS_OF, map(calls.__getitem__, numbers)))
+    try:
+        paths = list(map(_PATH_OF, map(_ARGUMENTS_DECODER.decode, arguments)))
+        if set(map(type, paths)) <= _STR_TYPE and "" not in paths:
+            return numbers, paths
+    except (ValueError, RecursionError):
+        pass
+    checked = list(map(_path_argument, arguments))
+    kept = list(map(is_not, checked, repeat(None)))
+    return list(compress(numbers, kept)), [path for path in checked if path is not None]
 
 
 class _TextPart(Struct, gc=False):
