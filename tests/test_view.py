@@ -1,12 +1,15 @@
-"""The linear view's lazy link and position sequences behave like the arrays they replace."""
+"""The linear view's shortcuts agree with the plain structures they stand in for."""
 
 from __future__ import annotations
+
+from array import array
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sessionfix.view import Shifted
+from sessionfix.view import SessionView, Shifted
 
 
 def _reference(count: int, start: int, shift: int, below: int) -> list[int]:
@@ -52,3 +55,36 @@ def test_index_finds_what_list_index_finds(
 def test_out_of_range_is_an_index_error() -> None:
     with pytest.raises(IndexError, match="out of range"):
         Shifted(3, 1, -1, -1)[3]
+
+
+# Keys made of a two-byte alphabet make misaligned matches of the packed column common.
+small_keys = st.lists(
+    st.binary(min_size=8, max_size=8).map(
+        lambda raw: int.from_bytes(bytes(b & 1 for b in raw), "little", signed=True)
+    ),
+    unique=True,
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(keys=small_keys, data=st.data())
+def test_chain_search_finds_each_key_at_its_record(keys: list[int], data: st.DataObject) -> None:
+    view = SessionView(path=Path("s.jsonl"), format="pi")
+    view.id_keys = array("q", keys)
+    target = data.draw(st.integers(0, len(keys) - 1))
+    near = data.draw(st.integers(0, len(keys)))
+    assert view._search_chain(keys[target], near) == target
+    missing = data.draw(st.integers(-(2**63), 2**63 - 1).filter(lambda k: k not in keys))
+    assert view._search_chain(missing, near) is None
+
+
+def test_chain_search_skips_matches_that_straddle_two_keys() -> None:
+    first, second = array("q", [0x1111111122222222, 0x3333333344444444])
+    packed = array("q", [first, second]).tobytes()
+    straddling = packed[4:12]
+    (wanted,) = array("q", straddling)
+    for keys, near, expected in (([wanted, first, second], 2, 0), ([first, second, wanted], 0, 2)):
+        view = SessionView(path=Path("s.jsonl"), format="pi")
+        view.id_keys = array("q", keys)
+        assert view._search_chain(wanted, near) == expected

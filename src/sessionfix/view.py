@@ -13,7 +13,7 @@ import enum
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
+from itertools import chain, repeat
 from operator import add, ge
 from pathlib import Path
 from typing import Final, TypeVar, overload
@@ -265,6 +265,7 @@ class SessionView:
     """Path position of the last compaction/reset on the path."""
     _full_index: bool = False
     _distinct_keys: set[int] | None = None
+    _packed_keys: bytes | None = None
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -457,12 +458,9 @@ class SessionView:
         array search is exact; elsewhere the full index decides."""
         if not self.linear:
             return self.index_of().get(key)
-        start = self.first_entry
-        try:
-            found = self.id_keys.index(key, start)
-        except ValueError:
-            return None
-        self.id_index[key] = found
+        found = self._search_chain(key, len(self.id_keys))
+        if found is not None:
+            self.id_index[key] = found
         return found
 
     def has_id(self, entry_id: str) -> bool:
@@ -529,17 +527,38 @@ class SessionView:
         return True
 
     def _index_referenced(self) -> None:
-        """For a chain, index only the ids other records name; `index_of` does the rest."""
-        wanted = {
-            key_of(facts.first_kept)
-            for facts in self.boundaries.values()
-            if isinstance(facts.first_kept, str)
-        }
-        wanted.update(key_of(r.target) for refs in self.references.values() for r in refs)
-        keys = self.id_keys
-        if wanted:
-            hits = compress(range(len(keys)), map(wanted.__contains__, keys))
-            self.id_index = {keys[i]: i for i in hits}
+        """For a chain, index the ids other records name, each searched for near the
+        record naming it (they mostly point a little way back); `index_of` does the rest."""
+        near: dict[int, int] = {}
+        for index, facts in self.boundaries.items():
+            if isinstance(facts.first_kept, str):
+                near.setdefault(key_of(facts.first_kept), index)
+        for index, references in self.references.items():
+            for reference in references:
+                near.setdefault(key_of(reference.target), index)
+        for key, referrer in near.items():
+            found = self._search_chain(key, referrer)
+            if found is not None:
+                self.id_index[key] = found
+
+    def _search_chain(self, key: int, near: int) -> int | None:
+        """The record with this id key in a chain, where keys are unique: a byte search
+        of the packed key column, backwards from `near`, then forwards."""
+        packed = self._packed_keys
+        if packed is None:
+            packed = self._packed_keys = self.id_keys.tobytes()
+        width = self.id_keys.itemsize
+        needle = array("q", [key]).tobytes()
+        lowest = self.first_entry * width
+        limit = min(len(packed), (near + 1) * width)
+        at = packed.rfind(needle, lowest, limit)
+        while at >= 0 and at % width:
+            at = packed.rfind(needle, lowest, at + width - 1)
+        if at < 0:
+            at = packed.find(needle, limit)
+            while at >= 0 and at % width:
+                at = packed.find(needle, at + 1)
+        return None if at < 0 else at // width
 
     def _link_parents(self) -> None:
         """Resolve every parent by its key; a later duplicate id wins, as in pi."""
