@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,10 @@ class Session:
 
 FILES = ["src/a.py", "src/b.py", "/home/user/proj/src/a.py", "docs/c.md"]
 TOOLS = ["bash", "read", "write", "edit"]
+DAMAGE = [
+    *("glue", "blank", "empty", "indent", "crlf", "bom", "nul", "undefined", "garbage"),
+    *("same-id", "header"),
+]
 ODD_ARGUMENTS: list[Any] = [{}, {"path": ""}, {"path": 7}, {"path": None}, "a.txt", None]
 """Arguments a file tool call can carry that name no usable path."""
 TEXTS = ["continue", "fix the bug", "Read HEARTBEAT.md", "ok", "x" * 300]
@@ -211,9 +216,7 @@ def damaged(draw: st.DrawFn, data: bytes) -> bytes:
             break
         at = draw(st.integers(1, len(lines) - 1))
         kind = draw(
-            st.sampled_from(
-                ["glue", "blank", "empty", "indent", "crlf", "bom", "nul", "undefined", "garbage"]
-            )
+            st.sampled_from(DAMAGE)
         )
         if kind == "glue" and at + 1 < len(lines):
             lines[at : at + 2] = [lines[at] + lines[at + 1]]
@@ -223,6 +226,21 @@ def damaged(draw: st.DrawFn, data: bytes) -> bytes:
             lines.insert(at, b"")
         elif kind == "indent":
             lines[at] = b" " + lines[at]
+        elif kind == "same-id":
+            # An earlier entry's id, with the next entry's parent following it along, so
+            # that the file still looks like one chain.
+            reused = re.search(rb'"id":"([^"]*)"', lines[draw(st.integers(1, at))])
+            own = re.search(rb'"id":"([^"]*)"', lines[at])
+            if reused is not None and own is not None:
+                lines[at] = lines[at].replace(own.group(0), reused.group(0), 1)
+                if at + 1 < len(lines):
+                    lines[at + 1] = lines[at + 1].replace(
+                        b'"parentId":"' + own.group(1) + b'"',
+                        b'"parentId":"' + reused.group(1) + b'"',
+                        1,
+                    )
+        elif kind == "header":
+            lines.insert(at, lines[0])
         elif kind == "crlf":
             lines[at] += b"\r"
         elif kind == "bom":

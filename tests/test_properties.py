@@ -90,6 +90,28 @@ def test_parallel_byte_ranges_agree_with_one_pass(
     assert parallel == sequential
 
 
+@pytest.mark.parametrize("repeat_at", [1, 20, 38])
+def test_parallel_reading_finds_a_repeated_id_in_an_unbroken_chain(
+    tmp_path: Path, repeat_at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Byte ranges cannot see each other's ids: the merged check must still catch it."""
+    ids = [f"{n:08x}" for n in range(40)]
+    ids[repeat_at + 1] = ids[repeat_at - 1 if repeat_at else 0]
+    records: list[dict[str, Any]] = [{"type": "session", "version": 3, "id": "s", "cwd": "/w"}]
+    parent = None
+    for number, entry_id in enumerate(ids):
+        message = {"role": "user", "content": f"hi {number}", "timestamp": number}
+        records.append({"type": "message", "id": entry_id, "parentId": parent, "message": message})
+        parent = entry_id
+    text = "".join(json.dumps(record, separators=(",", ":")) + "\n" for record in records)
+    path = _write(tmp_path, text.encode())
+    sequential = _diagnostics(path, jobs=1)
+    assert "SF104" in {d["code"] for d in sequential}
+    with monkeypatch.context() as patch:
+        patch.setattr(scanner_module, "TASK_BYTES", 300)
+        assert _diagnostics(path, jobs=2) == sequential
+
+
 @given(data=sessions(corrupt=False))
 def test_clean_sessions_have_nothing_at_warning_or_above(tmp_path: Path, data: bytes) -> None:
     path = _write(tmp_path, data)

@@ -292,6 +292,10 @@ def gc_paused() -> Iterator[None]:
 
 
 def worker_count(size: int, jobs: int | None) -> int:
+    """Processes to read with. Only forked workers share the parent's string hashing,
+    which the id keys of byte ranges read apart must agree on."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
     if jobs is not None:
         return max(1, jobs)
     if size < PARALLEL_MIN_BYTES:
@@ -405,8 +409,7 @@ def _read_parallel(
     merged = make_adapter(fmt, info.path, context)
     lines = LineReport()
     tracker: PathTracker | None = None
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-    with multiprocessing.get_context(method).Pool(workers) as pool:
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
         for task, chunk in zip(tasks, pool.imap(_read_range, tasks), strict=True):
             row_offset = lines.line_count
             base = len(merged.view)
@@ -439,4 +442,6 @@ def _read_range(task: _Task) -> _Chunk:
                 state.run(handle, start, task.end, None)
     except OSError as exc:
         raise InputError(f"{task.path}: read failed ({exc.strerror or exc})") from None
+    if adapter.view.tree:
+        adapter.view.partition_keys()
     return _Chunk(adapter.view, state.lines, adapter.tracker)

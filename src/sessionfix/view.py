@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
@@ -142,6 +143,8 @@ DANGLING: Final = -2
 
 NULL_KEY: Final = hash(None)
 """Parent key of an entry whose `parentId` is null (a root)."""
+KEY_BUCKET_BITS: Final = 6
+KEY_BUCKETS: Final = 1 << KEY_BUCKET_BITS
 NO_ID_KEY: Final = hash("\x00no-id")
 """Id key of a record without a usable id."""
 MISSING_KEY: Final = hash(MISSING)
@@ -264,7 +267,8 @@ class SessionView:
     boundary_position: int | None = None
     """Path position of the last compaction/reset on the path."""
     _full_index: bool = False
-    _distinct_keys: set[int] | None = None
+    key_buckets: list[array[int]] | None = None
+    """The entry id keys sorted into buckets by their top bits (`partition_keys`)."""
     _packed_keys: bytes | None = None
 
     def __len__(self) -> int:
@@ -307,12 +311,14 @@ class SessionView:
         self.flags.extend(other.flags)
         self.id_keys.extend(other.id_keys)
         self.parent_keys.extend(other.parent_keys)
-        if self.tree:
-            # Collect the distinct entry ids while later parts are still being read.
-            if self._distinct_keys is None:
-                self._distinct_keys = set()
-            skip = other.first_entry if base == 0 else 0
-            self._distinct_keys.update(other.id_keys[skip:] if skip else other.id_keys)
+        if other.key_buckets is not None:
+            if base == 0:
+                self.key_buckets = [array("q") for _ in other.key_buckets]
+            if self.key_buckets is not None:
+                for mine, theirs in zip(self.key_buckets, other.key_buckets, strict=True):
+                    mine.extend(theirs)
+        else:
+            self.key_buckets = None
         _shift_into(self.columns, other.columns, base)
         _shift_into(self.leaked, other.leaked, base)
         _shift_into(self.boundaries, other.boundaries, base)
@@ -500,7 +506,7 @@ class SessionView:
                 self._link_parents()
         else:
             self._link_positional()
-        self._distinct_keys = None
+        self.key_buckets = None
         self.leaf = self._find_leaf()
         self._walk_active_path()
         self._find_window()
@@ -516,14 +522,38 @@ class SessionView:
         parents = self.parent_keys
         if parents[start] != NULL_KEY or parents[start + 1 :] != keys[start : count - 1]:
             return False
-        distinct = self._distinct_keys
-        self._distinct_keys = None
-        if distinct is None:
-            distinct = set(keys[start:])
-        if NO_ID_KEY in distinct or len(distinct) != count - start:
+        if not self._entry_keys_unique():
             return False
         self.parents = Shifted(count, start + 1, -1, ROOT)
         self.linear = True
+        return True
+
+    def partition_keys(self) -> None:
+        """Sort the entry id keys into buckets by their top bits.
+
+        Whether all ids of a file are distinct is then decided bucket by bucket, on
+        sets small enough to stay in cache, after byte ranges read in parallel have
+        each partitioned their own keys.
+        """
+        keys = sorted(self.id_keys[self.first_entry :])
+        step = 1 << (64 - KEY_BUCKET_BITS)
+        bounds = [bisect_left(keys, bucket * step - (1 << 63)) for bucket in range(KEY_BUCKETS)]
+        bounds.append(len(keys))
+        self.key_buckets = [
+            array("q", keys[bounds[bucket] : bounds[bucket + 1]]) for bucket in range(KEY_BUCKETS)
+        ]
+
+    def _entry_keys_unique(self) -> bool:
+        """Every entry has an id and no two share one."""
+        buckets = self.key_buckets
+        self.key_buckets = None
+        if buckets is None:
+            distinct = set(self.id_keys[self.first_entry :])
+            return NO_ID_KEY not in distinct and len(distinct) == len(self) - self.first_entry
+        for bucket in buckets:
+            distinct = set(bucket)
+            if len(distinct) != len(bucket) or NO_ID_KEY in distinct:
+                return False
         return True
 
     def _index_referenced(self) -> None:

@@ -331,6 +331,8 @@ class PiAdapter:
             view.notes.append("lives in an OpenClaw sessions directory")
         self._cwd: str | None = None
         self._tree_decided = False
+        self._from_start = context is None
+        """Reading from the first byte of the file (not a later byte range of it)."""
         if context is not None:
             view.tree = context.tree
             self._cwd = context.cwd
@@ -607,7 +609,11 @@ class PiAdapter:
         if record.openclaw is not _NO_RAW:
             self._note_openclaw("carries __openclaw fields")
         entry_id = record.id
-        if type(entry_id) is not str or not entry_id or (kind == _K_HEADER and index == 0):
+        if (
+            type(entry_id) is not str
+            or not entry_id
+            or (kind == _K_HEADER and index == 0 and self._from_start)
+        ):
             entry_id = None
         parent = record.parentId
         if view.tree and kind != _K_HEADER:
