@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import compress
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
@@ -59,10 +62,18 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
     """
     clones: dict[int, Clone] = {}
     users = ctx.tracking.users
-    if not ctx.view.tree or _all_distinct(users.keys):
+    if not ctx.view.tree or not users:
         return clones
+    keys = users.keys
+    candidates: Iterable[int]
+    try:
+        repeated = {key for key, count in Counter(keys).items() if count > 1}
+        candidates = compress(range(len(keys)), map(repeated.__contains__, keys))
+    except TypeError:  # an unhashable key: compare through its repr below
+        candidates = range(len(keys))
     buckets: dict[tuple[int, object], list[UserEvent]] = {}
-    for event in ctx.tracking.users:
+    for position in candidates:
+        event = users[position]
         try:
             buckets.setdefault((event.boundaries_before, event.key), []).append(event)
         except TypeError:
@@ -83,13 +94,6 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
                     event.assistants_before != survivor.assistants_before,
                 )
     return clones
-
-
-def _all_distinct(keys: list[object]) -> bool:
-    try:
-        return len(set(keys)) == len(keys)
-    except TypeError:
-        return False
 
 
 def _identity(ctx: RuleContext, index: int) -> bytes | None:

@@ -21,7 +21,7 @@ import orjson
 import typer
 
 from sessionfix import render
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
 from sessionfix.discovery import discover
 from sessionfix.engine import FileReport, check_paths
 from sessionfix.errors import SessionfixError, UsageError
@@ -415,7 +415,7 @@ def _run_check(
             if report.error is not None:
                 errors.append(report.error)
             diagnostics.extend(report.diagnostics)
-    diagnostics.sort(key=lambda d: d.sort_key)
+    diagnostics.sort(key=SORT_KEY)
     _write_report(diagnostics, presentation, settings, len(errors))
     for message in errors:
         _error(message)

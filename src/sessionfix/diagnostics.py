@@ -5,7 +5,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
+from typing import Final
 
 
 class Severity(enum.IntEnum):
@@ -87,7 +89,7 @@ class Diagnostic:
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.filename, self.row, self.column, self.code)
+        return SORT_KEY(self)
 
     def with_fix(self, fix: Fix | None) -> Diagnostic:
         return Diagnostic(
@@ -104,3 +106,9 @@ class Diagnostic:
             span=self.span,
             source=self.source,
         )
+
+
+SORT_KEY: Final[Callable[[Diagnostic], tuple[str, int, int, str]]] = attrgetter(
+    "filename", "row", "column", "code"
+)
+"""Report order: file, line, column, code."""

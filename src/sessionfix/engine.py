@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sessionfix.diagnostics import Applicability, Diagnostic, Fix
+from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format
 from sessionfix.reader import RecordSource
@@ -48,7 +48,7 @@ def run_rules(scanned: ScannedFile, settings: Settings, filename: str) -> list[D
             continue
         diagnostics.extend(rule.check(context))
     adjusted = [_adjust_fix(d, settings, fmt) for d in diagnostics]
-    adjusted.sort(key=lambda d: d.sort_key)
+    adjusted.sort(key=SORT_KEY)
     return adjusted
 
 

@@ -442,6 +442,8 @@ def _read_range(task: _Task) -> _Chunk:
                 state.run(handle, start, task.end, None)
     except OSError as exc:
         raise InputError(f"{task.path}: read failed ({exc.strerror or exc})") from None
-    if adapter.view.tree:
-        adapter.view.partition_keys()
-    return _Chunk(adapter.view, state.lines, adapter.tracker)
+    view = adapter.view
+    view.largest_size = max(view.sizes, default=0)
+    if view.tree:
+        view.partition_keys()
+    return _Chunk(view, state.lines, adapter.tracker)

@@ -154,6 +154,14 @@ class UserEvents:
     def __len__(self) -> int:
         return len(self.index)
 
+    def __getitem__(self, position: int) -> UserEvent:
+        return UserEvent(
+            self.index[position],
+            self.keys[position],
+            self.assistants_before[position],
+            self.boundaries_before[position],
+        )
+
     def __iter__(self) -> Iterator[UserEvent]:
         return map(
             UserEvent._make,

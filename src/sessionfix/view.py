@@ -267,6 +267,8 @@ class SessionView:
     boundary_position: int | None = None
     """Path position of the last compaction/reset on the path."""
     _full_index: bool = False
+    largest_size: int | None = None
+    """The largest record's size in bytes (set by `finish`, or while reading in parallel)."""
     key_buckets: list[array[int]] | None = None
     """The entry id keys sorted into buckets by their top bits (`partition_keys`)."""
     _packed_keys: bytes | None = None
@@ -311,6 +313,10 @@ class SessionView:
         self.flags.extend(other.flags)
         self.id_keys.extend(other.id_keys)
         self.parent_keys.extend(other.parent_keys)
+        if other.largest_size is None or (base and self.largest_size is None):
+            self.largest_size = None
+        else:
+            self.largest_size = max(self.largest_size or 0, other.largest_size)
         if other.key_buckets is not None:
             if base == 0:
                 self.key_buckets = [array("q") for _ in other.key_buckets]
@@ -507,6 +513,8 @@ class SessionView:
         else:
             self._link_positional()
         self.key_buckets = None
+        if self.largest_size is None:
+            self.largest_size = max(self.sizes, default=0)
         self.leaf = self._find_leaf()
         self._walk_active_path()
         self._find_window()

@@ -16,7 +16,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     limit = ctx.settings.max_record_size
     sizes = view.sizes
-    if not sizes or max(sizes) <= limit:
+    largest = view.largest_size if view.largest_size is not None else max(sizes, default=0)
+    if largest <= limit:
         return
     for index in compress(range(len(sizes)), map(lt, repeat(limit), sizes)):
         yield ctx.entry_diagnostic(
