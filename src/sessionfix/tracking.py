@@ -206,8 +206,6 @@ class CleanBlock:
     call_counts: list[int]
     """Per assistant, its number of tool calls."""
     call_ids: list[str]
-    call_owners: list[int]
-    """Per call, the position of its assistant."""
     result_ids: list[str | None]
     result_positions: list[int]
     read_calls: list[int]
@@ -216,6 +214,8 @@ class CleanBlock:
     write_calls: list[int]
     """Numbers of the calls that fully write a file (with a usable path), ascending."""
     write_paths: list[str]
+    write_owners: list[int]
+    """Per write call, the position of its assistant."""
     path_base: str | None
     """The directory relative paths of this block's calls are resolved against."""
     users: list[tuple[int, object]]
@@ -356,7 +356,7 @@ class PathTracker:
         if writes:
             numbers = block.write_calls[:writes]
             self.found.writes.add_many(
-                map(add, map(block.call_owners.__getitem__, numbers), repeat(base)),
+                map(add, block.write_owners[:writes], repeat(base)),
                 block.write_paths[:writes],
                 block.path_base,
                 map(block.call_ids.__getitem__, numbers),

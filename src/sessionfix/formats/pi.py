@@ -10,12 +10,13 @@ decode, and records them in the format-neutral `SessionView`.
 
 from __future__ import annotations
 
-from collections import Counter
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain, compress, repeat
-from operator import add, attrgetter, countOf, eq, is_, is_not, mul
+from itertools import accumulate, chain, compress, repeat
+from operator import add, attrgetter, countOf, eq, is_, is_not, mul, sub
 from pathlib import Path
 from typing import Any, Final
 
@@ -449,8 +450,13 @@ class PiAdapter:
         view.roles.extend(encoded.translate(_ROLE_OF_CODE))
         view.flags.extend(encoded.translate(_FLAGS_OF_CODE))
         if view.tree:
-            view.id_keys.extend(map(hash, ids))
-            view.parent_keys.extend(map(hash, parents))  # hash(None) is NULL_KEY
+            id_keys = array("q", map(hash, ids))
+            view.id_keys.extend(id_keys)
+            if parents[1:] == ids[:-1]:  # a chain: each parent key is the previous id key
+                view.parent_keys.append(hash(parents[0]))  # hash(None) is NULL_KEY
+                view.parent_keys.extend(id_keys[:-1])
+            else:
+                view.parent_keys.extend(map(hash, parents))
         else:
             view.id_keys.extend(repeat(NO_ID_KEY, count))
             view.parent_keys.extend(repeat(MISSING_KEY, count))
@@ -479,20 +485,19 @@ class PiAdapter:
         blocks = list(chain.from_iterable(contents))
         is_call = list(map(eq, map(_TYPE_OF, blocks), repeat("toolCall")))
         calls = list(compress(blocks, is_call))
-        if not all(map(is_, map(_PARTIAL_OF, calls), repeat(_NO_RAW))):
+        if countOf(map(_PARTIAL_OF, calls), _NO_RAW) != len(calls):
             return False
         call_ids = list(map(_ID_OF, calls))
         if not set(map(type, call_ids)) <= _STR_TYPE:
             return False
-        owners = list(
-            compress(
-                chain.from_iterable(map(repeat, assistant_positions, map(len, contents))), is_call
-            )
-        )
-        per_owner = Counter(owners)
+        # Calls made by the end of each assistant's content, and so per assistant.
+        made = list(accumulate(is_call, initial=0))
+        made_by = list(map(made.__getitem__, accumulate(map(len, contents))))
+        call_counts = list(map(sub, made_by, [0, *made_by[:-1]]))
         names = list(map(_NAME_OF, calls))
         read_calls, read_paths = _file_calls(calls, names, "read")
         write_calls, write_paths = _file_calls(calls, names, "write")
+        write_owners = [assistant_positions[bisect_right(made_by, n)] for n in write_calls]
         result_positions = list(
             compress(range(count), map(is_, classes, repeat(_ToolResultMessage)))
         )
@@ -512,15 +517,15 @@ class PiAdapter:
             base=base,
             codes=codes,
             assistant_positions=assistant_positions,
-            call_counts=list(map(per_owner.__getitem__, assistant_positions)),
+            call_counts=call_counts,
             call_ids=call_ids,
-            call_owners=owners,
             result_ids=list(map(_CALL_ID_OF, results)),
             result_positions=result_positions,
             read_calls=read_calls,
             read_paths=read_paths,
             write_calls=write_calls,
             write_paths=write_paths,
+            write_owners=write_owners,
             path_base=self._cwd,
             users=users,
             last_stop=stops[-1] if stops else None,
