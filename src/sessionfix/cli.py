@@ -415,7 +415,8 @@ def _run_check(
             if report.error is not None:
                 errors.append(report.error)
             diagnostics.extend(report.diagnostics)
-    diagnostics.sort(key=SORT_KEY)
+    if len(reports) > 1:
+        diagnostics.sort(key=SORT_KEY)  # each file's own are in order already
     _write_report(diagnostics, presentation, settings, len(errors))
     for message in errors:
         _error(message)
