@@ -31,7 +31,7 @@ from sessionfix.reader import (
     open_session,
 )
 from sessionfix.tracking import PathTracker, Tracking
-from sessionfix.view import SessionView
+from sessionfix.view import SessionView, all_distinct
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
@@ -421,6 +421,11 @@ def _read_parallel(
                 tracker.absorb(chunk.tracker, base)
             if progress is not None:
                 progress(task.end - task.start)
+        view = merged.view
+        if view.key_buckets is not None:
+            shares = [view.key_buckets[k::workers] for k in range(workers)]
+            view.keys_distinct = all(pool.map(all_distinct, shares))
+            view.key_buckets = None
     assert tracker is not None
     return merged, lines, tracker
 

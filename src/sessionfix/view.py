@@ -161,6 +161,16 @@ def key_of(entry_id: str) -> int:
     return hash(entry_id)
 
 
+def all_distinct(buckets: Iterable[array[int]]) -> bool:
+    """No id key repeats within any bucket and none is `NO_ID_KEY` (keys of different
+    buckets differ by construction)."""
+    for bucket in buckets:
+        distinct = set(bucket)
+        if len(distinct) != len(bucket) or NO_ID_KEY in distinct:
+            return False
+    return True
+
+
 class Shifted(Sequence[int]):
     """`index + shift` for every index from `start` on, and `below` before it.
 
@@ -271,6 +281,8 @@ class SessionView:
     """The largest record's size in bytes (set by `finish`, or while reading in parallel)."""
     key_buckets: list[array[int]] | None = None
     """The entry id keys sorted into buckets by their top bits (`partition_keys`)."""
+    keys_distinct: bool | None = None
+    """Whether the entry id keys are all distinct, when a parallel reader decided it."""
     _packed_keys: bytes | None = None
 
     def __len__(self) -> int:
@@ -553,16 +565,13 @@ class SessionView:
 
     def _entry_keys_unique(self) -> bool:
         """Every entry has an id and no two share one."""
+        if self.keys_distinct is not None:
+            return self.keys_distinct
         buckets = self.key_buckets
         self.key_buckets = None
         if buckets is None:
-            distinct = set(self.id_keys[self.first_entry :])
-            return NO_ID_KEY not in distinct and len(distinct) == len(self) - self.first_entry
-        for bucket in buckets:
-            distinct = set(bucket)
-            if len(distinct) != len(bucket) or NO_ID_KEY in distinct:
-                return False
-        return True
+            buckets = [self.id_keys[self.first_entry :]]
+        return all_distinct(buckets)
 
     def _index_referenced(self) -> None:
         """For a chain, index the ids other records name, each searched for near the
