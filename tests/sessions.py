@@ -215,9 +215,7 @@ def damaged(draw: st.DrawFn, data: bytes) -> bytes:
         if len(lines) < 3:
             break
         at = draw(st.integers(1, len(lines) - 1))
-        kind = draw(
-            st.sampled_from(DAMAGE)
-        )
+        kind = draw(st.sampled_from(DAMAGE))
         if kind == "glue" and at + 1 < len(lines):
             lines[at : at + 2] = [lines[at] + lines[at + 1]]
         elif kind == "blank":

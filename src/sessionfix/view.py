@@ -10,6 +10,7 @@ path and the context window.
 from __future__ import annotations
 
 import enum
+import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -143,8 +144,6 @@ DANGLING: Final = -2
 
 NULL_KEY: Final = hash(None)
 """Parent key of an entry whose `parentId` is null (a root)."""
-KEY_BUCKET_BITS: Final = 6
-KEY_BUCKETS: Final = 1 << KEY_BUCKET_BITS
 NO_ID_KEY: Final = hash("\x00no-id")
 """Id key of a record without a usable id."""
 MISSING_KEY: Final = hash(MISSING)
@@ -161,14 +160,47 @@ def key_of(entry_id: str) -> int:
     return hash(entry_id)
 
 
-def all_distinct(buckets: Iterable[array[int]]) -> bool:
-    """No id key repeats within any bucket and none is `NO_ID_KEY` (keys of different
-    buckets differ by construction)."""
+def all_distinct(buckets: Iterable[array[float]]) -> bool:
+    """No key repeats within any bucket of `partition_keys` and none is `NO_ID_KEY`
+    (keys of different buckets differ by construction)."""
     for bucket in buckets:
         distinct = set(bucket)
-        if len(distinct) != len(bucket) or NO_ID_KEY in distinct:
+        if len(distinct) != len(bucket) or _NO_ID_DOUBLE in distinct:
             return False
     return True
+
+
+_TOP_BYTE: Final = slice(7 if sys.byteorder == "little" else 0, None, 8)
+"""Where the most significant byte of each key lies in an array's bytes."""
+_CLEAR_BIT_62: Final = bytes(value & 0xBF for value in range(256))
+
+
+def as_doubles(keys: array[int]) -> array[float]:
+    """The keys' bit patterns read as doubles, with bit 62 cleared so that none is NaN
+    or infinite: equal keys stay equal, and doubles sort several times faster than
+    64-bit ints. (Keys that differ only in bit 62, or give 0.0 and -0.0, become equal:
+    a false repeat only sends a file down the exact path.)"""
+    raw = bytearray(keys.tobytes())
+    raw[_TOP_BYTE] = raw[_TOP_BYTE].translate(_CLEAR_BIT_62)
+    return array("d", raw)
+
+
+def _bucket_floors() -> list[float]:
+    """The least double of each bucket: buckets group the doubles of `as_doubles` by
+    the sign and the next five bits below bit 62, each an interval of doubles."""
+    floors = []
+    for top in range(0, 256, 2):
+        if top & 0x40:
+            continue
+        # Negative doubles grow in magnitude with their pattern: the least has all low bits set.
+        pattern = ((top + 2) << 56) - 1 if top & 0x80 else top << 56
+        floors.append(array("d", array("Q", [pattern]).tobytes())[0])
+    return sorted(floors)
+
+
+_BUCKET_FLOORS: Final = _bucket_floors()
+KEY_BUCKETS: Final = len(_BUCKET_FLOORS)
+_NO_ID_DOUBLE: Final = as_doubles(array("q", [NO_ID_KEY]))[0]
 
 
 class Shifted(Sequence[int]):
@@ -207,6 +239,14 @@ class Shifted(Sequence[int]):
     def __iter__(self) -> Iterator[int]:
         start, shift = self._start, self._shift
         return chain(repeat(self._below, start), range(start + shift, self._count + shift))
+
+    def take(self, indices: Sequence[int]) -> list[int]:
+        """The values at several indices, column-wise."""
+        if not indices:
+            return []
+        if min(indices) >= self._start and max(indices) < self._count:
+            return list(map(add, indices, repeat(self._shift)))
+        return list(map(self.__getitem__, indices))
 
     def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
         begin, end, _ = slice(start, stop).indices(self._count)
@@ -279,7 +319,7 @@ class SessionView:
     _full_index: bool = False
     largest_size: int | None = None
     """The largest record's size in bytes (set by `finish`, or while reading in parallel)."""
-    key_buckets: list[array[int]] | None = None
+    key_buckets: list[array[float]] | None = None
     """The entry id keys sorted into buckets by their top bits (`partition_keys`)."""
     keys_distinct: bool | None = None
     """Whether the entry id keys are all distinct, when a parallel reader decided it."""
@@ -331,7 +371,7 @@ class SessionView:
             self.largest_size = max(self.largest_size or 0, other.largest_size)
         if other.key_buckets is not None:
             if base == 0:
-                self.key_buckets = [array("q") for _ in other.key_buckets]
+                self.key_buckets = [array("d") for _ in other.key_buckets]
             if self.key_buckets is not None:
                 for mine, theirs in zip(self.key_buckets, other.key_buckets, strict=True):
                     mine.extend(theirs)
@@ -357,6 +397,13 @@ class SessionView:
 
     def has_flag(self, index: int, flag: int) -> bool:
         return bool(self.flags[index] & flag)
+
+    def positions_of(self, indices: Sequence[int]) -> list[int]:
+        """Path positions of several records (-1 for those off the path)."""
+        positions = self.path_positions
+        if isinstance(positions, Shifted):
+            return positions.take(indices)
+        return list(map(positions.__getitem__, indices))
 
     def column(self, index: int) -> int:
         return self.columns.get(index, 1)
@@ -549,18 +596,17 @@ class SessionView:
         return True
 
     def partition_keys(self) -> None:
-        """Sort the entry id keys into buckets by their top bits.
+        """Sort the entry id keys into buckets (as doubles, see `as_doubles`).
 
         Whether all ids of a file are distinct is then decided bucket by bucket, on
         sets small enough to stay in cache, after byte ranges read in parallel have
         each partitioned their own keys.
         """
-        keys = sorted(self.id_keys[self.first_entry :])
-        step = 1 << (64 - KEY_BUCKET_BITS)
-        bounds = [bisect_left(keys, bucket * step - (1 << 63)) for bucket in range(KEY_BUCKETS)]
+        keys = sorted(as_doubles(self.id_keys[self.first_entry :]))
+        bounds = [bisect_left(keys, floor) for floor in _BUCKET_FLOORS]
         bounds.append(len(keys))
         self.key_buckets = [
-            array("q", keys[bounds[bucket] : bounds[bucket + 1]]) for bucket in range(KEY_BUCKETS)
+            array("d", keys[bounds[bucket] : bounds[bucket + 1]]) for bucket in range(KEY_BUCKETS)
         ]
 
     def _entry_keys_unique(self) -> bool:
@@ -570,7 +616,7 @@ class SessionView:
         buckets = self.key_buckets
         self.key_buckets = None
         if buckets is None:
-            buckets = [self.id_keys[self.first_entry :]]
+            buckets = [as_doubles(self.id_keys[self.first_entry :])]
         return all_distinct(buckets)
 
     def _index_referenced(self) -> None:

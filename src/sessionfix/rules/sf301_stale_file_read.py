@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
-from itertools import compress
-from operator import itemgetter, methodcaller
+from itertools import compress, repeat
+from operator import and_, itemgetter, lt, methodcaller
 from typing import NamedTuple
 
 from sessionfix.diagnostics import Diagnostic, Severity
@@ -17,6 +17,8 @@ _FORWARD = methodcaller("replace", "\\", "/")
 _TRIM = methodcaller("rstrip", "/")
 _TAIL = methodcaller("rpartition", "/")
 _LAST = itemgetter(2)
+_FIRST = itemgetter(0)
+_ERRORED_ONLY = bytes(value & Bit.ERRORED for value in range(256))
 MARKER = "[sessionfix:"
 """How every placeholder sessionfix writes begins."""
 PLACEHOLDER = (
@@ -36,27 +38,33 @@ class StaleRead(NamedTuple):
 
 
 def stale_reads(ctx: RuleContext) -> list[StaleRead]:
-    """Read results superseded by a later successful full write of the same path (§5.2)."""
+    """Read results superseded by a later successful full write of the same path (§5.2).
+
+    Column-wise: a read is stale when its path position comes before the last
+    successful write of its path (and before the protected tail); only the stale
+    ones are then paired with the first such write after them.
+    """
     view = ctx.view
     tracking = ctx.tracking
     reads, writes = tracking.reads, tracking.writes
     if not reads or not writes:
         return []
-    positions = view.path_positions
+    protect = ctx.settings.protect
     written: dict[str, list[int]] = {}
     writers: dict[str, list[int]] = {}
-    # Reads usually spell a path as its write did: those resolve without normalising.
     spelled: dict[tuple[str, str | None], str] = {}
-    for number, (record, path, base, bits) in enumerate(
-        zip(writes.index, writes.paths, writes.bases, writes.bits, strict=True)
-    ):
-        if bits & Bit.SUCCEEDED:
-            key = normalize(path, base)
-            written.setdefault(key, []).append(positions[record])
-            writers.setdefault(key, []).append(number)
-            spelled[path, base] = key
+    write_positions = view.positions_of(writes.index)
+    for number in compress(range(len(writes)), map(and_, writes.bits, repeat(Bit.SUCCEEDED))):
+        pair = (writes.paths[number], writes.bases[number])
+        key = spelled.get(pair)
+        if key is None:
+            key = spelled[pair] = normalize(*pair)
+        written.setdefault(key, []).append(write_positions[number])
+        writers.setdefault(key, []).append(number)
+    # Reads usually spell a path as its write did: those resolve without normalising.
+    targets = {pair: _unprotected(key, protect) for pair, key in spelled.items()}
     # Normalisation never changes a path's last segment (unless it is "." or ".."),
-    # so reads of other file names are ruled out, column-wise, before normalising.
+    # so reads of other file names are ruled out before normalising.
     names = {key.rpartition("/")[2] for key in written} | {"", ".", ".."}
     paths, bases = reads.paths, reads.bases
     joined = "\n".join(paths)
@@ -64,29 +72,30 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
         segments = map(_LAST, map(_TAIL, map(_TRIM, map(_FORWARD, paths))))
     else:
         segments = map(_LAST, map(_TAIL, paths))
-    protect = ctx.settings.protect
-    targets = {pair: _unprotected(key, protect) for pair, key in spelled.items()}
+    candidates = list(compress(range(len(paths)), map(names.__contains__, segments)))
+    errored = reads.bits.translate(_ERRORED_ONLY)
+    if Bit.ERRORED in errored:
+        candidates = [number for number in candidates if not errored[number]]
+    pairs = list(
+        zip(map(paths.__getitem__, candidates), map(bases.__getitem__, candidates), strict=True)
+    )
+    for pair in set(pairs).difference(targets):
+        targets[pair] = _written_key(*pair, written, protect)
+    # Reads at or after this position are protected; so is any read with no write after it.
+    before: dict[str | None, int] = {None: -1}
     protected_from = _protected_position(ctx)
+    before.update((key, min(later[-1], protected_from)) for key, later in written.items())
+    records = list(map(reads.index.__getitem__, candidates))
+    positions = view.positions_of(records)
+    resolved = list(map(targets.__getitem__, pairs))
     found: list[StaleRead] = []
-    for number in compress(range(len(paths)), map(names.__contains__, segments)):
-        if reads.bits[number] & Bit.ERRORED:
-            continue
-        pair = (paths[number], bases[number])
-        if pair in targets:
-            target = targets[pair]
-        else:
-            target = targets[pair] = _written_key(*pair, written, protect)
-        if target is None:
-            continue
-        record = reads.index[number]
-        position = positions[record]
-        if position >= protected_from:
-            continue
-        later = bisect_right(written[target], position)
-        if later == len(written[target]):
-            continue
-        write = writers[target][later]
-        path, call_id = paths[number], writes.call_ids[write]
+    for position, record, key, path in compress(
+        zip(positions, records, resolved, map(_FIRST, pairs), strict=True),
+        map(lt, positions, map(before.__getitem__, resolved)),
+    ):
+        assert key is not None
+        write = writers[key][bisect_right(written[key], position)]
+        call_id = writes.call_ids[write]
         placeholder = PLACEHOLDER.format(path=path, call_id=call_id)
         if _worth_replacing(view, record, placeholder):
             found.append(
@@ -98,6 +107,7 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
 def _written_key(
     path: str, base: str | None, written: dict[str, list[int]], protect: Sequence[str]
 ) -> str | None:
+    """The normalised path a read targets, if that path was written and is not protected."""
     key = normalize(path, base)
     return _unprotected(key, protect) if key in written else None
 
