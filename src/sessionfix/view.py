@@ -298,9 +298,10 @@ class SessionView:
     """id key → record, for the keys looked up so far (all of them once `index_of` ran)."""
     read_ids: Callable[[int], tuple[str | None, object]] | None = None
     """Reads a record's id and parentId from the file (set by the reader)."""
-    read_result_text: Callable[[int], str | None] | None = None
-    """Reads a tool result's text from the file; None when it has other content too
-    (set by the reader: a scan does not decode result contents)."""
+    result_text_exceeds: Callable[[int, int, str], bool] | None = None
+    """`(index, limit, prefix)`: whether a tool result's content is text only, not
+    starting with `prefix`, and over `limit` UTF-8 bytes (set by the reader: a scan does
+    not decode result contents, so this reads the file)."""
     _id_cache: dict[int, tuple[str | None, object]] = field(default_factory=dict)
     duplicate_ids: list[tuple[int, int]] = field(default_factory=list)
     """(first occurrence, later occurrence) for every repeated id."""

@@ -591,7 +591,7 @@ class PiAdapter:
             view.format = Format.OPENCLAW.value
         source = RecordSource(self.path)
         view.read_ids = partial(_read_ids, source, view)
-        view.read_result_text = partial(_read_result_text, source, view)
+        view.result_text_exceeds = partial(_result_text_exceeds, source, view)
         view.finish()
 
     # ---- decoding ----------------------------------------------------------------
@@ -878,6 +878,20 @@ def _read_result_text(source: RecordSource, view: SessionView, index: int) -> st
         if type(part.text) is str:
             parts.append(part.text)
     return "".join(parts)
+
+
+def _result_text_exceeds(
+    source: RecordSource, view: SessionView, index: int, limit: int, prefix: str
+) -> bool:
+    """Whether a tool result's content is text only, and its text does not start with
+    `prefix` and is longer than `limit` UTF-8 bytes."""
+    return _text_exceeds(_read_result_text(source, view, index), limit, prefix)
+
+
+def _text_exceeds(text: str | None, limit: int, prefix: str) -> bool:
+    if text is None or text.startswith(prefix):
+        return False
+    return (len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))) > limit
 
 
 class _Ids(Struct, gc=False):

@@ -119,14 +119,9 @@ def _unprotected(key: str, protect: Sequence[str]) -> str | None:
 def _worth_replacing(view: SessionView, result: int, placeholder: str) -> bool:
     """The result is text only, longer than its placeholder, and not one already."""
     limit = len(placeholder.encode("utf-8", "surrogatepass"))
-    if view.sizes[result] <= limit or view.read_result_text is None:
+    if view.sizes[result] <= limit or view.result_text_exceeds is None:
         return False
-    text = view.read_result_text(result)
-    return (
-        text is not None
-        and not text.startswith(MARKER)
-        and len(text.encode("utf-8", "surrogatepass")) > limit
-    )
+    return view.result_text_exceeds(result, limit, MARKER)
 
 
 def _protected_position(ctx: RuleContext) -> int:
