@@ -77,6 +77,18 @@ def test_block_decoding_agrees_with_line_by_line(
     assert blockwise == linewise
 
 
+@given(data=sessions(), read_bytes=st.sampled_from([1, 61, 500]))
+def test_small_reads_agree_with_one_read(
+    tmp_path: Path, data: bytes, read_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines that straddle two reads are indexed exactly as lines read whole."""
+    path = _write(tmp_path, data)
+    whole = _diagnostics(path, jobs=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(scanner_module, "READ_BYTES", read_bytes)
+        assert _diagnostics(path, jobs=1) == whole
+
+
 @given(data=sessions(), task_bytes=st.sampled_from([64, 300, 2000]))
 def test_parallel_byte_ranges_agree_with_one_pass(
     tmp_path: Path, data: bytes, task_bytes: int, monkeypatch: pytest.MonkeyPatch

@@ -86,19 +86,28 @@ class _Pass:
             data = handle.read(READ_BYTES)
             if not data:
                 break
+            begin = 0
             if pending:
-                pending.append(data)
-                if b"\n" not in data:
+                # The line begun in the previous block goes on its own, so that the
+                # block itself is never copied to join it.
+                begin = data.find(b"\n") + 1
+                if not begin:
+                    pending.append(data)
                     continue
-                data = b"".join(pending)
+                pending.append(data[:begin])
+                straddling = b"".join(pending)
                 pending = []
+                offset, stopped = self._block(straddling, len(straddling), offset, end)
+                if stopped:
+                    break
             limit = data.rfind(b"\n") + 1
             if not limit:
                 pending.append(data)
                 continue
             if limit < len(data):
                 pending.append(data[limit:])
-            offset, stopped = self._block(data, limit, offset, end)
+            if begin < limit:
+                offset, stopped = self._block(data, limit, offset, end, begin=begin)
             if progress is not None:
                 progress(offset - reported)
                 reported = offset
@@ -125,26 +134,28 @@ class _Pass:
         end: int | None,
         *,
         terminated: bool = True,
+        begin: int = 0,
     ) -> tuple[int, bool]:
-        """Index the lines of `raw[:limit]` (each ending in a newline unless not
+        """Index the lines of `raw[begin:limit]` (each ending in a newline unless not
         `terminated`), the first of which starts at file offset `offset`.
 
         Returns the next offset and whether the byte range ended inside the block.
         """
-        starts = _line_starts(raw, limit, terminated)
+        base = offset - begin
+        starts = _line_starts(raw, limit, terminated, begin)
         count = len(starts) - 1
         stopped = False
-        if end is not None and offset + starts[-2] >= end:
-            count = bisect_left(starts, end - offset, hi=count)
+        if end is not None and base + starts[-2] >= end:
+            count = bisect_left(starts, end - base, hi=count)
             del starts[count + 1 :]
             stopped = True
         if not count:
             return offset, stopped
-        next_offset = offset + (starts[-1] if terminated else limit)
+        next_offset = base + (starts[-1] if terminated else limit)
         lengths = list(map(sub, starts[1:], map(_PLUS_ONE, starts)))
         first_row = self.row + 1
         sizes = lengths
-        has_cr = raw.find(b"\r", 0, limit) >= 0
+        has_cr = raw.find(b"\r", starts[0], limit) >= 0
         if has_cr:
             sizes = [
                 size - 1 if size and raw[start + size - 1] == 13 else size
@@ -157,7 +168,7 @@ class _Pass:
         done = 0
         while self.adapter is None and done < count:
             start = starts[done]
-            self._line(raw[start : start + lengths[done]], offset + start, sizes[done])
+            self._line(raw[start : start + lengths[done]], base + start, sizes[done])
             done += 1
         adapter = self.adapter
         rest = count - done
@@ -178,7 +189,7 @@ class _Pass:
                 adapter.ingest_batch(
                     records,
                     first_row + done,
-                    list(map((offset).__add__, starts[done:count])),
+                    list(map(base.__add__, starts[done:count])),
                     sizes[done:] if done else sizes,
                     line,
                 )
@@ -186,7 +197,7 @@ class _Pass:
                 self.last_row = self.row
                 return next_offset, stopped
         for k in range(done, count):
-            self._line(raw[starts[k] : starts[k] + lengths[k]], offset + starts[k], sizes[k])
+            self._line(raw[starts[k] : starts[k] + lengths[k]], base + starts[k], sizes[k])
         return next_offset, stopped
 
     def _line(self, line: bytes, offset: int, size: int) -> None:
@@ -238,13 +249,13 @@ class _Pass:
         return has_content
 
 
-def _line_starts(raw: bytes, limit: int, terminated: bool) -> list[int]:
-    """Start offsets of the lines of `raw[:limit]`, and the end (plus one for the
+def _line_starts(raw: bytes, limit: int, terminated: bool, begin: int = 0) -> list[int]:
+    """Start offsets of the lines of `raw[begin:limit]`, and the end (plus one for the
     newline) of the last: line k is `raw[starts[k] : starts[k + 1] - 1]`."""
-    starts = [0]
+    starts = [begin]
     append = starts.append
     find = raw.find
-    position = find(b"\n", 0, limit)
+    position = find(b"\n", begin, limit)
     while position >= 0:
         position += 1
         append(position)
