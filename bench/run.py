@@ -2,11 +2,11 @@
 
 The floor is a plain loop of `orjson.loads` over the file's lines, measured on the
 same file in the same run. Each command runs in its own process, several times,
-alternating, and the best time of each is kept; peak memory is the largest total
+alternating; the best and the median time of each are printed; peak memory is the largest total
 proportional set size (PSS) of the command's process tree, sampled while it runs.
 The generated file is kept in `.bench/` and reused while its parameters match.
 
-    python bench/run.py [--size-mb 1100] [--runs 3]
+    python bench/run.py [--size-mb 1100] [--runs 5]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -137,7 +138,7 @@ def found_counts(session: Path) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1100)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     session, expected = ensure_session(args.size_mb)
     compile_package()
@@ -158,27 +159,28 @@ def main() -> None:
             "1",
         ],
     }
-    best: dict[str, Measure] = {}
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    peaks: dict[str, int] = dict.fromkeys(commands, 0)
     for _ in range(args.runs):
         for name, command in commands.items():
             result = measure(command)
-            if name not in best or result.seconds < best[name].seconds:
-                peak = max(result.peak_bytes, best[name].peak_bytes) if name in best else 0
-                best[name] = Measure(
-                    result.seconds, max(peak, result.peak_bytes), result.returncode
-                )
-            else:
-                best[name].peak_bytes = max(best[name].peak_bytes, result.peak_bytes)
-    floor = best["orjson.loads loop (floor)"].seconds
+            times[name].append(result.seconds)
+            peaks[name] = max(peaks[name], result.peak_bytes)
+    floor = min(times["orjson.loads loop (floor)"])
+    floor_median = statistics.median(times["orjson.loads loop (floor)"])
     print(
         f"file: {session.relative_to(ROOT)}  {size / 1e9:.2f} GB, {lines:,} lines, "
-        f"{os.cpu_count()} CPUs, best of {args.runs}"
+        f"{os.cpu_count()} CPUs, best (and median) of {args.runs} alternating runs"
     )
-    print(f"{'command':32s} {'time':>8s} {'MB/s':>8s} {'vs floor':>9s} {'peak memory':>12s}")
-    for name, result in best.items():
+    print(
+        f"{'command':28s} {'time':>7s} {'MB/s':>6s} {'vs floor':>9s} "
+        f"{'median':>7s} {'vs floor':>9s} {'peak memory':>12s}"
+    )
+    for name, runs in times.items():
+        best, median = min(runs), statistics.median(runs)
         print(
-            f"{name:32s} {result.seconds:7.2f}s {size / result.seconds / 1e6:8.0f} "
-            f"{result.seconds / floor:8.2f}x {result.peak_bytes / 2**20:9.0f} MiB"
+            f"{name:28s} {best:6.2f}s {size / best / 1e6:6.0f} {best / floor:8.2f}x "
+            f"{median:6.2f}s {median / floor_median:8.2f}x {peaks[name] / 2**20:8.0f} MiB"
         )
     counts = found_counts(session)
     planted = {k: v for k, v in expected.items() if k.startswith("SF")}
