@@ -73,6 +73,8 @@ class LineFinding:
     """A complete record found after a damaged prefix (SF008), relative to the line start."""
     truncated: bool = False
     """The damaged bytes are a record cut off before its end (a torn write)."""
+    json_kind: str | None = None
+    """For a line that is valid JSON but not an object: what it is ("array", "null"...)."""
 
 
 @dataclass(slots=True)
@@ -94,6 +96,7 @@ class SlowLine:
     """Bytes that belong to no record (a torn or unparsable part)."""
     damaged_reason: str = ""
     damaged_truncated: bool = False
+    json_kind: str | None = None
     recoverable: tuple[int, int] | None = None
 
 
@@ -157,7 +160,8 @@ def classify_line(body: bytes) -> SlowLine:
             result.records.append(SplitRecord(value, start, end))
         else:
             result.damaged = (start, end)
-            result.damaged_reason = f"a JSON {_json_kind(value)}, not an object"
+            result.json_kind = _json_kind(value)
+            result.damaged_reason = f"a JSON {result.json_kind}, not an object"
         return result
     _split_glued(content, start, result)
     return result

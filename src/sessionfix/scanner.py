@@ -244,6 +244,7 @@ class _Pass:
                     span=outcome.damaged,
                     recoverable=outcome.recoverable,
                     truncated=outcome.damaged_truncated,
+                    json_kind=outcome.json_kind,
                 )
             )
         return has_content

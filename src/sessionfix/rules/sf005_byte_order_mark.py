@@ -14,8 +14,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         if finding.issue is not LineIssue.BOM:
             continue
         consequence = (
-            "JSON.parse rejects the line, so the header is skipped and the file reads as "
-            "header-less"
+            "pi opens the file (it trims the text first), but `pi --continue` never picks "
+            "it and other JSON-lines readers reject the first line"
             if finding.row == 1
             else "JSON.parse rejects the line and readers skip it"
         )

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from sessionfix import jsonutil
 from sessionfix.analysis import damaged_header_row
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.formats import has_record_shape
+from sessionfix.formats import Format, has_record_shape
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, unsafe
+from sessionfix.rules.base import ALL_FORMATS, PI_FORMATS, Rule, RuleContext, delete, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -29,6 +29,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         else:
             if finding.truncated:
                 message = "line holds a record cut off mid-write; readers skip it"
+            elif finding.json_kind is not None:
+                message = (
+                    f"line is a JSON {finding.json_kind}, not an object; "
+                    f"{_kept_value_consequence(ctx.format, finding.json_kind)}"
+                )
             else:
                 message = f"line is not a JSON object ({reason}); readers skip it"
             fix = unsafe("drop the line", delete(finding.row))
@@ -43,6 +48,19 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.diagnostic(
             RULE, finding.row, message, span=(finding.offset, finding.length), fix=fix
         )
+
+
+def _kept_value_consequence(fmt: Format, kind: str) -> str:
+    """What happens to a line of valid JSON that is not an object: `JSON.parse` accepts
+    it, so pi keeps it as an entry (checked against pi's own loader)."""
+    if fmt not in PI_FORMATS:
+        return "readers expect a record here"
+    if kind == "null":
+        return "pi cannot open the session (it reads the type of every entry and throws)"
+    return (
+        "pi keeps it as an entry with no type or id; as the last line it leaves pi "
+        "no leaf and an empty context"
+    )
 
 
 def _recoverable(
