@@ -2,8 +2,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+PI_CACHE := .cache/pi
+PI_STAMP := $(PI_CACHE)/.installed
 
-.PHONY: install demo test lint typecheck unit bench docs clean
+.PHONY: install pi demo test lint typecheck unit bench docs clean
 
 install: $(STAMP)
 
@@ -12,6 +14,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# pi's own session code (pinned in tests/pi), which the tests load sessions with.
+pi: $(PI_STAMP)
+
+$(PI_STAMP): tests/pi/package.json tests/pi/package-lock.json
+	mkdir -p $(PI_CACHE)
+	cp tests/pi/package.json tests/pi/package-lock.json $(PI_CACHE)/
+	cd $(PI_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(PI_STAMP)
 
 # Scan the example sessions; exit 1 (problems found) is the expected outcome here.
 demo: install
@@ -23,8 +34,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy --strict src
 
-unit: install
-	$(BIN)/pytest
+unit: install pi
+	SESSIONFIX_REQUIRE_PI=1 $(BIN)/pytest
 
 test: lint typecheck unit
 
@@ -35,4 +46,4 @@ docs: install
 	$(BIN)/sessionfix rule --all
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .bench
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .bench .cache

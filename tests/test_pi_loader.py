@@ -1,0 +1,82 @@
+"""Scan findings checked against the real agent: pi's own loader, run by Node.js on every
+pi and OpenClaw session the tests can see (fixtures, examples, the shared corpus)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionfix import Settings, check_file
+from sessionfix.reader import LineFinding, LineIssue
+from sessionfix.scanner import read_session
+
+from .conftest import CORPUS, FIXTURES, ROOT
+from .pi_loader import PiLoad, load_with_pi
+
+_LOST = {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.NUL}
+
+
+def _pi_sessions() -> list[Path]:
+    candidates = [
+        *sorted(FIXTURES.glob("*/input.jsonl")),
+        *sorted((ROOT / "examples" / "sessions").glob("*.jsonl")),
+        *sorted((CORPUS / "openclaw").glob("*.jsonl")),
+    ]
+    return [path for path in candidates if read_session(path).view.format in {"pi", "openclaw"}]
+
+
+SESSIONS = _pi_sessions()
+
+
+@pytest.fixture(scope="module")
+def pi_loads() -> dict[Path, PiLoad]:
+    return load_with_pi(SESSIONS)
+
+
+def _name(path: Path) -> str:
+    return str(path.relative_to(path.parents[1]))
+
+
+def _lost_to_json_parse(finding: LineFinding, first_row: int) -> bool:
+    """Whether a line-level finding means `JSON.parse` rejects the line. A BOM on the
+    file's first line is the exception: pi trims the file's text before splitting it."""
+    if finding.issue in _LOST:
+        return True
+    if finding.issue is LineIssue.BOM:
+        return finding.row != first_row
+    return finding.issue is LineIssue.UNPARSABLE and finding.json_kind is None
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=_name)
+def test_pi_loads_each_session_as_scan_predicts(path: Path, pi_loads: dict[Path, PiLoad]) -> None:
+    """pi drops exactly the lines scan finds unparsable; it hangs only on a parent cycle
+    (SF105: on its leaf's path, so not on every file with one) and throws only on a
+    `null` line (SF008)."""
+    loaded = pi_loads[path]
+    findings = read_session(path).lines.findings
+    codes = {d.code for d in check_file(path, Settings(quiescence=0.0))}
+    assert (loaded.error is not None) == any(f.json_kind == "null" for f in findings)
+    if loaded.hang:
+        assert "SF105" in codes
+    elif loaded.error is not None:
+        assert "SF008" in codes
+    else:
+        first_row = _first_content_row(path)
+        lost = sorted({f.row for f in findings if _lost_to_json_parse(f, first_row)})
+        assert list(loaded.skipped) == lost
+
+
+def _first_content_row(path: Path) -> int:
+    for row, line in enumerate(path.read_bytes().split(b"\n"), 1):
+        if line.strip():
+            return row
+    return 1
+
+
+def test_pi_loses_only_the_glued_records_of_a_v1_file(pi_loads: dict[Path, PiLoad]) -> None:
+    """pi migrates v1 by file order, so a dropped line costs its own records only."""
+    path = CORPUS / "openclaw" / "pi-mono__session.v1.glued-line.jsonl"
+    loaded = pi_loads[path]
+    assert loaded.skipped == (440,)
+    assert loaded.parsed == sum(1 for line in path.read_bytes().split(b"\n") if line.strip()) - 1
