@@ -6,19 +6,23 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.reader import BOM, LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import ALL_FORMATS, PI_FORMATS, Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for finding in ctx.lines.findings:
         if finding.issue is not LineIssue.BOM:
             continue
-        consequence = (
-            "pi opens the file (it trims the text first), but `pi --continue` never picks "
-            "it and other JSON-lines readers reject the first line"
-            if finding.row == 1
-            else "JSON.parse rejects the line and readers skip it"
-        )
+        if finding.row != 1:
+            consequence = "JSON.parse rejects the line and readers skip it"
+        elif ctx.format in PI_FORMATS:
+            consequence = (
+                "pi's loader trims it away, but the first line alone does not parse "
+                "(`pi --continue`, OpenClaw's session repair and other JSON-lines readers "
+                "reject it)"
+            )
+        else:
+            consequence = "JSON.parse rejects the line, so readers lose the first record"
         yield ctx.diagnostic(
             RULE,
             finding.row,
