@@ -10,6 +10,7 @@ import pytest
 from sessionfix import Settings, check_file
 from sessionfix.reader import LineFinding, LineIssue
 from sessionfix.scanner import read_session
+from sessionfix.view import Kind, SessionView
 
 from .conftest import CORPUS, FIXTURES, ROOT
 from .pi_loader import PiLoad, load_with_pi
@@ -80,3 +81,39 @@ def test_pi_loses_only_the_glued_records_of_a_v1_file(pi_loads: dict[Path, PiLoa
     loaded = pi_loads[path]
     assert loaded.skipped == (440,)
     assert loaded.parsed == sum(1 for line in path.read_bytes().split(b"\n") if line.strip()) - 1
+
+
+_MODEL_KINDS = {Kind.MESSAGE, Kind.CUSTOM_MESSAGE, Kind.BRANCH_SUMMARY}
+
+
+def _context_size(view: SessionView) -> int:
+    """How many messages the model sees, by the view's active path and window: a
+    compaction's summary, then the message-like entries from the window start on."""
+    path = [view.active_path[p] for p in range(len(view.active_path))]
+    boundary = view.boundary_position
+    if boundary is None:
+        return sum(view.kinds[index] in _MODEL_KINDS for index in path)
+    kept = path[view.window_start : boundary] + path[boundary + 1 :]
+    return 1 + sum(view.kinds[index] in _MODEL_KINDS for index in kept)
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=_name)
+def test_the_active_path_and_window_are_what_pi_sends_the_model(
+    path: Path, pi_loads: dict[Path, PiLoad]
+) -> None:
+    """Where pi reads every line, the view's context is pi's. (Where it drops lines, the
+    view holds the records the writer wrote, which is what a repair gives pi back.)"""
+    loaded = pi_loads[path]
+    scanned = read_session(path)
+    view = scanned.view
+    if loaded.hang or loaded.error or view.format != "pi" or loaded.skipped:
+        pytest.skip("a plain pi session that pi reads whole")
+    damaged_header = any(
+        f.row == 1 and f.issue is LineIssue.UNPARSABLE for f in scanned.lines.findings
+    )
+    if view.header is None or damaged_header:
+        codes = {d.code for d in check_file(path, Settings(quiescence=0.0))}
+        assert "SF101" in codes
+        assert loaded.messages == []
+    else:
+        assert _context_size(view) == len(loaded.messages)
