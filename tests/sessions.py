@@ -120,7 +120,7 @@ FILES = ["src/a.py", "src/b.py", "/home/user/proj/src/a.py", "docs/c.md"]
 TOOLS = ["bash", "read", "write", "edit"]
 DAMAGE = [
     *("glue", "blank", "empty", "indent", "crlf", "bom", "nul", "undefined", "garbage"),
-    *("same-id", "header"),
+    *("same-id", "header", "split"),
 ]
 ODD_ARGUMENTS: list[Any] = [{}, {"path": ""}, {"path": 7}, {"path": None}, "a.txt", None]
 """Arguments a file tool call can carry that name no usable path."""
@@ -209,7 +209,8 @@ def sessions(draw: st.DrawFn, corrupt: bool = True) -> bytes:
 
 @st.composite
 def damaged(draw: st.DrawFn, data: bytes) -> bytes:
-    """Line-level damage: glued, blank and indented lines, CRLF, BOM, NUL runs, a torn tail."""
+    """Line-level damage: glued, blank, indented and split lines, CRLF, BOM, NUL runs, a
+    torn tail."""
     lines = data.split(b"\n")[:-1]
     for _ in range(draw(st.integers(0, 3))):
         if len(lines) < 3:
@@ -249,6 +250,12 @@ def damaged(draw: st.DrawFn, data: bytes) -> bytes:
             lines.insert(at, b"undefined")
         elif kind == "garbage":
             lines.insert(at, b"{not json}")
+        elif kind == "split":
+            # One record across two lines, broken where JSON allows whitespace.
+            cut = lines[at].find(b'"message":')
+            if cut > 0:
+                cut += len(b'"message":')
+                lines[at : at + 1] = [lines[at][:cut], lines[at][cut:]]
     text = b"".join(line + b"\n" for line in lines)
     if draw(st.booleans()):
         text += b'{"type":"message","id":"ffffffff","parentId":"a00'

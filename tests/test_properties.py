@@ -173,3 +173,22 @@ def test_generated_sessions_are_valid_json_lines() -> None:
             json.loads(line)
 
     check()
+
+
+def test_a_record_split_over_two_lines_is_not_taken_for_a_clean_block(tmp_path: Path) -> None:
+    """A record broken over two lines and two records glued on another leave as many
+    records as lines: the block must still be read line by line."""
+    lines = [
+        b'{"type":"session","version":3,"id":"s1","timestamp":"t","cwd":"/p"}',
+        b'{"type":"message","id":"e1","parentId":null,"timestamp":"t","message":',
+        b'{"role":"user","content":"hi","timestamp":1}}',
+        b'{"type":"message","id":"e2","parentId":"e1","timestamp":"t","message":'
+        b'{"role":"assistant","content":"x","stopReason":"stop","timestamp":2}}'
+        b'{"type":"message","id":"e3","parentId":"e2","timestamp":"t","message":'
+        b'{"role":"user","content":"y","timestamp":3}}',
+        b'{"type":"message","id":"e4","parentId":"e3","timestamp":"t","message":'
+        b'{"role":"user","content":"z","timestamp":4}}',
+    ]
+    path = _write(tmp_path, b"\n".join(lines) + b"\n")
+    found = {(d["code"], d["location"]["row"]) for d in _diagnostics(path)}
+    assert {("SF008", 2), ("SF001", 4)} <= found

@@ -16,7 +16,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from operator import sub
+from itertools import repeat
+from operator import add, sub
 from pathlib import Path
 from typing import BinaryIO
 
@@ -172,15 +173,16 @@ class _Pass:
             done += 1
         adapter = self.adapter
         rest = count - done
-        if adapter is not None and rest > 1 and _all_objects(raw, starts, done, count):
+        if adapter is not None and rest > 1 and _all_objects(raw, starts, sizes, done, count):
             first = starts[done]
             last = starts[count - 1] + lengths[-1]
             try:
                 records = adapter.decode_lines(memoryview(raw)[first:last])
             except FAST_PATH_MISSES:
                 records = None
-            # decode_lines also splits glued records: one record per line (every line
-            # starting with "{", so none is blank) proves a clean block.
+            # decode_lines takes newlines for whitespace: as many records as lines, and
+            # every line a "{" ... "}" (after which JSON never continues with "{"), prove
+            # one record per line, none glued and none spanning two lines.
             if records is not None and len(records) == rest:
 
                 def line(k: int) -> bytes:
@@ -266,9 +268,15 @@ def _line_starts(raw: bytes, limit: int, terminated: bool, begin: int = 0) -> li
     return starts
 
 
-def _all_objects(raw: bytes, starts: list[int], first: int, stop: int) -> bool:
-    """Whether lines first..stop-1 all start with "{" (so none is blank or whitespace)."""
-    return bytes(map(raw.__getitem__, starts[first:stop])).count(b"{") == stop - first
+def _all_objects(raw: bytes, starts: list[int], sizes: list[int], first: int, stop: int) -> bool:
+    """Whether lines first..stop-1 all start with "{" and end with "}" (so none is blank
+    and no JSON value can run on from one line into the next)."""
+    heads = bytes(map(raw.__getitem__, starts[first:stop]))
+    if heads.count(b"{") != stop - first:
+        return False
+    ends = map(add, starts[first:stop], sizes[first:stop])
+    tails = bytes(map(raw.__getitem__, map(sub, ends, repeat(1))))
+    return tails.count(b"}") == stop - first
 
 
 def _column(body: bytes, start: int) -> int:
