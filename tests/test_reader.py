@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sessionfix import read_session
+from sessionfix import jsonutil, read_session
 from sessionfix.errors import InputError
-from sessionfix.reader import LineIssue, NulPlacement, classify_line
+from sessionfix.reader import RECOVERY_BUDGET, LineIssue, NulPlacement, classify_line
 
 HEADER = (
     b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}'
@@ -126,3 +126,30 @@ def test_a_fifo_is_refused(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(InputError, match="not a regular file"):
         read_session(fifo)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # A long torn record full of nested objects: every `{"` parses to the end and fails.
+        b'{"type":"message","message":{"content":[' + b",".join([b'{"type":"t"}'] * 3000),
+        # Nesting deeper than any parser allows.
+        b'{"a":' * 3000 + b"1" + b"}" * 3000,
+    ],
+    ids=["torn-nested", "too-deep"],
+)
+def test_recovering_a_record_from_damage_parses_a_bounded_amount(
+    body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[int] = []
+    real_loads = jsonutil.loads
+
+    def counting_loads(data: bytes) -> object:
+        parsed.append(len(data))
+        return real_loads(data)
+
+    monkeypatch.setattr(jsonutil, "loads", counting_loads)
+    outcome = classify_line(body)
+    assert outcome.damaged is not None
+    assert outcome.recoverable is None
+    assert sum(parsed) <= (RECOVERY_BUDGET + 2) * len(body)

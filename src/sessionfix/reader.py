@@ -15,7 +15,7 @@ import stat
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 import orjson
 
@@ -210,14 +210,24 @@ def _split_glued(content: bytes, base: int, result: SlowLine) -> None:
         result.findings.append((LineIssue.GLUED, {}))
 
 
+RECOVERY_BUDGET: Final = 4
+"""How many times the damaged bytes' length the search for a complete record may parse."""
+
+
 def _recoverable_tail(tail: bytes) -> tuple[int, int] | None:
-    """A complete object that ends the damaged bytes: a partial line followed by a full one."""
+    """A complete object that ends the damaged bytes: a partial line followed by a full one.
+
+    Each `{"` is tried in turn; the search gives up once it has parsed a few times the
+    line's length, so that a long torn record full of nested objects stays linear.
+    """
     end = len(tail.rstrip())
+    budget = RECOVERY_BUDGET * end
     pos = tail.find(b'{"', 1)
-    while pos != -1:
+    while pos != -1 and budget > 0:
+        budget -= end - pos
         try:
             value = jsonutil.loads(tail[pos:end])
-        except ValueError:
+        except (ValueError, RecursionError):
             pos = tail.find(b'{"', pos + 1)
             continue
         if isinstance(value, dict):
