@@ -213,6 +213,51 @@ def test_permission_denied_is_one_line(tmp_path: Path, monkeypatch: pytest.Monke
     assert result.stderr.strip() == f"sessionfix: error: {locked}: permission denied"
 
 
+def test_a_directory_that_cannot_be_listed_is_one_line(
+    sessions_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_scandir = os.scandir
+    nested = sessions_dir / "nested"
+
+    def deny(path: object) -> object:
+        if str(path) == str(nested):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", deny)
+    result = run("scan", "--output-format", "concise", "--no-progress", sessions_dir)
+    assert result.exit_code == 2
+    assert f"sessionfix: error: {nested}: permission denied" in result.stderr
+    assert "glued.jsonl" in result.stdout
+
+
+def test_a_path_whose_type_cannot_be_read_is_not_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On Python 3.11 `Path.is_dir` raises for EACCES instead of answering False."""
+    target = tmp_path / "glued.jsonl"
+    shutil.copy(GLUED, target)
+
+    def refuse(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "is_dir", refuse)
+    for command in ("check", "scan"):
+        result = run(command, "--output-format", "concise", "--no-progress", target)
+        assert result.exit_code == 1, result.stderr
+        assert "internal error" not in result.stderr
+        assert ": SF001 " in result.stdout
+
+
+def test_readability_is_left_to_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No usage box from the argument parser's own access check: an unreadable file is
+    one line from the reader (see test_permission_denied_is_one_line)."""
+    monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)
+    result = run("check", "--output-format", "concise", GLUED)
+    assert result.exit_code == 1
+    assert ": SF001 " in result.stdout
+
+
 def test_session_text_is_escaped_before_printing(tmp_path: Path) -> None:
     """Paths, ids and excerpts come from the session: terminal escapes must not survive."""
     hostile = tmp_path / "hostile.jsonl"

@@ -22,7 +22,7 @@ import typer
 
 from sessionfix import render
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
-from sessionfix.discovery import discover
+from sessionfix.discovery import discover, is_directory
 from sessionfix.engine import FileReport, check_paths
 from sessionfix.errors import SessionfixError, UsageError
 from sessionfix.formats import Format
@@ -395,11 +395,11 @@ def _run_check(
         found = discover(paths)
         files = found.files
         skipped = len(found.skipped)
-        errors.extend(f"{path}: no such file or directory" for path in found.missing)
+        errors.extend(f"{path}: {reason}" for path, reason in found.unreadable)
     else:
         files = []
         for path in paths:
-            if path.is_dir():
+            if is_directory(path):
                 errors.append(f"{path}: is a directory (use `sessionfix scan` for directories)")
             else:
                 files.append(path)
@@ -439,7 +439,8 @@ def _run_check(
 @app.command()
 def scan(
     paths: Annotated[
-        list[Path], typer.Argument(help="Session files or directories to search for *.jsonl.")
+        list[Path],
+        typer.Argument(help="Session files or directories to search for *.jsonl.", readable=False),
     ],
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
@@ -469,7 +470,7 @@ def scan(
 
 @app.command()
 def check(
-    files: Annotated[list[Path], typer.Argument(help="Session files to check.")],
+    files: Annotated[list[Path], typer.Argument(help="Session files to check.", readable=False)],
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
     ignore: IgnoreOpt = None,

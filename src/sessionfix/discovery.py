@@ -37,7 +37,21 @@ class Discovery:
     files: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
     """Sibling artefacts that look like sessions but are not."""
-    missing: list[Path] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    """Paths that could not be looked into, with the reason."""
+
+
+def is_directory(path: Path) -> bool:
+    """`Path.is_dir`, except that a path it cannot look at (EACCES...) counts as a file,
+    whose opening then reports why."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _reason(error: OSError) -> str:
+    return (error.strerror or str(error)).lower()
 
 
 def discover(paths: Iterable[Path]) -> Discovery:
@@ -48,17 +62,23 @@ def discover(paths: Iterable[Path]) -> Discovery:
     found = Discovery()
     seen: set[Path] = set()
     for root in paths:
-        if root.is_dir():
+        if is_directory(root):
             for path in _walk(root, found):
                 if path not in seen:
                     seen.add(path)
                     found.files.append(path)
-        elif root.exists() or root.is_symlink():
-            if root not in seen:
-                seen.add(root)
-                found.files.append(root)
-        else:
-            found.missing.append(root)
+            continue
+        try:
+            os.lstat(root)
+        except FileNotFoundError:
+            found.unreadable.append((root, "no such file or directory"))
+            continue
+        except OSError as exc:
+            found.unreadable.append((root, _reason(exc)))
+            continue
+        if root not in seen:
+            seen.add(root)
+            found.files.append(root)
     return found
 
 
@@ -69,8 +89,8 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
         directory = stack.pop()
         try:
             entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
-        except OSError:
-            found.missing.append(directory)
+        except OSError as exc:
+            found.unreadable.append((directory, _reason(exc)))
             continue
         subdirectories = []
         for entry in entries:
