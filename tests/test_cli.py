@@ -356,3 +356,22 @@ def test_console_entry_point_flushes_before_exiting() -> None:
     assert result.returncode == 1
     assert [d["code"] for d in json.loads(result.stdout)] == ["SF001"]
     assert result.stderr.decode().startswith("Scanned 1 file")
+
+
+@pytest.mark.parametrize("output_format", ["full", "concise", "json", "json-lines", "github"])
+def test_a_reader_that_stops_reading_does_not_change_the_exit_code(output_format: str) -> None:
+    """`sessionfix check f | head -1`: the report is cut short; the exit code still says
+    what was found (info only here: 0), and nothing is printed about the pipe."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sessionfix", "check", "--output-format", output_format, INFO_ONLY],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **ENV},
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 0, stderr
+    assert b"Traceback" not in stderr
+    assert b"error" not in stderr

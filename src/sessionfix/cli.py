@@ -302,6 +302,27 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[int], None] | Non
 def _write_report(
     diagnostics: list[Diagnostic], presentation: Presentation, settings: Settings, unreadable: int
 ) -> None:
+    """Print the report. A reader that stops reading (`| head`) ends the printing, not
+    the run: the exit code still says what was found."""
+    try:
+        _print_report(diagnostics, presentation, settings, unreadable)
+    except BrokenPipeError:
+        if presentation.output_file is not None:
+            raise
+        _discard_stdout()
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that nothing left in its buffers fails again."""
+    with suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _print_report(
+    diagnostics: list[Diagnostic], presentation: Presentation, settings: Settings, unreadable: int
+) -> None:
     fmt = presentation.output_format
     with _output(presentation.output_file) as out:
         if presentation.statistics:
@@ -334,8 +355,13 @@ def _write_human(
 
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """rich would exit with status 1 ("problems found"); let the caller decide."""
+            raise BrokenPipeError
+
     text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=True)
-    console = Console(
+    console = _Console(
         file=text,
         highlight=False,
         soft_wrap=True,
@@ -352,7 +378,8 @@ def _write_human(
             footer = render.footer(diagnostics, settings.unsafe_fixes, unreadable)
             console.print(footer, soft_wrap=True)
     finally:
-        text.flush()
+        with suppress(OSError, ValueError):
+            text.flush()
         text.detach()
 
 
