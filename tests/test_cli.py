@@ -375,3 +375,12 @@ def test_a_reader_that_stops_reading_does_not_change_the_exit_code(output_format
     assert process.wait(timeout=60) == 0, stderr
     assert b"Traceback" not in stderr
     assert b"error" not in stderr
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_quiescence_must_be_a_finite_number_of_seconds(value: str) -> None:
+    result = run("check", "--quiescence", value, GLUED)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        "sessionfix: error: --quiescence must be a number of seconds, 0 or more"
+    )

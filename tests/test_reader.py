@@ -153,3 +153,15 @@ def test_recovering_a_record_from_damage_parses_a_bounded_amount(
     assert outcome.damaged is not None
     assert outcome.recoverable is None
     assert sum(parsed) <= (RECOVERY_BUDGET + 2) * len(body)
+
+
+def test_invalid_utf8_outside_a_string_is_named_as_such() -> None:
+    outcome = classify_line(b"\xff\xfe\x80")
+    assert outcome.damaged_reason == "invalid UTF-8 at byte 1"
+
+
+def test_invalid_utf8_inside_a_string_keeps_the_record() -> None:
+    """As pi does: Node decodes the bytes to U+FFFD and JSON.parse accepts the line."""
+    outcome = classify_line(b'{"type":"message","text":"\xff\xfe"}')
+    assert outcome.damaged is None
+    assert len(outcome.records) == 1

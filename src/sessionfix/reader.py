@@ -106,6 +106,10 @@ def _parse_error(data: bytes) -> tuple[str, bool]:
     if jsonutil.is_truncated_object(text):
         return "truncated: the record stops mid-value", True
     try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start + 1}", False
+    try:
         orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         return _short_reason(exc.msg, exc.pos, text), False

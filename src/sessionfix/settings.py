@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -53,8 +54,8 @@ class Settings:
                 )
         if self.protect_last_turns < 0:
             raise UsageError("--protect-last-turns must be 0 or more")
-        if self.quiescence < 0:
-            raise UsageError("--quiescence must be 0 or more")
+        if not math.isfinite(self.quiescence) or self.quiescence < 0:
+            raise UsageError("--quiescence must be a number of seconds, 0 or more")
         if self.jobs is not None and self.jobs < 1:
             raise UsageError("--jobs must be 1 or more")
         if self.max_record_size <= 0:

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Final
 
 from sessionfix.analysis import describe, records_on_row
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.reader import LineIssue
 from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+
+LISTED: Final = 4
+"""Record kinds named in a message before the rest are counted."""
+
+
+def _listing(names: list[str]) -> str:
+    if len(names) <= LISTED + 1:
+        return ", ".join(names)
+    return ", ".join(names[:LISTED]) + f" and {len(names) - LISTED} more"
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -16,7 +26,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         if finding.issue is not LineIssue.GLUED:
             continue
         spans = list(finding.records)
-        names = ", ".join(describe(ctx, index) for index in records_on_row(ctx, finding.row))
+        names = _listing([describe(ctx, index) for index in records_on_row(ctx, finding.row)])
         damaged = next(
             (
                 f
