@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sessionfix import RULES
+from sessionfix import RULES, check_file
 from sessionfix.cli import app, main
 
 from .conftest import FIXTURES
@@ -384,3 +386,15 @@ def test_quiescence_must_be_a_finite_number_of_seconds(value: str) -> None:
     assert result.stderr.strip() == (
         "sessionfix: error: --quiescence must be a number of seconds, 0 or more"
     )
+
+
+def test_colour_is_plain_sgr_around_our_text_never_session_text() -> None:
+    from sessionfix import render
+
+    found = check_file(INFO_ONLY)
+    plain, coloured = io.StringIO(), io.StringIO()
+    render.render_human(found, plain, color=False, concise=False, unsafe_fixes=False)
+    render.render_human(found, coloured, color=True, concise=False, unsafe_fixes=False)
+    assert "\x1b" not in plain.getvalue()
+    assert "\x1b[36mSF301\x1b[0m" in coloured.getvalue()
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured.getvalue()) == plain.getvalue()

@@ -353,34 +353,31 @@ def _write_human(
 ) -> None:
     import io
 
-    from rich.console import Console
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            """rich would exit with status 1 ("problems found"); let the caller decide."""
-            raise BrokenPipeError
-
-    text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=True)
-    console = _Console(
-        file=text,
-        highlight=False,
-        soft_wrap=True,
-        force_terminal=None if presentation.output_file is None else False,
-    )
+    text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=False)
     try:
         render.render_human(
             diagnostics,
-            console,
+            text,
+            color=_wants_color(text, presentation),
             concise=presentation.output_format is OutputFormat.CONCISE,
             unsafe_fixes=settings.unsafe_fixes,
         )
         if not presentation.quiet:
-            footer = render.footer(diagnostics, settings.unsafe_fixes, unreadable)
-            console.print(footer, soft_wrap=True)
+            text.write(render.footer(diagnostics, settings.unsafe_fixes, unreadable) + "\n")
     finally:
         with suppress(OSError, ValueError):
             text.flush()
         text.detach()
+
+
+def _wants_color(stream: IO[str], presentation: Presentation) -> bool:
+    """Colour only on a terminal that supports it, and never under NO_COLOR (rich decides)."""
+    if presentation.output_file is not None or not stream.isatty():
+        return False
+    from rich.console import Console
+
+    console = Console(file=stream)
+    return console.is_terminal and not console.no_color and console.color_system is not None
 
 
 def _exit_code(

@@ -10,9 +10,9 @@ from __future__ import annotations
 import enum
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Final
 
 import orjson
 
@@ -20,10 +20,6 @@ from sessionfix import __version__
 from sessionfix.diagnostics import Applicability, Diagnostic, Severity
 from sessionfix.reader import RecordSource
 from sessionfix.rules import RULES, get_rule
-
-if TYPE_CHECKING:
-    from rich.console import Console
-    from rich.text import Text
 
 EXCERPT_CHARS = 160
 INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
@@ -92,59 +88,87 @@ def _fix_marker(diagnostic: Diagnostic, unsafe_fixes: bool) -> str:
     return ""
 
 
-_SEVERITY_STYLE = {
+_SGR: Final = {
+    "bold": "1",
+    "dim": "2",
+    "cyan": "36",
+    "yellow": "33",
+    "bold red": "1;31",
+}
+_SEVERITY_STYLE: Final = {
     Severity.ERROR: "bold red",
     Severity.WARNING: "yellow",
     Severity.INFO: "cyan",
 }
+_PRINT_BATCH: Final = 256
+"""Diagnostics rendered per write."""
 
 
-def _header_line(diagnostic: Diagnostic, unsafe_fixes: bool) -> Text:
-    from rich.text import Text
-
-    line = Text()
-    line.append(escape(diagnostic.filename), style="bold")
-    line.append(f":{diagnostic.row}:{diagnostic.column}: ", style="dim")
-    line.append(diagnostic.code, style=_SEVERITY_STYLE[diagnostic.severity])
-    line.append(" ")
-    marker = _fix_marker(diagnostic, unsafe_fixes)
-    if marker:
-        line.append(marker, style="cyan")
-    line.append(escape(diagnostic.message))
-    return line
+def _painter(color: bool) -> Callable[[str, str], str]:
+    if not color:
+        return lambda text, style: text
+    return lambda text, style: f"\x1b[{_SGR[style]}m{text}\x1b[0m"
 
 
 def render_human(
     diagnostics: Sequence[Diagnostic],
-    console: Console,
+    out: IO[str],
     *,
+    color: bool,
     concise: bool,
     unsafe_fixes: bool,
 ) -> None:
-    from rich.text import Text
+    """ruff-style text: a located first line per diagnostic and, unless `concise`, an
+    excerpt of the record, its severity, name and entry, and the fix it proposes.
+    Session text is escaped; styles are plain SGR codes, only when `color`."""
+    paint = _painter(color)
+    lines: list[str] = []
+    for number, diagnostic in enumerate(diagnostics, 1):
+        lines.append(_header_line(diagnostic, unsafe_fixes, paint))
+        if not concise:
+            lines.extend(_details(diagnostic, paint))
+        if number % _PRINT_BATCH == 0 or number == len(diagnostics):
+            lines.append("")
+            out.write("\n".join(lines))
+            lines = []
 
-    for diagnostic in diagnostics:
-        console.print(_header_line(diagnostic, unsafe_fixes), soft_wrap=True)
-        if concise:
-            continue
-        gutter = " " * len(str(diagnostic.row))
-        excerpt = _excerpt(diagnostic)
-        if excerpt is not None:
-            line = Text(f" {diagnostic.row} | ", style="dim")
-            line.append(excerpt)
-            console.print(line, soft_wrap=True)
-        notes = [diagnostic.severity.label, diagnostic.name]
-        if diagnostic.entry_id is not None:
-            notes.append(f"entry {escape(diagnostic.entry_id)}")
-        note = Text(f" {gutter} = ", style="dim")
-        note.append(" · ".join(notes), style="dim")
-        console.print(note, soft_wrap=True)
-        if diagnostic.fix is not None:
-            fix = Text(f" {gutter} = ", style="dim")
-            fix.append(f"fix ({diagnostic.fix.applicability.value}): ", style="cyan")
-            fix.append(escape(diagnostic.fix.message))
-            console.print(fix, soft_wrap=True)
-        console.print()
+
+def _header_line(
+    diagnostic: Diagnostic, unsafe_fixes: bool, paint: Callable[[str, str], str]
+) -> str:
+    marker = _fix_marker(diagnostic, unsafe_fixes)
+    return "".join(
+        (
+            paint(escape(diagnostic.filename), "bold"),
+            paint(f":{diagnostic.row}:{diagnostic.column}: ", "dim"),
+            paint(diagnostic.code, _SEVERITY_STYLE[diagnostic.severity]),
+            " ",
+            paint(marker, "cyan") if marker else "",
+            escape(diagnostic.message),
+        )
+    )
+
+
+def _details(diagnostic: Diagnostic, paint: Callable[[str, str], str]) -> list[str]:
+    """The excerpt, the notes and the fix under a diagnostic's first line, then a blank line."""
+    details: list[str] = []
+    gutter = " " * len(str(diagnostic.row))
+    excerpt = _excerpt(diagnostic)
+    if excerpt is not None:
+        details.append(paint(f" {diagnostic.row} | ", "dim") + excerpt)
+    notes = [diagnostic.severity.label, diagnostic.name]
+    if diagnostic.entry_id is not None:
+        notes.append(f"entry {escape(diagnostic.entry_id)}")
+    details.append(paint(f" {gutter} = ", "dim") + paint(" · ".join(notes), "dim"))
+    if diagnostic.fix is not None:
+        fix = diagnostic.fix
+        details.append(
+            paint(f" {gutter} = ", "dim")
+            + paint(f"fix ({fix.applicability.value}): ", "cyan")
+            + escape(fix.message)
+        )
+    details.append("")
+    return details
 
 
 def footer(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool, unreadable: int = 0) -> str:
