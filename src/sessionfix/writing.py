@@ -1,0 +1,182 @@
+"""Replacing a session file safely (cli-and-safety.md §8.2).
+
+The new content goes to a temp file beside the target (never named `*.jsonl`), is
+flushed to disk with the target's mode and, best effort, its owner; the file is checked
+for changes made since it was read; the original is kept as a hard-linked backup; then
+one `os.replace` swaps the new file in, and the directory is synced so that the rename
+survives a crash. At every moment the path holds either the original or the new bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sessionfix.errors import SessionfixError
+
+TEMP_MARK = ".sessionfix-tmp-"
+BACKUP_MARK = ".sessionfix-bak-"
+
+
+class WriteRefused(SessionfixError):
+    """The file may not be rewritten (a link, not a regular file, changed meanwhile...)."""
+
+
+class FileChanged(WriteRefused):
+    """The file changed after it was read: nothing was written."""
+
+    def __init__(self, message: str, *, grew: bool) -> None:
+        super().__init__(message)
+        self.grew = grew
+        """Same inode, larger: possibly only appended to. A caller that checks the bytes it
+        read are still the file's first bytes may repair the grown file again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a file was when it was read, to keep and to compare against before replacing."""
+
+    path: Path
+    mode: int
+    uid: int
+    gid: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    def matches(self, st: os.stat_result) -> bool:
+        return (st.st_ino, st.st_size, st.st_mtime_ns) == (self.inode, self.size, self.mtime_ns)
+
+
+def snapshot(
+    path: Path, *, follow_symlinks: bool = False, allow_hard_links: bool = False
+) -> Snapshot:
+    """Check that `path` may be rewritten in place and record its state (steps 1-2).
+
+    Symbolic links are refused unless followed (the rename would replace the link
+    itself); so are files with other hard links (the other names would keep the old
+    content) unless allowed, and anything that is not a regular file.
+    """
+    if path.is_symlink() and not follow_symlinks:
+        raise WriteRefused(f"{path}: is a symbolic link (refusing to replace it)")
+    resolved = Path(os.path.realpath(path))
+    try:
+        st = os.stat(resolved)
+    except OSError as exc:
+        raise WriteRefused(f"{path}: {(exc.strerror or str(exc)).lower()}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise WriteRefused(f"{path}: not a regular file")
+    if st.st_nlink > 1 and not allow_hard_links:
+        raise WriteRefused(
+            f"{path}: has {st.st_nlink - 1} other hard link(s); a rewrite would split them"
+        )
+    return Snapshot(
+        resolved,
+        stat.S_IMODE(st.st_mode),
+        st.st_uid,
+        st.st_gid,
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+    )
+
+
+def replace_file(
+    original: Snapshot,
+    chunks: Iterable[bytes],
+    *,
+    backup: bool = True,
+    now: datetime | None = None,
+) -> Path | None:
+    """Replace the file `original` was taken of with `chunks`; return the backup's path.
+
+    Raises `FileChanged` (nothing written) when the file is not what the snapshot saw.
+    Any failure leaves the original in place and no temp file behind.
+    """
+    target = original.path
+    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
+    backup_path: Path | None = None
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, original.mode)
+        _chown_best_effort(temp, original.uid, original.gid)
+        _check_unchanged(original)
+        if backup:
+            backup_path = _link_backup(target, now or datetime.now(UTC))
+        os.replace(temp, target)
+    except BaseException:
+        with suppress(OSError):
+            temp.unlink()
+        if backup_path is not None:
+            with suppress(OSError):
+                backup_path.unlink()
+        raise
+    _sync_directory(target.parent)
+    return backup_path
+
+
+def _check_unchanged(original: Snapshot) -> None:
+    """Step 8: the file must still be the one that was read."""
+    try:
+        st = os.stat(original.path)
+    except OSError as exc:
+        raise FileChanged(
+            f"{original.path}: gone while being repaired ({exc.strerror})", grew=False
+        ) from None
+    if original.matches(st):
+        return
+    grew = st.st_ino == original.inode and st.st_size > original.size
+    what = "grew" if grew else "changed"
+    raise FileChanged(f"{original.path}: {what} while being repaired; left untouched", grew=grew)
+
+
+def backup_name(target: Path, when: datetime) -> str:
+    stamp = when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{target.name}{BACKUP_MARK}{stamp}"
+
+
+def _link_backup(target: Path, when: datetime) -> Path:
+    """Step 9: a hard link to the original inode, `-N` added when the name is taken."""
+    base = backup_name(target, when)
+    for attempt in range(1000):
+        candidate = target.with_name(base if attempt == 0 else f"{base}-{attempt}")
+        try:
+            os.link(target, candidate)
+        except FileExistsError:
+            continue
+        return candidate
+    raise WriteRefused(f"{target}: too many backups named {base}")
+
+
+def _chown_best_effort(path: Path, uid: int, gid: int) -> None:
+    """Step 7: keep the owner where allowed, else at least the group; never fail on it."""
+    for owner in ((uid, gid), (-1, gid)):
+        try:
+            os.chown(path, *owner)
+        except OSError:
+            continue
+        return
+
+
+def _sync_directory(directory: Path) -> None:
+    """Step 11: make the rename durable (not possible on every platform)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,123 @@
+"""Replacing a session file: atomic, mode kept, backup byte-identical, nothing left over."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sessionfix.discovery import discover
+from sessionfix.writing import (
+    FileChanged,
+    WriteRefused,
+    backup_name,
+    replace_file,
+    snapshot,
+)
+
+ORIGINAL = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}\n'
+REPAIRED = ORIGINAL + b'{"type":"label","id":"a","parentId":null,"targetId":"s","label":"x"}\n'
+WHEN = datetime(2026, 11, 22, 6, 30, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    path = tmp_path / "abc.jsonl"
+    path.write_bytes(ORIGINAL)
+    path.chmod(0o640)
+    return path
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".sessionfix-tmp-" in p.name)
+
+
+def test_replaces_content_keeps_mode_and_links_a_byte_identical_backup(session: Path) -> None:
+    before = os.stat(session)
+    backup = replace_file(snapshot(session), [REPAIRED[:10], REPAIRED[10:]], now=WHEN)
+    assert session.read_bytes() == REPAIRED
+    assert stat.S_IMODE(os.stat(session).st_mode) == 0o640
+    assert backup == session.with_name("abc.jsonl.sessionfix-bak-20261122T063005Z")
+    assert backup.read_bytes() == ORIGINAL
+    assert os.stat(backup).st_ino == before.st_ino
+    assert _leftovers(session.parent) == []
+    # Neither the backup nor a temp file is ever taken for a session.
+    assert discover([session.parent]).files == [session]
+
+
+def test_a_taken_backup_name_gets_a_number(session: Path) -> None:
+    session.with_name(backup_name(session, WHEN)).write_bytes(b"older backup")
+    backup = replace_file(snapshot(session), [REPAIRED], now=WHEN)
+    assert backup is not None
+    assert backup.name.endswith("T063005Z-1")
+    assert backup.read_bytes() == ORIGINAL
+
+
+def test_no_backup_when_asked(session: Path) -> None:
+    assert replace_file(snapshot(session), [REPAIRED], backup=False) is None
+    assert sorted(p.name for p in session.parent.iterdir()) == ["abc.jsonl"]
+
+
+@pytest.mark.parametrize("change", ["append", "rewrite", "delete"])
+def test_a_file_changed_after_reading_is_left_alone(session: Path, change: str) -> None:
+    taken = snapshot(session)
+    if change == "append":
+        with session.open("ab") as handle:
+            handle.write(b'{"type":"label"}\n')
+    elif change == "rewrite":
+        replacement = session.with_name("other")
+        replacement.write_bytes(ORIGINAL)
+        os.replace(replacement, session)
+    else:
+        session.unlink()
+    before = session.read_bytes() if session.exists() else None
+    with pytest.raises(FileChanged) as caught:
+        replace_file(taken, [REPAIRED], now=WHEN)
+    assert caught.value.grew == (change == "append")
+    assert (session.read_bytes() if session.exists() else None) == before
+    assert sorted(p.name for p in session.parent.iterdir() if "sessionfix" in p.name) == []
+
+
+def test_a_failure_while_writing_leaves_the_original_and_no_temp_file(session: Path) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield REPAIRED[:20]
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        replace_file(snapshot(session), chunks(), now=WHEN)
+    assert session.read_bytes() == ORIGINAL
+    assert sorted(p.name for p in session.parent.iterdir()) == ["abc.jsonl"]
+
+
+def test_links_and_special_files_are_refused(session: Path, tmp_path: Path) -> None:
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(session)
+    with pytest.raises(WriteRefused, match="symbolic link"):
+        snapshot(link)
+    assert snapshot(link, follow_symlinks=True).path == session.resolve()
+    hard = tmp_path / "hard.jsonl"
+    os.link(session, hard)
+    with pytest.raises(WriteRefused, match="1 other hard link"):
+        snapshot(session)
+    assert snapshot(session, allow_hard_links=True).path == session.resolve()
+    with pytest.raises(WriteRefused, match="not a regular file"):
+        snapshot(tmp_path)
+    with pytest.raises(WriteRefused, match="no such file"):
+        snapshot(tmp_path / "missing.jsonl")
+
+
+def test_a_failed_rename_removes_the_backup_and_the_temp_file(
+    session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(source: object, target: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(PermissionError):
+        replace_file(snapshot(session), [REPAIRED], now=WHEN)
+    assert session.read_bytes() == ORIGINAL
+    assert sorted(p.name for p in session.parent.iterdir()) == ["abc.jsonl"]
