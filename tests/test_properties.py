@@ -192,3 +192,28 @@ def test_a_record_split_over_two_lines_is_not_taken_for_a_clean_block(tmp_path: 
     path = _write(tmp_path, b"\n".join(lines) + b"\n")
     found = {(d["code"], d["location"]["row"]) for d in _diagnostics(path)}
     assert {("SF008", 2), ("SF001", 4)} <= found
+
+
+@pytest.mark.parametrize("spelling", ["\x00missing", "\x00no-id", "\x00None"])
+def test_ids_spelled_like_internal_markers_are_ordinary_ids(tmp_path: Path, spelling: str) -> None:
+    """An id that spells an internal marker must not link an entry without a parentId
+    to it, as pi does not: that entry is a root of its own."""
+    records: list[dict[str, Any]] = [
+        {"type": "session", "version": 3, "id": "s", "timestamp": "t", "cwd": "/w"},
+        {
+            "type": "message",
+            "id": spelling,
+            "parentId": None,
+            "timestamp": "t",
+            "message": {"role": "user", "content": "a", "timestamp": 1},
+        },
+        {
+            "type": "message",
+            "id": "e2",
+            "timestamp": "t",
+            "message": {"role": "user", "content": "b", "timestamp": 2},
+        },
+    ]
+    text = "".join(json.dumps(record, separators=(",", ":")) + "\n" for record in records)
+    view = read_session(_write(tmp_path, text.encode())).view
+    assert list(view.active_path) == [2]

@@ -144,9 +144,10 @@ DANGLING: Final = -2
 
 NULL_KEY: Final = hash(None)
 """Parent key of an entry whose `parentId` is null (a root)."""
-NO_ID_KEY: Final = hash("\x00no-id")
-"""Id key of a record without a usable id."""
-MISSING_KEY: Final = hash(MISSING)
+NO_ID_KEY: Final = hash(("no usable id",))
+"""Id key of a record without a usable id. Sentinel keys hash tuples, not strings, so
+that no id a file spells can have the same key (string hashes are salted per run)."""
+MISSING_KEY: Final = hash(("no parentId field",))
 """Parent key of an entry without a `parentId` field."""
 
 

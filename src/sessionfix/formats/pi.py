@@ -631,7 +631,7 @@ class PiAdapter:
         elif parent is None or type(parent) is str:
             parent_key = hash(parent)
         else:
-            parent_key = hash("\x00" + repr(parent))
+            parent_key = hash(("parentId", repr(parent)))
         if column != 1:
             view.columns[index] = column
         self._rows(row)
