@@ -12,12 +12,14 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, Final
 
 import orjson
 
 from sessionfix import __version__
 from sessionfix.diagnostics import Applicability, Diagnostic, Severity
+from sessionfix.errors import SessionfixError
 from sessionfix.reader import RecordSource
 from sessionfix.rules import RULES, get_rule
 
@@ -46,14 +48,18 @@ def escape(text: str) -> str:
     return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def _excerpt(diagnostic: Diagnostic) -> str | None:
+def _excerpt(diagnostic: Diagnostic, sources: dict[Path, RecordSource]) -> str | None:
+    """The start of the record a diagnostic is about, on one line and escaped."""
     if diagnostic.span is None or diagnostic.source is None:
         return None
     offset, length = diagnostic.span
     take = min(length, EXCERPT_CHARS * 4)
+    source = sources.get(diagnostic.source)
+    if source is None:
+        source = sources[diagnostic.source] = RecordSource(diagnostic.source)
     try:
-        data = RecordSource(diagnostic.source).read(offset, take)
-    except Exception:
+        data = source.read(offset, take)
+    except SessionfixError:
         return None
     text = data.decode("utf-8", "replace").replace("\t", " ").replace("\n", " ").replace("\r", " ")
     if len(text) > EXCERPT_CHARS or take < length:
@@ -122,11 +128,12 @@ def render_human(
     excerpt of the record, its severity, name and entry, and the fix it proposes.
     Session text is escaped; styles are plain SGR codes, only when `color`."""
     paint = _painter(color)
+    sources: dict[Path, RecordSource] = {}
     lines: list[str] = []
     for number, diagnostic in enumerate(diagnostics, 1):
         lines.append(_header_line(diagnostic, unsafe_fixes, paint))
         if not concise:
-            lines.extend(_details(diagnostic, paint))
+            lines.extend(_details(diagnostic, paint, sources))
         if number % _PRINT_BATCH == 0 or number == len(diagnostics):
             lines.append("")
             out.write("\n".join(lines))
@@ -149,11 +156,15 @@ def _header_line(
     )
 
 
-def _details(diagnostic: Diagnostic, paint: Callable[[str, str], str]) -> list[str]:
+def _details(
+    diagnostic: Diagnostic,
+    paint: Callable[[str, str], str],
+    sources: dict[Path, RecordSource],
+) -> list[str]:
     """The excerpt, the notes and the fix under a diagnostic's first line, then a blank line."""
     details: list[str] = []
     gutter = " " * len(str(diagnostic.row))
-    excerpt = _excerpt(diagnostic)
+    excerpt = _excerpt(diagnostic, sources)
     if excerpt is not None:
         details.append(paint(f" {diagnostic.row} | ", "dim") + excerpt)
     notes = [diagnostic.severity.label, diagnostic.name]
