@@ -711,10 +711,15 @@ class SessionView:
         self.parents = parents
 
     def _find_leaf(self) -> int | None:
-        last = len(self.kinds) - 1
+        """The last entry, as pi's index has it: header records (a repeated one too) are
+        never the leaf; an OpenClaw `leaf` row names it."""
+        kinds = self.kinds
+        last = len(kinds) - 1
+        while last >= self.first_entry and kinds[last] == Kind.HEADER:
+            last -= 1
         if last < self.first_entry:
             return None
-        if not self.tree or self.kinds[last] != Kind.LEAF:
+        if not self.tree or kinds[last] != Kind.LEAF:
             return last
         if not any(r.field == "targetId" for r in self.references.get(last, ())):
             return None
@@ -723,7 +728,7 @@ class SessionView:
             return target
         # Unknown leaf target: pi falls back to the last entry.
         for index in range(last - 1, self.first_entry - 1, -1):
-            if self.kinds[index] != Kind.LEAF:
+            if kinds[index] not in (Kind.LEAF, Kind.HEADER):
                 return index
         return None
 
