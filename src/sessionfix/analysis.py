@@ -141,7 +141,7 @@ def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
     """Later compactions on the path equal to an earlier one (rules.md §4.2)."""
     view = ctx.view
     found: dict[int, CompactionClone] = {}
-    first_seen: dict[tuple[object, str, bytes], int] = {}
+    first_seen: dict[tuple[object, str | None, bytes], int] = {}
     positions = view.path_positions
     for index in view.in_path_order(view.records_of_kind(Kind.COMPACTION)):
         position = positions[index]
@@ -149,7 +149,9 @@ def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
         if facts is None or facts.identity is None:
             continue
         kept = facts.first_kept
-        kept_ref = MISSING if kept is None or kept == MISSING else survivor_of(ctx, kept)
+        # An explicit null and an absent field keep the same (nothing), but a replayed
+        # copy repeats the record as it was: they are not copies of each other.
+        kept_ref = kept if kept is None or kept == MISSING else survivor_of(ctx, kept)
         key = (_number_key(facts.tokens_before), kept_ref, facts.identity)
         survivor = first_seen.get(key)
         if survivor is None:
@@ -187,7 +189,9 @@ def _same_payload(ctx: RuleContext, first: int, second: int) -> bool:
         return False
 
 
-def _context_unchanged(ctx: RuleContext, survivor: int, position: int, kept_ref: str) -> bool:
+def _context_unchanged(
+    ctx: RuleContext, survivor: int, position: int, kept_ref: str | None
+) -> bool:
     """Dropping the clone leaves the model context as it was (rules.md §4.2 fix safety)."""
     view = ctx.view
     survivor_position = view.path_positions[survivor]
@@ -195,7 +199,7 @@ def _context_unchanged(ctx: RuleContext, survivor: int, position: int, kept_ref:
     if any(view.kinds[i] in (Kind.COMPACTION, Kind.RESET) for i in between):
         # Another boundary in between would become the last one.
         return False
-    kept_index = None if kept_ref == MISSING else view.resolve(kept_ref)
+    kept_index = None if kept_ref is None or kept_ref == MISSING else view.resolve(kept_ref)
     if kept_index is not None:
         kept_position = view.path_positions[kept_index]
         if 0 <= kept_position <= survivor_position:

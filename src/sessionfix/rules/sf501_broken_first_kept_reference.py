@@ -40,6 +40,9 @@ def _check_by_id(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
         return
     target = view.resolve(kept) if isinstance(kept, str) and not kept.startswith("\x00") else None
     shown = str(kept).lstrip("\x00")
+    if kept is None:
+        yield ctx.entry_diagnostic(RULE, index, f"{what} has firstKeptEntryId null, {NOTHING_KEPT}")
+        return
     if target is None:
         yield ctx.entry_diagnostic(
             RULE,
