@@ -162,10 +162,11 @@ class _Pass:
                 size - 1 if size and raw[start + size - 1] == 13 else size
                 for start, size in zip(starts, lengths, strict=False)
             ]
-            if terminated:
-                self.lines.crlf_rows.extend(
-                    first_row + k for k in range(count) if sizes[k] != lengths[k]
-                )
+            # An unterminated last line ending in "\r" counts too: the newline that would
+            # complete it makes it a CRLF line.
+            self.lines.crlf_rows.extend(
+                first_row + k for k in range(count) if sizes[k] != lengths[k]
+            )
         done = 0
         while self.adapter is None and done < count:
             start = starts[done]

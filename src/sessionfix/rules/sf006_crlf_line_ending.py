@@ -52,10 +52,15 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     count = len(rows)
     more = f" ({count} lines in this file end with CRLF)" if count > 1 else ""
+    lines = ctx.lines
+    if count == 1 and not lines.final_newline and rows[0] == lines.line_count:
+        ending = "the last line ends with a carriage return and no newline"
+    else:
+        ending = "line ends with CRLF"
     yield ctx.diagnostic(
         RULE,
         rows[0],
-        f"line ends with CRLF; every agent writes LF{more}",
+        f"{ending}; every agent writes LF{more}",
         fix=Fix(Applicability.SAFE, "end every line with LF", _TerminatorEdits(ctx)),
     )
 
