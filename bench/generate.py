@@ -369,25 +369,15 @@ def generate(out: Path, size_mb: int, seed: int = 7) -> Expected:
             summary = w.text.take(w.text.size(4000, 0.3))
             tokens = rng.randrange(60000, 180000)
             last_compaction_turn = turn
-            w.entry(
-                "compaction",
-                {
-                    "summary": summary,
-                    "firstKeptEntryId": kept,
-                    "tokensBefore": tokens,
-                    "details": {"readFiles": [], "modifiedFiles": []},
-                },
-            )
+            compaction = {
+                "summary": summary,
+                "firstKeptEntryId": kept,
+                "tokensBefore": tokens,
+                "details": {"readFiles": [], "modifiedFiles": []},
+            }
+            w.entry("compaction", compaction)
             if turn % 1200 == 0:
-                w.entry(
-                    "compaction",
-                    {
-                        "summary": summary,
-                        "firstKeptEntryId": kept,
-                        "tokensBefore": tokens,
-                        "details": {"readFiles": [], "modifiedFiles": []},
-                    },
-                )
+                w.entry("compaction", compaction)  # a clone: only the id differs (SF202)
                 expected.SF202 += 1
     # A call whose result went missing in the current context window (SF402 error).
     w.assistant([(call_id(), "bash", {"command": "make check"})])
