@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 
 class Severity(enum.IntEnum):
@@ -44,17 +44,33 @@ class EditOp(enum.Enum):
     INSERT_AFTER = "insert_after"
 
 
+Transform = Callable[[Any], Any]
+"""A change to one decoded record (key order kept), applied before it is re-serialised."""
+
+
 @dataclass(frozen=True, slots=True)
 class Edit:
     """One change to a physical input line, as reported in `fix.edits`.
 
     The replacement text of large records is produced on demand (`content`), so
-    a scan never holds the new text of every changed record at once.
+    a scan never holds the new text of every changed record at once. Record-level
+    edits also carry the decision `repair` resolves (rules.md §1 step 4): the record
+    they concern, the survivor of a dropped copy, a content transform, or the record
+    an insertion builds.
     """
 
     op: EditOp
     row: int
     produce: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    record: int | None = field(default=None, compare=False)
+    """View index of the record a record-level edit concerns (the anchor of an insert)."""
+    survivor: int | None = field(default=None, compare=False)
+    """For a dropped copy: the record it duplicates."""
+    transform: Transform | None = field(default=None, repr=False, compare=False)
+    build: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    """For an insertion: the new record, before its references are resolved."""
+    new_id: str | None = field(default=None, compare=False)
+    """For an insertion into an id-linked session: the id the new record gets."""
 
     @property
     def content(self) -> str | None:

@@ -26,7 +26,11 @@ class FileReport:
     size: int = 0
 
 
-def run_rules(scanned: ScannedFile, settings: Settings, filename: str) -> list[Diagnostic]:
+def run_rules(
+    scanned: ScannedFile, settings: Settings, filename: str, origin: Path | None = None
+) -> list[Diagnostic]:
+    """Every enabled rule's diagnostics for a read file, in report order. `origin` is
+    the session's own path when the bytes were read from elsewhere."""
     fmt = Format(scanned.view.format)
     enabled = settings.enabled(rule.code for rule in RULES)
     context = RuleContext(
@@ -39,6 +43,7 @@ def run_rules(scanned: ScannedFile, settings: Settings, filename: str) -> list[D
         enabled=enabled,
         editor=scanned.editor,
         tracking=scanned.tracking,
+        origin=origin,
     )
     diagnostics: list[Diagnostic] = []
     for rule in RULES:

@@ -36,6 +36,8 @@ class Settings:
     """SF603: records larger than this many bytes are reported."""
     cwd: str | None = None
     """SF101: working directory for a rebuilt pi header."""
+    prune_to_leaf: bool = False
+    """SF205: let `repair` drop every entry off the active path (the fix is unsafe)."""
     jobs: int | None = None
     """Worker processes for reading a large file; None picks by file size and cores."""
 

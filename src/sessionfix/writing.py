@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -92,8 +92,12 @@ def replace_file(
     *,
     backup: bool = True,
     now: datetime | None = None,
+    verify: Callable[[Path], None] | None = None,
 ) -> Path | None:
     """Replace the file `original` was taken of with `chunks`; return the backup's path.
+
+    `verify` is called with the temp file once it is complete and synced; if it raises,
+    nothing is replaced.
 
     Raises `FileChanged` (nothing written) when the file is not what the snapshot saw.
     Any failure leaves the original in place and no temp file behind.
@@ -103,13 +107,15 @@ def replace_file(
     backup_path: Path | None = None
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
             for chunk in chunks:
                 handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, original.mode)
         _chown_best_effort(temp, original.uid, original.gid)
+        if verify is not None:
+            verify(temp)
         _check_unchanged(original)
         if backup:
             backup_path = _link_backup(target, now or datetime.now(UTC))

@@ -19,8 +19,31 @@ Transform = Callable[[Any], Any]
 """Changes a parsed record (key order kept) and returns it."""
 
 
+class RefRole(enum.Enum):
+    """How a field naming another record is remapped when that record is dropped (§8)."""
+
+    PARENT = "parent"
+    """The structural link: moves to the nearest surviving ancestor."""
+    FIRST_KEPT = "first-kept"
+    """A forward cut point: moves to the survivor, else on toward the boundary."""
+    FIRST_KEPT_POSITION = "first-kept-position"
+    """A positional cut point (pi v1): recomputed as an output position."""
+    LABEL = "label"
+    """Moves to the survivor or an ancestor; with neither, the label row goes."""
+    FROM = "from"
+    """Moves to the survivor or an ancestor, else to `"root"`."""
+    LEAF = "leaf"
+    """Moves to the survivor or an ancestor, else to null."""
+
+
 class RecordEditor(Protocol):
     """Format-specific record changes, so rules never name a format's fields."""
+
+    def references(self, record: Any) -> list[tuple[str, RefRole]]:
+        """The fields of `record` that name another record, with how each is remapped."""
+        ...
+
+    def set_field(self, name: str, value: object) -> Transform: ...
 
     def set_parent(self, parent_id: str) -> Transform: ...
 

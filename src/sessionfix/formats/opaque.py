@@ -13,7 +13,7 @@ from typing import Any, Final
 import msgspec
 
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format
+from sessionfix.formats import Format, RefRole
 from sessionfix.reader import LineReport
 from sessionfix.tracking import PathTracker
 from sessionfix.view import Kind, SessionView
@@ -35,7 +35,11 @@ class _NoEditor:
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise SessionfixError(f"records of format {self._format.value} cannot be rewritten")
 
-    set_parent = set_first_kept = replace_result_text = drop_leaked_partial_json = _refuse
+    def references(self, record: Any) -> list[tuple[str, RefRole]]:
+        return []
+
+    set_field = set_parent = set_first_kept = replace_result_text = _refuse
+    drop_leaked_partial_json = _refuse
     synthetic_tool_result = _refuse
 
 

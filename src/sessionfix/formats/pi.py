@@ -24,7 +24,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from sessionfix import jsonutil
-from sessionfix.formats import Format, is_openclaw_location
+from sessionfix.formats import Format, RefRole, is_openclaw_location
 from sessionfix.reader import LineReport, RecordSource
 from sessionfix.tracking import CleanBlock, PathTracker
 from sessionfix.view import (
@@ -919,8 +919,40 @@ def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str 
     return entry_id, MISSING if ids.parentId is UNSET else ids.parentId
 
 
+_BACKWARD_ROLES: Final = {
+    "label": (("targetId", RefRole.LABEL),),
+    "branch_summary": (("fromId", RefRole.FROM),),
+    "leaf": (("targetId", RefRole.LEAF), ("appendParentId", RefRole.LEAF)),
+}
+
+
 class PiEditor:
     """Record changes in pi's field names; every transform keeps the key order."""
+
+    def references(self, record: Any) -> list[tuple[str, RefRole]]:
+        if not isinstance(record, dict):
+            return []
+        found: list[tuple[str, RefRole]] = []
+        if isinstance(record.get("parentId"), str):
+            found.append(("parentId", RefRole.PARENT))
+        kind = record.get("type")
+        if kind in ("compaction", "reset"):
+            if isinstance(record.get("firstKeptEntryId"), str):
+                found.append(("firstKeptEntryId", RefRole.FIRST_KEPT))
+            if "firstKeptEntryIndex" in record:
+                found.append(("firstKeptEntryIndex", RefRole.FIRST_KEPT_POSITION))
+        for name, role in _BACKWARD_ROLES.get(kind, ()) if isinstance(kind, str) else ():
+            value = record.get(name)
+            if isinstance(value, str) and not (role is RefRole.FROM and value == "root"):
+                found.append((name, role))
+        return found
+
+    def set_field(self, name: str, value: object) -> Callable[[Any], Any]:
+        def transform(record: Any) -> Any:
+            record[name] = value
+            return record
+
+        return transform
 
     def set_parent(self, parent_id: str) -> Callable[[Any], Any]:
         def transform(record: Any) -> Any:

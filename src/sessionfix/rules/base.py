@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sessionfix import jsonutil
@@ -80,7 +81,11 @@ class RuleContext:
         enabled: frozenset[str],
         editor: RecordEditor,
         tracking: Tracking,
+        origin: Path | None = None,
     ) -> None:
+        self.origin = origin or info.path
+        """The session's own path, for rules that read its name (a repair is checked
+        under a temporary name)."""
         self.editor = editor
         self.tracking = tracking
         self.view = view
@@ -176,7 +181,30 @@ class RuleContext:
             value = jsonutil.loads_preserving(source.read(*span))
             return _display(jsonutil.stringify_bytes(transform(value)))
 
-        return Edit(EditOp.REPLACE, self.view.rows[index], produce)
+        return Edit(
+            EditOp.REPLACE, self.view.rows[index], produce, record=index, transform=transform
+        )
+
+    def drop(self, index: int, survivor: int | None = None) -> Edit:
+        """Drop a record; a copy names the `survivor` its references move to (§8)."""
+        return Edit(EditOp.DELETE, self.view.rows[index], record=index, survivor=survivor)
+
+    def insert_after(
+        self, anchor: int, build: Callable[[], dict[str, Any]], new_id: str | None
+    ) -> Edit:
+        """Insert a record after `anchor`; the entry that followed it moves below the new one."""
+
+        def produce() -> str:
+            return jsonutil.stringify(build())
+
+        return Edit(
+            EditOp.INSERT_AFTER,
+            self.view.rows[anchor],
+            produce,
+            record=anchor,
+            build=build,
+            new_id=new_id,
+        )
 
     def replace_line(self, row: int, produce_bytes: Callable[[], bytes]) -> Edit:
         return Edit(EditOp.REPLACE, row, lambda: _display(produce_bytes()))

@@ -49,7 +49,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             index=0,
         )
     if ctx.format is Format.OPENCLAW and isinstance(header.id, str) and header.id:
-        stem = ctx.info.path.name.removesuffix(".jsonl")
+        stem = ctx.origin.name.removesuffix(".jsonl")
         if stem != header.id and not stem.startswith(header.id + "-topic-"):
             yield ctx.diagnostic(
                 RULE,
@@ -91,7 +91,7 @@ def _rebuilt_header(ctx: RuleContext) -> dict[str, Any]:
     header: dict[str, Any] = {"type": "session"}
     if view.tree:
         header["version"] = 3
-    header["id"] = session_id_from_name(ctx.info.path, ctx.format)
+    header["id"] = session_id_from_name(ctx.origin, ctx.format)
     if len(view):
         try:
             first = ctx.load_record(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 from sessionfix.view import Kind
 
 
@@ -25,7 +25,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 index,
                 f"second session header with the same id (first on line {view.header.row}); "
                 "readers ignore it",
-                fix=safe("drop the repeated header", delete(view.rows[index])),
+                fix=safe("drop the repeated header", ctx.drop(index)),
             )
         else:
             yield ctx.entry_diagnostic(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -24,7 +24,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 RULE,
                 later,
                 f"id {entry_id!r} repeats the identical record on line {view.rows[first]}",
-                fix=safe("drop the repeated copy", delete(view.rows[later])),
+                fix=safe("drop the repeated copy", ctx.drop(later, first)),
             )
         else:
             yield ctx.entry_diagnostic(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, unsafe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 from sessionfix.view import Flag
 
 
@@ -30,7 +30,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             fix=unsafe(
                 "drop the entry (OpenClaw's tolerant reader rejects it); its children are "
                 "re-linked",
-                delete(view.rows[index]),
+                ctx.drop(index),
             ),
         )
 

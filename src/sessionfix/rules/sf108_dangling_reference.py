@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 from sessionfix.view import Kind, RefKind
 
 
@@ -21,7 +21,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             if view.kinds[index] == Kind.LABEL:
                 fix = safe(
                     "drop the label row (labels never reach the model)",
-                    delete(view.rows[index]),
+                    ctx.drop(index),
                 )
             yield ctx.entry_diagnostic(
                 RULE,

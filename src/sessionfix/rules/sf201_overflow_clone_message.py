@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import user_clones
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe, unsafe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -15,7 +15,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         survivor = clone.survivor
         survivor_id = view.entry_id(survivor)
         where = f"entry {survivor_id} on line {view.rows[survivor]}"
-        edit = delete(view.rows[index])
+        edit = ctx.drop(index, survivor)
         remap = f"drop the clone; references to it move to {survivor_id}"
         if clone.answered_between:
             yield ctx.entry_diagnostic(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import compaction_clones
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe, unsafe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -18,7 +18,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             "summary, tokensBefore and kept entry, only the id differs"
         )
         remap = f"drop the clone; references to it move to {survivor_id}"
-        edit = delete(view.rows[index])
+        edit = ctx.drop(index, clone.survivor)
         if clone.safe:
             fix = safe(remap, edit)
         else:

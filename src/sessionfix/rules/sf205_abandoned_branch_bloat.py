@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.diagnostics import Applicability, Diagnostic, Fix, Severity
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
 from sessionfix.units import human_bytes
 from sessionfix.view import Kind
@@ -21,7 +21,6 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     held = sum(view.sizes[i] for i in off_path)
     if held <= total * THRESHOLD:
         return
-    rows = [view.rows[i] for i in off_path]
     yield ctx.diagnostic(
         RULE,
         view.header.row if view.header else 1,
@@ -30,7 +29,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         fix=Fix(
             Applicability.UNSAFE,
             "keep only the active path (--prune-to-leaf); /tree history is lost",
-            [Edit(EditOp.DELETE, row) for row in rows],
+            [ctx.drop(index) for index in off_path],
         ),
     )
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
-    view = ctx.view
     for event in ctx.tracking.orphans:
         index = event.index
         yield ctx.entry_diagnostic(
@@ -19,7 +18,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             "reject it (unexpected tool_use_id)",
             fix=safe(
                 "drop the orphan result; its children move to its parent",
-                delete(view.rows[index]),
+                ctx.drop(index),
             ),
         )
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from sessionfix import jsonutil
-from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Severity
+from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.ids import generate_entry_id
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 from sessionfix.tracking import Group
@@ -60,7 +61,7 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                     view.header.id if view.header and isinstance(view.header.id, str) else ""
                 )
                 new_id = generate_entry_id(header_id, anchor_id or "", RULE.code, view.has_id)
-            content = _synthetic_result(ctx, group.assistant, call, new_id, anchor_id)
+            build = _synthetic_result(ctx, group.assistant, call, new_id, anchor_id)
             yield ctx.entry_diagnostic(
                 RULE,
                 group.assistant,
@@ -68,7 +69,7 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 "receives a tool_use without tool_result and rejects the request",
                 fix=unsafe(
                     "insert a synthetic error result after the call's group",
-                    Edit(EditOp.INSERT_AFTER, view.rows[anchor], content),
+                    ctx.insert_after(anchor, build, new_id),
                 ),
             )
             anchor_id = new_id
@@ -76,14 +77,17 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
 
 def _synthetic_result(
     ctx: RuleContext, assistant: int, call: ToolCall, new_id: str | None, parent_id: str | None
-) -> Callable[[], str]:
-    def produce() -> str:
-        record = ctx.editor.synthetic_tool_result(
-            ctx.load_record(assistant), call, new_id, parent_id, SYNTHETIC_TEXT
+) -> Callable[[], dict[str, Any]]:
+    def build() -> dict[str, Any]:
+        return ctx.editor.synthetic_tool_result(
+            jsonutil.loads_preserving(ctx.read_record(assistant)),
+            call,
+            new_id,
+            parent_id,
+            SYNTHETIC_TEXT,
         )
-        return jsonutil.stringify(record)
 
-    return produce
+    return build
 
 
 RULE = Rule(

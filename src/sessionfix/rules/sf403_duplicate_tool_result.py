@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -17,7 +17,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             index,
             f"second result for tool call {event.call_id!r} (first on line {view.rows[first]}); "
             "providers reject duplicate tool results",
-            fix=safe("drop the repeated result, keep the first", delete(view.rows[index])),
+            fix=safe("drop the repeated result, keep the first", ctx.drop(index)),
         )
 
 

@@ -1,0 +1,511 @@
+"""The repair plan: every fix's decision, references resolved once, changes by row.
+
+rules.md §1 steps 4-6. Fixes only record decisions: drop a record (a copy names its
+survivor), change a record's content, insert a record after one, or rewrite a
+damaged line. The plan resolves every reference with all decisions known (§8), then
+yields, in file order, what each changed row becomes. Rows it does not yield are
+copied byte for byte; a changed record is re-serialised the way its writer does.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sessionfix import jsonutil
+from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Transform
+from sessionfix.formats import RefRole
+from sessionfix.reader import BOM, LineFinding, LineIssue, RecordSource
+from sessionfix.scanner import ScannedFile
+from sessionfix.view import MISSING, Flag, Kind
+
+LINE_CODES: Final = frozenset(f"SF00{n}" for n in range(1, 10))
+"""Rules whose fixes rewrite physical lines; the plan derives their bytes from the
+line report rather than from the edits."""
+_STRUCTURAL: Final = {LineIssue.GLUED: "SF001", LineIssue.NUL: "SF004", LineIssue.BOM: "SF005"}
+"""Line issues that must be fixed before the records on the line can be emitted apart."""
+COPY_BYTES: Final = 4 << 20
+NO_SURVIVOR: Final = -1
+
+
+@dataclass(slots=True)
+class RowChange:
+    """What one physical input line becomes: zero or more output lines."""
+
+    row: int
+    start: int
+    """Byte offset of the line in the input."""
+    end: int
+    """Byte offset just past its terminator."""
+    lines: list[bytes]
+    terminated: bool = True
+    """Whether the last output line gets a terminator (not when the input's last line
+    had none and SF009 is not applied)."""
+
+
+class RepairPlan:
+    """The decisions of the applied fixes for one file, resolved into row changes."""
+
+    def __init__(
+        self, scanned: ScannedFile, applied: Iterable[Diagnostic], source: RecordSource
+    ) -> None:
+        self.view = scanned.view
+        self.lines = scanned.lines
+        self.editor = scanned.editor
+        self.source = source
+        self.dropped: dict[int, int] = {}
+        """Record index → the survivor it is a copy of, or NO_SURVIVOR."""
+        self.drop_codes: dict[int, str] = {}
+        self.transforms: dict[int, list[Transform]] = {}
+        self.insertions: dict[int, list[Edit]] = {}
+        self.row_codes: dict[int, set[str]] = {}
+        self.header: Edit | None = None
+        self.crlf = False
+        self.final_newline = False
+        self.codes: dict[str, int] = {}
+        """Applied diagnostics per rule code."""
+        for diagnostic in sorted(applied, key=lambda d: (d.code, d.row)):
+            self._take(diagnostic)
+        self._by_row: dict[int, list[LineFinding]] | None = None
+        self._parent_overrides: dict[int, str] = {}
+        self._rewrites: set[int] = set()
+        self._shifts: list[tuple[int, int]] = []
+        self._resolve()
+
+    # ---- collecting decisions ------------------------------------------------------------
+
+    def _take(self, diagnostic: Diagnostic) -> None:
+        fix = diagnostic.fix
+        if fix is None:
+            return
+        code = diagnostic.code
+        self.codes[code] = self.codes.get(code, 0) + 1
+        if code == "SF006":
+            self.crlf = True
+        elif code == "SF009":
+            self.final_newline = True
+        elif code in LINE_CODES:
+            self.row_codes.setdefault(diagnostic.row, set()).add(code)
+        elif code == "SF101":
+            self.header = fix.edits[0] if fix.edits else None
+        else:
+            for edit in fix.edits:
+                self._take_edit(code, edit)
+
+    def _take_edit(self, code: str, edit: Edit) -> None:
+        index = edit.record
+        if index is None:
+            return
+        if edit.op is EditOp.DELETE:
+            survivor = NO_SURVIVOR if edit.survivor is None else edit.survivor
+            if self.dropped.get(index, NO_SURVIVOR) == NO_SURVIVOR:
+                self.dropped[index] = survivor
+                self.drop_codes[index] = code
+        elif edit.op is EditOp.INSERT_AFTER:
+            self.insertions.setdefault(index, []).append(edit)
+        elif edit.transform is not None:
+            self.transforms.setdefault(index, []).append(edit.transform)
+
+    # ---- resolving references (rules.md §8) ----------------------------------------------
+
+    def _resolve(self) -> None:
+        view = self.view
+        self._drop_orphaned_labels()
+        for anchor, edits in self.insertions.items():
+            last_id = edits[-1].new_id
+            successor = self._path_successor(anchor)
+            if last_id is not None and successor is not None and successor not in self.dropped:
+                self._parent_overrides[successor] = last_id
+        rewrites = self._rewrites
+        rewrites.update(self.transforms)
+        rewrites.update(self._parent_overrides)
+        dropped = self.dropped
+        if dropped:
+            moved = {x for x in dropped if not self._same_id_survives(x)}
+            if moved:
+                rewrites.update(i for i, parent in enumerate(view.parents) if parent in moved)
+            for index, references in view.references.items():
+                for reference in references:
+                    target = view.resolve(reference.target)
+                    if target is not None and target in moved:
+                        rewrites.add(index)
+        if not view.tree:
+            self._positional_shifts()
+        rewrites.difference_update(dropped)
+
+    def _drop_orphaned_labels(self) -> None:
+        """A label whose target goes without survivor or ancestor goes too (§8)."""
+        view = self.view
+        changed = bool(self.dropped)
+        while changed:
+            changed = False
+            for index, references in view.references.items():
+                if index in self.dropped or view.kinds[index] != Kind.LABEL:
+                    continue
+                for reference in references:
+                    target = view.resolve(reference.target)
+                    if target is None or target not in self.dropped:
+                        continue
+                    if self._survivor(target) is None and self._climb(target)[0] is None:
+                        self.dropped[index] = NO_SURVIVOR
+                        self.drop_codes[index] = self.drop_codes.get(target, "SF108")
+                        changed = True
+
+    def _same_id_survives(self, index: int) -> bool:
+        """A dropped copy whose survivor has its id (SF104): references need no change."""
+        survivor = self._survivor(index)
+        return survivor is not None and self.view.entry_id(survivor) == self.view.entry_id(index)
+
+    def _survivor(self, index: int) -> int | None:
+        """survivor(x): the record a dropped copy duplicates, transitively."""
+        seen = {index}
+        current = self.dropped.get(index, NO_SURVIVOR)
+        while current != NO_SURVIVOR and current in self.dropped and current not in seen:
+            seen.add(current)
+            current = self.dropped[current]
+        if current == NO_SURVIVOR or current in self.dropped:
+            return None
+        return current
+
+    def _climb(self, index: int) -> tuple[int | None, object]:
+        """up(x): the nearest surviving ancestor of a dropped record, and otherwise the
+        parent value the chain ended on (null, or a name that was already dangling)."""
+        view = self.view
+        seen: set[int] = set()
+        current = index
+        while current in self.dropped and current not in seen:
+            seen.add(current)
+            if view.flags[current] & Flag.NO_PARENT_KEY:
+                preceding = self._preceding_entry(current)
+                if preceding is None:
+                    return None, None
+                current = preceding
+                continue
+            parent = view.parents[current]
+            if parent < 0:
+                value = view.parent_id(current)
+                return None, None if value is MISSING else value
+            current = parent
+        if current in self.dropped:
+            return None, None
+        return current, view.entry_id(current)
+
+    def _preceding_entry(self, index: int) -> int | None:
+        """The nearest earlier surviving entry with an id (SF106 re-linking)."""
+        view = self.view
+        for candidate in range(index - 1, -1, -1):
+            if candidate in self.dropped or not view.is_entry(candidate):
+                continue
+            if view.kinds[candidate] == Kind.HEADER or view.entry_id(candidate) is None:
+                continue
+            return candidate
+        return None
+
+    def _down(self, index: int, boundary: int) -> int:
+        """down(x, C): the next surviving cut point after x toward C, else C itself."""
+        view = self.view
+        if view.tree:
+            chain = list(view.ancestors(boundary))
+            chain.reverse()
+            if index not in chain:
+                return boundary
+            after: Sequence[int] = chain[chain.index(index) + 1 :]
+        else:
+            after = range(index + 1, boundary)
+        for candidate in after:
+            if candidate not in self.dropped and view.flags[candidate] & Flag.CUT_POINT:
+                return candidate
+        return boundary
+
+    def _path_successor(self, anchor: int) -> int | None:
+        """The surviving entry that follows `anchor` on the active path, if it hangs below
+        it once dropped records are skipped."""
+        view = self.view
+        position = view.path_positions[anchor] if view.tree else -1
+        if position < 0:
+            return None
+        path = view.active_path
+        for next_position in range(position + 1, len(path)):
+            successor = path[next_position]
+            if successor in self.dropped:
+                continue
+            parent = view.parents[successor]
+            seen: set[int] = set()
+            while parent in self.dropped and parent not in seen:
+                seen.add(parent)
+                parent = view.parents[parent]
+            return successor if parent == anchor else None
+        return None
+
+    def remap(self, value: object, role: RefRole, owner: int) -> object:
+        """What a reference field of record `owner` becomes once the decisions apply."""
+        view = self.view
+        if role is RefRole.FIRST_KEPT_POSITION:
+            return self._remap_position(value, owner)
+        if not isinstance(value, str):
+            return value
+        target = view.resolve(value)
+        if target is None or target not in self.dropped or self._same_id_survives(target):
+            return value
+        survivor = self._survivor(target)
+        if role is RefRole.PARENT:
+            return self._climb(target)[1]
+        if survivor is not None:
+            return view.entry_id(survivor)
+        if role is RefRole.FIRST_KEPT:
+            return view.entry_id(self._down(target, owner))
+        ancestor, _ = self._climb(target)
+        if ancestor is not None:
+            return view.entry_id(ancestor)
+        return "root" if role is RefRole.FROM else None
+
+    # ---- positions (pi v1) -------------------------------------------------------------
+
+    def _positional_shifts(self) -> None:
+        """Where output positions move: -1 after each dropped record, +1 after each
+        inserted or recovered one. Boundaries whose kept position moves are rewritten."""
+        view = self.view
+        shifts = [(index + 1, -1) for index in self.dropped]
+        for anchor, edits in self.insertions.items():
+            shifts.append((anchor + 1, len(edits)))
+        if self.header is not None:
+            shifts.append((0, 1))
+        for row, codes in self.row_codes.items():
+            if "SF008" in codes:
+                for finding in self._findings_on(row):
+                    if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
+                        shifts.append((bisect_left(view.rows, row), 1))
+        shifts.sort()
+        self._shifts = shifts
+        if not shifts:
+            return
+        for index, facts in view.boundaries.items():
+            kept = facts.first_kept_index
+            if kept is None or index in self.dropped:
+                continue
+            if self._remap_position(kept, index) != kept:
+                self._rewrites.add(index)
+
+    def _output_position(self, index: int) -> int:
+        shifts = self._shifts
+        end = bisect_right(shifts, (index, 1 << 62))
+        return index + sum(delta for _, delta in shifts[:end])
+
+    def _remap_position(self, value: object, owner: int) -> object:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return value
+        try:
+            position = int(value)
+        except ValueError:
+            return value
+        if not 0 < position < len(self.view) or not self._shifts:
+            return value
+        if position in self.dropped:
+            position = self._down(position, owner)
+        moved = self._output_position(position)
+        return value if moved == int(value) else moved
+
+    # ---- emitting ----------------------------------------------------------------------
+
+    @property
+    def dropped_entries(self) -> int:
+        return len(self.dropped)
+
+    @property
+    def inserted_records(self) -> int:
+        return sum(len(edits) for edits in self.insertions.values())
+
+    @property
+    def terminator(self) -> bytes:
+        """Rewritten lines use LF, unless CRLF is kept and most lines use it."""
+        lines = self.lines
+        if self.crlf or len(lines.crlf_rows) * 2 <= lines.line_count:
+            return b"\n"
+        return b"\r\n"
+
+    def is_empty(self) -> bool:
+        return not (
+            self.dropped
+            or self._rewrites
+            or self.insertions
+            or self.row_codes
+            or self.header
+            or self.crlf
+            or self.final_newline
+        )
+
+    def _findings_on(self, row: int) -> list[LineFinding]:
+        if self._by_row is None:
+            self._by_row = {}
+            for finding in self.lines.findings:
+                self._by_row.setdefault(finding.row, []).append(finding)
+        return self._by_row.get(row, [])
+
+    def changed_rows(self) -> list[int]:
+        view = self.view
+        rows = set(self.row_codes)
+        rows.update(view.rows[index] for index in self.dropped)
+        rows.update(view.rows[index] for index in self._rewrites)
+        rows.update(view.rows[index] for index in self.insertions)
+        if self.crlf:
+            rows.update(self.lines.crlf_rows)
+        if self.final_newline and not self.lines.final_newline:
+            rows.add(self.lines.line_count)
+        header = self.header
+        if header is not None and header.op is EditOp.REPLACE:
+            rows.add(header.row)
+        return sorted(rows)
+
+    def prefix(self) -> bytes:
+        """Bytes written before the first input line (a rebuilt header, SF101)."""
+        header = self.header
+        if header is None or header.op is not EditOp.INSERT_AFTER or header.content is None:
+            return b""
+        return jsonutil.encode_text(header.content) + self.terminator
+
+    def changes(self) -> Iterator[RowChange]:
+        view = self.view
+        for row in self.changed_rows():
+            if self._findings_on(row) or bisect_left(view.rows, row) < bisect_right(view.rows, row):
+                yield self._row_change(row)
+
+    def _row_change(self, row: int) -> RowChange:
+        view, source = self.view, self.source
+        findings = self._findings_on(row)
+        records = range(bisect_left(view.rows, row), bisect_right(view.rows, row))
+        if findings:
+            start, length = findings[0].offset, findings[0].length
+        else:
+            start, length = view.offsets[records[0]], view.sizes[records[0]]
+        after = source.read(start + length, 2)
+        ending = 2 if after == b"\r\n" else 1 if after[:1] in (b"\n", b"\r") else 0
+        header = self.header
+        damaged_tail = False
+        if header is not None and header.op is EditOp.REPLACE and header.row == row:
+            lines = [jsonutil.encode_text(header.content or "")]
+        elif findings:
+            lines, damaged_tail = self._damaged_row(row, findings, records, start, length)
+        else:
+            lines = self._record_lines(records)
+        for index in records:
+            for edit in self.insertions.get(index, ()):
+                lines.append(self._inserted(index, edit))
+                damaged_tail = False
+        last_line = row == self.lines.line_count and not self.lines.final_newline
+        # An unterminated last line stays so only while it is still the damaged bytes it
+        # was (a write in progress); complete records always end with a newline.
+        terminated = not last_line or self.final_newline or not damaged_tail
+        return RowChange(row, start, start + length + ending, lines, terminated)
+
+    def _damaged_row(
+        self, row: int, findings: list[LineFinding], records: range, start: int, length: int
+    ) -> tuple[list[bytes], bool]:
+        """The output lines of a line with findings, and whether the last of them is
+        damaged bytes kept as they were."""
+        codes = self.row_codes.get(row, set())
+        issues = {finding.issue: finding for finding in findings}
+        body = self.source.read(start, length)
+        if LineIssue.BLANK in issues:
+            return ([], False) if "SF007" in codes else ([body], True)
+        if LineIssue.UNDEFINED in issues:
+            return ([], False) if "SF003" in codes else ([body], True)
+        if not records:
+            lines = self._recordless_row(issues, codes, body)
+            return lines, bool(lines) and lines[-1] is body
+        if any(issue in issues and code not in codes for issue, code in _STRUCTURAL.items()):
+            return [body], True
+        lines = self._record_lines(records)
+        damaged_tail = False
+        for finding in findings:
+            if finding.issue not in (LineIssue.TORN, LineIssue.UNPARSABLE) or not finding.span:
+                continue
+            code = "SF002" if finding.issue is LineIssue.TORN else "SF008"
+            if code not in codes:
+                lines.append(body[finding.span[0] : finding.span[1]])
+                damaged_tail = True
+        return lines, damaged_tail
+
+    @staticmethod
+    def _recordless_row(
+        issues: dict[LineIssue, LineFinding], codes: set[str], body: bytes
+    ) -> list[bytes]:
+        """A line holding no complete record: kept as it is unless its fix applies."""
+        torn = issues.get(LineIssue.TORN)
+        if torn is not None:
+            return [] if "SF002" in codes else [body]
+        unparsable = issues.get(LineIssue.UNPARSABLE)
+        if unparsable is not None and "SF008" in codes:
+            recovered = unparsable.recoverable
+            return [body[recovered[0] : recovered[1]]] if recovered else []
+        nul = issues.get(LineIssue.NUL)
+        if nul is not None and unparsable is None and "SF004" in codes:
+            return []
+        if LineIssue.BOM in issues and "SF005" in codes and body.startswith(BOM):
+            return [body[len(BOM) :]]
+        return [body]
+
+    def _record_lines(self, records: range) -> list[bytes]:
+        view, source = self.view, self.source
+        lines: list[bytes] = []
+        for index in records:
+            if index in self.dropped:
+                continue
+            if index in self._rewrites:
+                lines.append(self._rewritten(index))
+            else:
+                lines.append(source.read(view.offsets[index], view.sizes[index]))
+        return lines
+
+    def _rewritten(self, index: int) -> bytes:
+        record = jsonutil.loads_preserving(self.source.read(*self.view.span(index)))
+        for transform in self.transforms.get(index, ()):
+            record = transform(record)
+        override = self._parent_overrides.get(index)
+        if override is not None:
+            record = self.editor.set_field("parentId", override)(record)
+        return jsonutil.stringify_bytes(self._remap_record(record, index))
+
+    def _inserted(self, anchor: int, edit: Edit) -> bytes:
+        assert edit.build is not None
+        return jsonutil.stringify_bytes(self._remap_record(edit.build(), anchor))
+
+    def _remap_record(self, record: Any, owner: int) -> Any:
+        for name, role in self.editor.references(record):
+            value = record[name]
+            new = self.remap(value, role, owner)
+            if new is not value and new != value:
+                record = self.editor.set_field(name, new)(record)
+        return record
+
+    # ---- output bytes --------------------------------------------------------------------
+
+    def chunks(self) -> Iterator[bytes]:
+        """The repaired file: untouched byte ranges copied, changed rows rewritten."""
+        source = self.source
+        terminator = self.terminator
+        prefix = self.prefix()
+        if prefix:
+            yield prefix
+        position = 0
+        for change in self.changes():
+            yield from _copy(source, position, change.start)
+            if change.lines:
+                last = len(change.lines) - 1
+                for number, line in enumerate(change.lines):
+                    yield line
+                    if number < last or change.terminated:
+                        yield terminator
+            position = change.end
+        yield from _copy(source, position, self.lines.size)
+
+
+def _copy(source: RecordSource, start: int, end: int) -> Iterator[bytes]:
+    while start < end:
+        size = min(COPY_BYTES, end - start)
+        data = source.read(start, size)
+        if not data:
+            return
+        yield data
+        start += len(data)
