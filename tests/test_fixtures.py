@@ -8,6 +8,7 @@ whose name contains `-trap-` must not produce its rule's code; any other case mu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from sessionfix import Settings, check_file
 from sessionfix.formats import Format
 from sessionfix.render import diagnostic_json
+from sessionfix.repair import repair_to
 
 from .conftest import FIXTURES
 
@@ -77,3 +79,38 @@ def test_fixture(case: Path, tmp_path: Path, update_goldens: bool) -> None:
         assert code not in codes, f"trap case {case.name} reports {code}"
     else:
         assert code in codes, f"case {case.name} does not report {code}"
+
+
+def repair_case(case: Path, tmp_path: Path, *, unsafe: bool) -> bytes:
+    """The repaired bytes of a case's input (safe fixes, or with --unsafe-fixes)."""
+    spec_file = case / "case.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
+    target = tmp_path / spec.get("filename", "session.jsonl")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(case / "input.jsonl", target)
+    settings = dataclasses.replace(_settings(spec), unsafe_fixes=unsafe)
+    output = tmp_path / ("unsafe.out" if unsafe else "safe.out")
+    repair_to(target, output, settings)
+    return output.read_bytes()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_fixture_repair(case: Path, tmp_path: Path, update_goldens: bool) -> None:
+    """Repair goldens: `repaired.jsonl` (safe fixes) and `repaired-unsafe.jsonl` (with
+    unsafe fixes), each stored only when it differs from the file it would follow
+    (the input, then the safe repair). A trap's repair never touches its rule's lines."""
+    original = (case / "input.jsonl").read_bytes()
+    safe = repair_case(case, tmp_path, unsafe=False)
+    unsafe = repair_case(case, tmp_path, unsafe=True)
+    for name, actual, baseline in (
+        ("repaired.jsonl", safe, original),
+        ("repaired-unsafe.jsonl", unsafe, safe),
+    ):
+        golden = case / name
+        if update_goldens:
+            if actual != baseline:
+                golden.write_bytes(actual)
+            elif golden.exists():
+                golden.unlink()
+        expected = golden.read_bytes() if golden.exists() else baseline
+        assert actual == expected, f"{case.name}: {name} differs (review with --update-goldens)"

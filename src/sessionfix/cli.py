@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any
 
@@ -168,6 +169,10 @@ class Presentation:
     quiet: bool
     no_progress: bool
     exit_zero: bool
+    fixed: int | None = None
+    """After a repair: how many problems were fixed (for the footer)."""
+    to_stderr: bool = False
+    """Diagnostics go to stderr because stdout carries another product (a diff, a file)."""
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -244,9 +249,9 @@ def _error(message: str) -> None:
 
 
 @contextmanager
-def _output(path: Path | None) -> Iterator[IO[bytes]]:
+def _output(path: Path | None, to_stderr: bool = False) -> Iterator[IO[bytes]]:
     if path is None:
-        stream = sys.stdout.buffer
+        stream = sys.stderr.buffer if to_stderr else sys.stdout.buffer
         yield stream
         stream.flush()
         return
@@ -324,7 +329,8 @@ def _print_report(
     diagnostics: list[Diagnostic], presentation: Presentation, settings: Settings, unreadable: int
 ) -> None:
     fmt = presentation.output_format
-    with _output(presentation.output_file) as out:
+    destination = presentation.output_file
+    with _output(destination, presentation.to_stderr) as out:
         if presentation.statistics:
             rows = render.statistics(diagnostics)
             if fmt.is_human:
@@ -363,7 +369,10 @@ def _write_human(
             unsafe_fixes=settings.unsafe_fixes,
         )
         if not presentation.quiet:
-            text.write(render.footer(diagnostics, settings.unsafe_fixes, unreadable) + "\n")
+            footer = render.footer(
+                diagnostics, settings.unsafe_fixes, unreadable, fixed=presentation.fixed
+            )
+            text.write(footer + "\n")
     finally:
         with suppress(OSError, ValueError):
             text.flush()
@@ -544,6 +553,279 @@ def _check_command(
         exit_zero=exit_zero,
     )
     return _run_check(paths, settings, presentation, walk=walk)
+
+
+@app.command()
+def repair(
+    files: Annotated[list[Path], typer.Argument(help="Session files to repair.", readable=False)],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", help="Write the repaired copy here (- for stdout); one input file."
+        ),
+    ] = None,
+    in_place: Annotated[
+        bool,
+        typer.Option("--in-place", help="Rewrite each file atomically, keeping a backup."),
+    ] = False,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Change nothing; print a unified diff of the repair.")
+    ] = False,
+    select: SelectOpt = None,
+    extend_select: ExtendSelectOpt = None,
+    ignore: IgnoreOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.FULL,
+    output_file: OutputFileOpt = None,
+    statistics: StatisticsOpt = False,
+    fail_on: FailOnOpt = FailOn.WARNING,
+    exit_zero: ExitZeroOpt = False,
+    exit_non_zero_on_fix: Annotated[
+        bool, typer.Option("--exit-non-zero-on-fix", help="Exit 1 when a file was changed.")
+    ] = False,
+    unsafe_fixes: Annotated[
+        bool, typer.Option("--unsafe-fixes", help="Also apply unsafe fixes.")
+    ] = False,
+    extend_safe_fixes: ExtendSafeOpt = None,
+    extend_unsafe_fixes: ExtendUnsafeOpt = None,
+    session_format: FormatOpt = FormatChoice.AUTO,
+    protect: ProtectOpt = None,
+    protect_last_turns: ProtectTurnsOpt = 0,
+    quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
+    max_record_size: MaxRecordOpt = DEFAULT_MAX_RECORD_SIZE,
+    cwd: CwdOpt = None,
+    prune_to_leaf: Annotated[
+        bool,
+        typer.Option(
+            "--prune-to-leaf",
+            help="SF205: drop every entry off the active path (unsafe; /tree history is lost).",
+        ),
+    ] = False,
+    backup: Annotated[
+        bool,
+        typer.Option("--backup/--no-backup", help="Keep the original as NAME.sessionfix-bak-*."),
+    ] = True,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rewrite hard-linked files in place anyway.")
+    ] = False,
+    diff_context: Annotated[
+        int, typer.Option("--diff-context", help="Lines of context around each change.")
+    ] = 3,
+    diff_full_lines: Annotated[
+        bool, typer.Option("--diff-full-lines", help="Do not shorten lines over 4 KiB.")
+    ] = False,
+    quiet: QuietOpt = False,
+    no_progress: NoProgressOpt = False,
+    jobs: JobsOpt = None,
+) -> None:
+    """Repair session FILES: to a new file (-o), in place (--in-place) or as a diff (--diff).
+
+    Safe fixes are applied by default; unsafe ones with --unsafe-fixes. Every result is
+    verified before it is written.
+    """
+    options = locals()
+    raise typer.Exit(_guard(lambda: _repair_command(**options)))
+
+
+@dataclass(frozen=True, slots=True)
+class RepairTarget:
+    """Where a repair goes: one of a new file, stdout, the file itself, or a diff."""
+
+    output: str | None
+    in_place: bool
+    diff: bool
+    backup: bool
+    force: bool
+    diff_context: int
+    diff_full_lines: bool
+    exit_non_zero_on_fix: bool
+
+
+def _repair_command(
+    *,
+    files: list[Path],
+    output: str | None,
+    in_place: bool,
+    diff: bool,
+    backup: bool,
+    force: bool,
+    diff_context: int,
+    diff_full_lines: bool,
+    exit_non_zero_on_fix: bool,
+    output_format: OutputFormat,
+    output_file: Path | None,
+    statistics: bool,
+    quiet: bool,
+    no_progress: bool,
+    exit_zero: bool,
+    prune_to_leaf: bool,
+    **rule_options: Any,
+) -> int:
+    chosen = (output is not None) + in_place + diff
+    if chosen != 1:
+        raise UsageError("choose exactly one of -o/--output, --in-place and --diff")
+    if output is not None and len(files) != 1:
+        raise UsageError("-o/--output takes exactly one input file")
+    if exit_zero and exit_non_zero_on_fix:
+        raise UsageError("--exit-zero and --exit-non-zero-on-fix cannot be combined")
+    if diff_context < 0:
+        raise UsageError("--diff-context must be 0 or more")
+    settings = dataclasses_replace(_settings(**rule_options), prune_to_leaf=prune_to_leaf)
+    presentation = Presentation(
+        output_format=output_format,
+        output_file=output_file,
+        statistics=statistics,
+        quiet=quiet,
+        no_progress=no_progress,
+        exit_zero=exit_zero,
+        to_stderr=output == "-" or diff,
+    )
+    target = RepairTarget(
+        output=output,
+        in_place=in_place,
+        diff=diff,
+        backup=backup,
+        force=force,
+        diff_context=diff_context,
+        diff_full_lines=diff_full_lines,
+        exit_non_zero_on_fix=exit_non_zero_on_fix,
+    )
+    for path in files:
+        if is_directory(path):
+            raise UsageError(f"{path}: is a directory (repair takes session files)")
+    if diff:
+        return _run_diff(files, settings, presentation, target)
+    return _run_repair(files, settings, presentation, target)
+
+
+def _run_diff(
+    files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
+) -> int:
+    from sessionfix.diffreport import write_diff
+    from sessionfix.repair import plan_repair
+
+    errors: list[str] = []
+    would_fix: list[Diagnostic] = []
+    changed = 0
+    out = sys.stdout.buffer
+    as_data = not presentation.output_format.is_human
+    for path in files:
+        try:
+            planned = plan_repair(path, settings)
+        except SessionfixError as exc:
+            errors.append(str(exc))
+            continue
+        try:
+            would_fix.extend(planned.applied)
+            if planned.changes_anything:
+                changed += 1
+            if not as_data:
+                write_diff(
+                    planned.plan,
+                    out,
+                    str(path),
+                    context=target.diff_context,
+                    full_lines=target.diff_full_lines,
+                )
+        finally:
+            planned.close()
+    if as_data:
+        _write_report(
+            sorted(would_fix, key=SORT_KEY),
+            dataclasses_replace(presentation, to_stderr=False),
+            settings,
+            len(errors),
+        )
+    out.flush()
+    for message in errors:
+        _error(message)
+    if not presentation.quiet:
+        count = len(would_fix)
+        noun = "problem" if count == 1 else "problems"
+        files_noun = "file" if changed == 1 else "files"
+        note = f"Would fix {count} {noun} in {changed} {files_noun}." if changed else "No fixes."
+        _note(note)
+    if errors:
+        return EXIT_ERROR
+    return EXIT_PROBLEMS if changed and not presentation.exit_zero else EXIT_OK
+
+
+def _run_repair(
+    files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
+) -> int:
+    from sessionfix import repair as repairing
+
+    errors: list[str] = []
+    results: list[repairing.RepairResult] = []
+    for path in files:
+        try:
+            if target.in_place:
+                result = repairing.repair_in_place(
+                    path, settings, backup=target.backup, force=target.force
+                )
+            elif target.output == "-":
+                result = repairing.repair_to_stream(path, sys.stdout.buffer, settings)
+            else:
+                assert target.output is not None
+                result = repairing.repair_to(path, Path(target.output), settings)
+        except SessionfixError as exc:
+            errors.append(str(exc))
+            continue
+        results.append(result)
+    remaining = sorted((d for r in results for d in r.remaining), key=SORT_KEY)
+    fixed = sum(len(r.applied) for r in results)
+    _write_report(remaining, dataclasses_replace(presentation, fixed=fixed), settings, len(errors))
+    for message in errors:
+        _error(message)
+    if not presentation.quiet:
+        _note(_repair_summary(results, target))
+    if errors:
+        return EXIT_ERROR
+    if presentation.exit_zero:
+        return EXIT_OK
+    if target.exit_non_zero_on_fix and any(r.changed for r in results):
+        return EXIT_PROBLEMS
+    return _exit_code(remaining, False, settings, presentation.exit_zero)
+
+
+def _repair_summary(results: Sequence[Any], target: RepairTarget) -> str:
+    """One line on stderr: what changed, what was saved."""
+    changed = [r for r in results if r.changed]
+    if not changed:
+        return "Nothing to repair." if results else "Nothing repaired."
+    files = "file" if len(changed) == 1 else "files"
+    verb = "Repaired" if target.in_place else "Wrote the repair of"
+    parts = []
+    dropped = sum(r.dropped_entries for r in changed)
+    pruned = sum(r.reads_pruned for r in changed)
+    split = sum(r.lines_split for r in changed)
+    inserted = sum(r.inserted_records for r in changed)
+    if dropped:
+        parts.append(f"{dropped} entr{'y' if dropped == 1 else 'ies'} dropped")
+    if pruned:
+        parts.append(f"{pruned} stale read{'s' if pruned != 1 else ''} pruned")
+    if split:
+        parts.append(f"{split} glued line{'s' if split != 1 else ''} split")
+    if inserted:
+        parts.append(f"{inserted} record{'s' if inserted != 1 else ''} inserted")
+    saved = sum(r.bytes_saved for r in changed)
+    tokens = sum(r.tokens_saved for r in changed)
+    note = f"{verb} {len(changed)} {files}"
+    if parts:
+        note += ": " + ", ".join(parts)
+    if saved > 0:
+        note += f"; {human_bytes(saved)} saved (~{tokens:,} tokens)"
+    elif saved < 0:
+        note += f"; {human_bytes(-saved)} added"
+    backups = [r.backup for r in changed if r.backup is not None]
+    if len(backups) == 1:
+        note += f"; backup: {backups[0]}"
+    elif backups:
+        note += f"; {len(backups)} backups beside the files"
+    return note + "."
+
+
+def _note(message: str) -> None:
+    _stderr_console().print(escape(message), markup=False, highlight=False)
 
 
 @app.command()

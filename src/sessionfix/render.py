@@ -182,14 +182,26 @@ def _details(
     return details
 
 
-def footer(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool, unreadable: int = 0) -> str:
+def footer(
+    diagnostics: Sequence[Diagnostic],
+    unsafe_fixes: bool,
+    unreadable: int = 0,
+    fixed: int | None = None,
+) -> str:
     """ruff-style closing line: "Found N problems (M fixable ...)." or "All checks passed!".
 
-    Files that could not be read are never "passed"."""
+    After a repair (`fixed` given): "Found N problems (F fixed, R remaining)." Files
+    that could not be read are never "passed"."""
     if unreadable:
         files = "file" if unreadable == 1 else "files"
-        found = footer(diagnostics, unsafe_fixes) if diagnostics else "No problems found"
+        found = footer(diagnostics, unsafe_fixes, fixed=fixed)
+        if not diagnostics and not fixed:
+            found = "No problems found"
         return f"{found.rstrip('.')}; {unreadable} {files} could not be read."
+    if fixed:
+        total = fixed + len(diagnostics)
+        noun = "problem" if total == 1 else "problems"
+        return f"Found {total} {noun} ({fixed} fixed, {len(diagnostics)} remaining)."
     if not diagnostics:
         return "All checks passed!"
     total = len(diagnostics)
