@@ -954,7 +954,7 @@ class PiEditor:
 
         return transform
 
-    def set_parent(self, parent_id: str) -> Callable[[Any], Any]:
+    def set_parent(self, parent_id: str | None) -> Callable[[Any], Any]:
         def transform(record: Any) -> Any:
             record["parentId"] = parent_id
             return record

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -43,6 +43,19 @@ def _report(ctx: RuleContext, cycle: list[int]) -> Diagnostic:
             f"{', …' if len(cycle) > 8 else ''}); loaders without cycle detection hang"
         )
     fix = relink_fix(ctx, breaker, "break the cycle: re-link this entry to", frozenset(cycle))
+    if fix is None:
+        # Nothing outside the cycle can adopt it: its first entry in file order becomes
+        # the root instead, so that every member stays on the path.
+        first = min(cycle)
+        return ctx.entry_diagnostic(
+            RULE,
+            first,
+            message,
+            fix=unsafe(
+                "break the cycle: make this entry the root (parentId null)",
+                ctx.rewrite_record(first, ctx.editor.set_parent(None)),
+            ),
+        )
     return ctx.entry_diagnostic(RULE, breaker, message, fix=fix)
 
 
