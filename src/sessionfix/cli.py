@@ -692,9 +692,18 @@ def _repair_command(
     for path in files:
         if is_directory(path):
             raise UsageError(f"{path}: is a directory (repair takes session files)")
+    if output not in (None, "-") and _same_file(Path(output), files[0]):
+        raise UsageError(f"{output}: is the input file (use --in-place to rewrite it)")
     if diff:
         return _run_diff(files, settings, presentation, target)
     return _run_repair(files, settings, presentation, target)
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
 
 
 def _run_diff(
@@ -776,7 +785,7 @@ def _run_repair(
     _write_report(remaining, dataclasses_replace(presentation, fixed=fixed), settings, len(errors))
     for message in errors:
         _error(message)
-    if not presentation.quiet:
+    if not presentation.quiet and results:
         _note(_repair_summary(results, target))
     if errors:
         return EXIT_ERROR
@@ -791,7 +800,7 @@ def _repair_summary(results: Sequence[Any], target: RepairTarget) -> str:
     """One line on stderr: what changed, what was saved."""
     changed = [r for r in results if r.changed]
     if not changed:
-        return "Nothing to repair." if results else "Nothing repaired."
+        return "Nothing to repair."
     files = "file" if len(changed) == 1 else "files"
     verb = "Repaired" if target.in_place else "Wrote the repair of"
     parts = []

@@ -1,0 +1,177 @@
+"""`sessionfix repair` through typer's CliRunner and `main(argv)`: exit codes, streams,
+the diff report, the written files and the backups."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sessionfix.cli import app, main
+
+from .conftest import FIXTURES
+
+ENV = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
+CLEAN = FIXTURES / "SF008-trap-clean-file" / "input.jsonl"
+CLONES = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
+GLUED = FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl"
+LONG_AGO = 1_700_000_000
+
+
+def run(*args: str | Path):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, [str(a) for a in args], env=ENV, color=False)
+
+
+def _at_rest(source: Path, target: Path) -> Path:
+    shutil.copyfile(source, target)
+    os.utime(target, (LONG_AGO, LONG_AGO))
+    return target
+
+
+def test_diff_of_a_file_with_problems_prints_a_diff_and_exits_one(tmp_path: Path) -> None:
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    before = session.read_bytes()
+    result = run("repair", "--diff", session)
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"--- a/{session}\n+++ b/{session}\n@@ -")
+    removed = [line for line in result.stdout.splitlines() if line.startswith("-{")]
+    assert len(removed) == 3  # two clones, and the child re-linked past them
+    assert "Would fix 2 problems in 1 file." in result.stderr
+    assert session.read_bytes() == before
+
+
+def test_diff_of_a_clean_file_prints_nothing_and_exits_zero(tmp_path: Path) -> None:
+    session = _at_rest(CLEAN, tmp_path / "s.jsonl")
+    result = run("repair", "--diff", session)
+    assert result.exit_code == 0
+    assert result.stdout == ""
+
+
+def test_diff_shortens_long_lines_unless_asked(tmp_path: Path) -> None:
+    lines = CLONES.read_bytes().split(b"\n")
+    padded = lines[1].replace(b'"timestamp":"', b'"pad":"' + b"x" * 6000 + b'","timestamp":"', 1)
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(b"\n".join([lines[0], padded, *lines[2:]]))
+    os.utime(session, (LONG_AGO, LONG_AGO))
+    short = run("repair", "--diff", "--diff-context", "5", session)
+    assert "… (+" in short.stdout
+    assert "x" * 6000 not in short.stdout
+    full = run("repair", "--diff", "--diff-context", "5", "--diff-full-lines", session)
+    assert "x" * 6000 in full.stdout
+
+
+def test_diff_as_json_lists_the_planned_edits(tmp_path: Path) -> None:
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    result = run("repair", "--diff", "--output-format", "json", session)
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [d["code"] for d in data] == ["SF201", "SF201"]
+    assert all(d["fix"]["edits"][0]["op"] == "delete" for d in data)
+
+
+def test_in_place_keeps_a_byte_identical_backup(tmp_path: Path) -> None:
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    os.chmod(session, 0o640)
+    before = session.read_bytes()
+    result = run("repair", "--in-place", session)
+    assert result.exit_code == 0, result.stderr
+    backups = sorted(tmp_path.glob("s.jsonl.sessionfix-bak-*"))
+    assert len(backups) == 1
+    assert backups[0].read_bytes() == before
+    assert session.read_bytes() == (CLONES.parent / "repaired.jsonl").read_bytes()
+    assert (session.stat().st_mode & 0o777) == 0o640
+    assert "Found 2 problems (2 fixed, 0 remaining)." in result.stdout
+    assert "Repaired 1 file: 2 entries dropped" in result.stderr
+    assert "backup:" in result.stderr
+    assert not list(tmp_path.glob(".*sessionfix-tmp*"))
+
+
+def test_in_place_refuses_a_file_that_changed_recently(tmp_path: Path) -> None:
+    session = tmp_path / "s.jsonl"
+    shutil.copyfile(CLONES, session)
+    before = session.read_bytes()
+    result = run("repair", "--in-place", session)
+    assert result.exit_code == 2
+    assert "within the quiescence window" in result.stderr
+    assert session.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    assert run("repair", "--in-place", "--quiescence", "0", session).exit_code == 0
+
+
+def test_in_place_refuses_a_live_openclaw_lock(tmp_path: Path) -> None:
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    lock = tmp_path / "s.jsonl.lock"
+    lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": "2099-01-01T00:00:00.000Z"}))
+    result = run("repair", "--in-place", session)
+    assert result.exit_code == 2
+    assert f"locked by pid {os.getpid()}" in result.stderr
+    assert session.read_bytes() == CLONES.read_bytes()
+
+
+def test_output_file_gets_the_repair_and_remaining_problems_are_reported(
+    tmp_path: Path,
+) -> None:
+    session = _at_rest(GLUED, tmp_path / "s.jsonl")
+    out = tmp_path / "out.jsonl"
+    result = run("repair", session, "-o", out)
+    assert out.read_bytes() == (GLUED.parent / "repaired.jsonl").read_bytes()
+    assert session.read_bytes() == GLUED.read_bytes()
+    assert "fixed" in result.stdout
+    assert result.exit_code in (0, 1)
+
+
+def test_output_dash_writes_the_repair_to_stdout_and_reports_to_stderr(tmp_path: Path) -> None:
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    result = run("repair", session, "-o", "-")
+    assert result.exit_code == 0
+    assert result.stdout.encode() == (CLONES.parent / "repaired.jsonl").read_bytes()
+    assert "Found 2 problems (2 fixed, 0 remaining)." in result.stderr
+
+
+def test_exit_non_zero_on_fix(tmp_path: Path) -> None:
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    assert run("repair", session, "-o", tmp_path / "o.jsonl").exit_code == 0
+    result = run("repair", session, "-o", tmp_path / "p.jsonl", "--exit-non-zero-on-fix")
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["repair", "IN"],
+        ["repair", "IN", "--diff", "--in-place"],
+        ["repair", "IN", "IN", "-o", "OUT"],
+        ["repair", "IN", "-o", "IN"],
+        ["repair", "IN", "--diff", "--exit-zero", "--exit-non-zero-on-fix"],
+    ],
+)
+def test_usage_errors_exit_two_with_one_line(args: list[str], tmp_path: Path) -> None:
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    argv = [
+        str(session) if a == "IN" else str(tmp_path / "o.jsonl") if a == "OUT" else a for a in args
+    ]
+    result = run(*argv)
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert session.read_bytes() == CLONES.read_bytes()
+
+
+def test_missing_and_directory_inputs_exit_two(tmp_path: Path) -> None:
+    assert main(["repair", str(tmp_path / "nope.jsonl"), "--diff"]) == 2
+    assert main(["repair", str(tmp_path), "--in-place"]) == 2
+
+
+def test_unsafe_fixes_apply_only_when_asked(tmp_path: Path) -> None:
+    source = FIXTURES / "SF103-dangling-parent-on-path"
+    session = _at_rest(source / "input.jsonl", tmp_path / "s.jsonl")
+    safe = run("repair", session, "-o", tmp_path / "safe.jsonl")
+    assert (tmp_path / "safe.jsonl").read_bytes() == session.read_bytes()
+    assert safe.exit_code == 1
+    unsafe = run("repair", session, "-o", tmp_path / "unsafe.jsonl", "--unsafe-fixes")
+    expected = (source / "repaired-unsafe.jsonl").read_bytes()
+    assert (tmp_path / "unsafe.jsonl").read_bytes() == expected
+    assert unsafe.exit_code == 0
