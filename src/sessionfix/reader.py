@@ -345,5 +345,11 @@ class RecordSource:
             os.close(self._fd)
             self._fd = None
 
+    def __enter__(self) -> RecordSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __del__(self) -> None:
         self.close()

@@ -14,6 +14,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from sessionfix.formats import Format
 from sessionfix.locks import lock_state
 from sessionfix.plan import RepairPlan
 from sessionfix.reader import RecordSource
-from sessionfix.scanner import ProgressCallback, gc_paused, read_session
+from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
 from sessionfix.writing import TEMP_MARK, replace_file, snapshot
 
@@ -35,6 +36,8 @@ DANGLING_CODES: Final = frozenset({"SF103", "SF105", "SF108", "SF501"})
 """Rules that report a reference naming no record (or looping): a repair must not add any."""
 WRITE_BUFFER: Final = 1 << 20
 BYTES_PER_TOKEN: Final = 4
+MAX_PASSES: Final = 3
+"""Repairs of a repair allowed before verification gives up (see `PlannedRepair.verify`)."""
 """Rough size of a token in JSON session text, for the summary's estimate."""
 
 
@@ -106,6 +109,7 @@ class PlannedRepair:
             self.scanned = read_session(path, settings.format, progress, settings.jobs)
             self.found = run_rules(self.scanned, settings, self.filename)
         self.applied = [d for d in self.found if applies(d, settings)]
+        """Fixes applied, including those a later pass applied to the written result."""
         self.source = RecordSource(path)
         self.plan = RepairPlan(self.scanned, self.applied, self.source)
 
@@ -140,27 +144,46 @@ class PlannedRepair:
         )
 
     def verify(self, written: Path, filename: str) -> list[Diagnostic]:
-        """Check repaired bytes at `written`; return what a check of them reports."""
+        """Check repaired bytes at `written`; return what a check of them reports.
+
+        A fix can make another one applicable (a re-linked entry becomes a clone of its
+        new parent): then `written` is repaired again, at most `MAX_PASSES` times in all,
+        until nothing that applies is left. More dangling references or cycles than the
+        input had fail the repair. (A name that dangled before may move to the entry
+        that takes a dropped one's place: the count, not the owner, is compared.)
+        """
         settings = self.settings
         forced = Format(self.format)
-        with gc_paused():
-            scanned = read_session(written, forced, None, settings.jobs)
-            diagnostics = run_rules(scanned, settings, filename, origin=self.path)
-        left = [d for d in diagnostics if applies(d, settings)]
-        before = {(d.code, d.entry_id) for d in self.found if d.code in DANGLING_CODES}
-        introduced = [
-            d
-            for d in diagnostics
-            if d.code in DANGLING_CODES and (d.code, d.entry_id) not in before
-        ]
-        problem = left[0] if left else introduced[0] if introduced else None
-        if problem is not None:
-            raise VerificationFailed(
-                f"{self.filename}: the repaired file did not pass verification "
-                f"({problem.code} on its line {problem.row}: {problem.message}); "
-                "nothing was written"
-            )
-        return diagnostics
+        before = Counter(d.code for d in self.found if d.code in DANGLING_CODES)
+        for _ in range(MAX_PASSES):
+            with gc_paused():
+                scanned = read_session(written, forced, None, settings.jobs)
+                diagnostics = run_rules(scanned, settings, filename, origin=self.path)
+            after = Counter(d.code for d in diagnostics if d.code in DANGLING_CODES)
+            introduced = [d for d in diagnostics if after[d.code] > before[d.code]]
+            if introduced:
+                raise self._failed(introduced[0])
+            left = [d for d in diagnostics if applies(d, settings)]
+            if not left:
+                return diagnostics
+            self._repair_again(written, scanned, left)
+        raise self._failed(left[0])
+
+    def _repair_again(self, written: Path, scanned: ScannedFile, applied: list[Diagnostic]) -> None:
+        """Apply the fixes left in `written` (same mode), replacing it."""
+        self.applied.extend(applied)
+        again = written.with_name(written.name + ".next")
+        with RecordSource(written) as source:
+            plan = RepairPlan(scanned, applied, source)
+            _write_new(again, plan.chunks(), mode=stat.S_IMODE(os.stat(written).st_mode))
+        os.replace(again, written)
+
+    def _failed(self, problem: Diagnostic) -> VerificationFailed:
+        return VerificationFailed(
+            f"{self.filename}: the repaired file did not pass verification "
+            f"({problem.code} on its line {problem.row}: {problem.message}); "
+            "nothing was written"
+        )
 
     def close(self) -> None:
         self.source.close()
@@ -202,6 +225,7 @@ def repair_to(
             result.output_size = _write_new(temp, planned.chunks(), mode=planned.mode)
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
+            result.output_size = temp.stat().st_size
             os.replace(temp, output)
         except BaseException:
             with suppress(OSError):
@@ -233,6 +257,7 @@ def repair_to_stream(
             result.output_size = _write_new(temp, planned.chunks(), exclusive=False)
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, filename or str(path))
+            result.output_size = temp.stat().st_size
             with open(temp, "rb") as verified:
                 shutil.copyfileobj(verified, stream, 1 << 20)
             stream.flush()
@@ -276,22 +301,13 @@ def repair_in_place(
             result.output = path
             return result
         sizes: list[int] = []
-
-        def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
-            total = 0
-            for chunk in chunks:
-                total += len(chunk)
-                yield chunk
-            sizes.append(total)
-
         remaining: list[Diagnostic] = []
 
         def verify(temp: Path) -> None:
             remaining.extend(planned.verify(temp, result.filename))
+            sizes.append(temp.stat().st_size)
 
-        result.backup = replace_file(
-            original, counted(planned.chunks()), backup=backup, verify=verify
-        )
+        result.backup = replace_file(original, planned.chunks(), backup=backup, verify=verify)
         result.output_size = sizes[0] if sizes else 0
         result.remaining = remaining
         result.changed = True
