@@ -1,4 +1,4 @@
-"""`make bench`: sessionfix scan on a generated >= 1 GB pi session, next to a floor.
+"""`make bench`: sessionfix scan and repair on a generated >= 1 GB pi session, next to a floor.
 
 The floor is a plain loop of `orjson.loads` over the file's lines, measured on the
 same file in the same run. Each command runs in its own process, several times,
@@ -158,6 +158,17 @@ def main() -> None:
             "--jobs",
             "1",
         ],
+        "sessionfix repair -o": [
+            sessionfix,
+            "repair",
+            str(session),
+            "-o",
+            str(BENCH_DIR / "repaired.jsonl"),
+            "--no-progress",
+            "--quiet",
+            "--output-format",
+            "concise",
+        ],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     peaks: dict[str, int] = dict.fromkeys(commands, 0)
@@ -166,6 +177,7 @@ def main() -> None:
             result = measure(command)
             times[name].append(result.seconds)
             peaks[name] = max(peaks[name], result.peak_bytes)
+    (BENCH_DIR / "repaired.jsonl").unlink(missing_ok=True)
     floor = min(times["orjson.loads loop (floor)"])
     floor_median = statistics.median(times["orjson.loads loop (floor)"])
     print(

@@ -72,6 +72,8 @@ class RepairPlan:
         self._parent_overrides: dict[int, str] = {}
         self._rewrites: set[int] = set()
         self._shifts: list[tuple[int, int]] = []
+        self._dropped_ids: set[str | None] = set()
+        """Ids of dropped records: a reference to any other id needs no resolving."""
         self._resolve()
 
     # ---- collecting decisions ------------------------------------------------------------
@@ -134,6 +136,7 @@ class RepairPlan:
         if not view.tree:
             self._positional_shifts()
         rewrites.difference_update(dropped)
+        self._dropped_ids = {view.entry_id(index) for index in dropped} - {None}
 
     def _drop_orphaned_labels(self) -> None:
         """A label whose target goes without survivor or ancestor goes too (§8)."""
@@ -244,7 +247,7 @@ class RepairPlan:
         view = self.view
         if role is RefRole.FIRST_KEPT_POSITION:
             return self._remap_position(value, owner)
-        if not isinstance(value, str):
+        if not isinstance(value, str) or value not in self._dropped_ids:
             return value
         target = view.resolve(value)
         if target is None or target not in self.dropped or self._same_id_survives(target):
