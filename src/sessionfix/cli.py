@@ -35,6 +35,8 @@ from sessionfix.units import human_bytes
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from sessionfix.repair import RepairResult
+
 app = typer.Typer(
     name="sessionfix",
     help="Find and repair corruption in agent-session JSONL files (pi, OpenClaw, Claude Code, "
@@ -796,7 +798,7 @@ def _run_repair(
     return _exit_code(remaining, False, settings, presentation.exit_zero)
 
 
-def _repair_summary(results: Sequence[Any], target: RepairTarget) -> str:
+def _repair_summary(results: Sequence[RepairResult], target: RepairTarget) -> str:
     """One line on stderr: what changed, what was saved."""
     changed = [r for r in results if r.changed]
     if not changed:

@@ -222,7 +222,7 @@ def repair_to(
         result = planned.result()
         temp = directory / f".{output.name}{TEMP_MARK}{os.getpid()}"
         try:
-            result.output_size = _write_new(temp, planned.chunks(), mode=planned.mode)
+            _write_new(temp, planned.chunks(), mode=planned.mode)
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
             result.output_size = temp.stat().st_size
@@ -254,7 +254,7 @@ def repair_to_stream(
         os.close(handle)
         temp = Path(name)
         try:
-            result.output_size = _write_new(temp, planned.chunks(), exclusive=False)
+            _write_new(temp, planned.chunks(), exclusive=False)
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, filename or str(path))
             result.output_size = temp.stat().st_size
@@ -348,15 +348,12 @@ def _check_input_unchanged(planned: PlannedRepair) -> None:
 
 def _write_new(
     path: Path, chunks: Iterator[bytes], *, exclusive: bool = True, mode: int = 0o600
-) -> int:
-    """Write a new file (its mode that of the session it repairs); return its size."""
+) -> None:
+    """Write a new file, its mode that of the session it repairs."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_EXCL if exclusive else 0)
     fd = os.open(path, flags, 0o600)
-    total = 0
     with suppress(OSError):
         os.fchmod(fd, mode)
     with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as handle:
         for chunk in chunks:
             handle.write(chunk)
-            total += len(chunk)
-    return total
