@@ -122,6 +122,22 @@ def _short_reason(message: str, pos: int, text: str) -> str:
 
 def classify_line(body: bytes) -> SlowLine:
     """Classify a line body (terminator removed) that the fast path could not decode."""
+    result = _classify(body)
+    if result.records or result.damaged is None:
+        return result
+    for issue, facts in result.findings:
+        if issue is LineIssue.NUL and facts.get("span") is not None:
+            # NULs around bytes that hold no record are not a strippable run (rules.md
+            # SF004): the whole line is damaged (SF008).
+            result.findings.remove((issue, facts))
+            result.damaged = (len(BOM) if body.startswith(BOM) else 0, len(body))
+            result.damaged_reason = f"raw NUL bytes; without them, {result.damaged_reason}"
+            result.json_kind = None
+            break
+    return result
+
+
+def _classify(body: bytes) -> SlowLine:
     result = SlowLine()
     start, end = 0, len(body)
     if body.startswith(BOM):
