@@ -19,6 +19,7 @@ ENV = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
 CLEAN = FIXTURES / "SF008-trap-clean-file" / "input.jsonl"
 CLONES = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
 GLUED = FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl"
+MISSING_RESULT = FIXTURES / "SF402-missing-result-in-context" / "input.jsonl"
 LONG_AGO = 1_700_000_000
 
 
@@ -42,6 +43,30 @@ def test_diff_of_a_file_with_problems_prints_a_diff_and_exits_one(tmp_path: Path
     assert len(removed) == 3  # two clones, and the child re-linked past them
     assert "Would fix 2 problems in 1 file." in result.stderr
     assert session.read_bytes() == before
+
+
+def test_diff_shows_an_inserted_record_after_its_unchanged_anchor(tmp_path: Path) -> None:
+    session = _at_rest(MISSING_RESULT, tmp_path / "s.jsonl")
+    anchor = session.read_bytes().split(b"\n")[3].decode()
+    result = run("repair", "--diff", "--unsafe-fixes", "--diff-full-lines", session)
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    at = lines.index(" " + anchor)
+    assert lines[at + 1].startswith('+{"type":"message"')
+    assert '"role":"toolResult"' in lines[at + 1]
+    assert [line[0] for line in lines[at + 1 : at + 4]] == ["+", "-", "+"]
+    assert lines[2] == "@@ -1,6 +1,7 @@"
+
+
+def test_diff_leaves_out_a_line_whose_references_did_not_change(tmp_path: Path) -> None:
+    """The orphan's child keeps the id it named (the earlier entry holding it): its line
+    is not shown as changed."""
+    source = FIXTURES / "SF401-orphan-sharing-an-id-with-a-kept-entry" / "input.jsonl"
+    session = _at_rest(source, tmp_path / "s.jsonl")
+    result = run("repair", "--diff", session)
+    assert result.exit_code == 1
+    changed = [line[:40] for line in result.stdout.splitlines()[2:] if line[0] in "+-"]
+    assert changed == ['-{"type":"message","id":"a0000001","pare']
 
 
 def test_diff_of_a_clean_file_prints_nothing_and_exits_zero(tmp_path: Path) -> None:

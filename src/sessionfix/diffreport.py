@@ -113,17 +113,24 @@ def write_diff(
                     hunk.context(kept)
             after = []
             before.clear()
-            hunk.lines.append(b"-" + show(line, full_lines))
-            hunk.old_count += 1
-            if not newline:
-                hunk.lines.append(NO_NEWLINE)
-            last = len(change.lines) - 1
-            for number, new_line in enumerate(change.lines):
+            added = change.lines
+            if newline and len(added) > 1 and added[0] == line:
+                # Records inserted after a line that stays as it was.
+                hunk.context((show(line, full_lines), True))
+                new_row += 1
+                added = added[1:]
+            else:
+                hunk.lines.append(b"-" + show(line, full_lines))
+                hunk.old_count += 1
+                if not newline:
+                    hunk.lines.append(NO_NEWLINE)
+            last = len(added) - 1
+            for number, new_line in enumerate(added):
                 hunk.lines.append(b"+" + show(new_line, full_lines))
                 if number == last and not change.terminated:
                     hunk.lines.append(NO_NEWLINE)
-            hunk.new_count += len(change.lines)
-            new_row += len(change.lines)
+            hunk.new_count += len(added)
+            new_row += len(added)
             continue
         new_row += 1
         shown = (show(line, full_lines), newline)

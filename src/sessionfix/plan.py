@@ -74,6 +74,9 @@ class RepairPlan:
         self._shifts: list[tuple[int, int]] = []
         self._dropped_ids: set[str | None] = set()
         """Ids of dropped records: a reference to any other id needs no resolving."""
+        self._held: dict[str, int] = {}
+        """Ids shared by several records (SF104) → the record still holding one after
+        the drops (the last, as in pi's Map)."""
         self._resolve()
 
     # ---- collecting decisions ------------------------------------------------------------
@@ -112,8 +115,26 @@ class RepairPlan:
 
     # ---- resolving references (rules.md §8) ----------------------------------------------
 
+    def _surviving_holders(self) -> dict[str, int]:
+        view = self.view
+        held: dict[str, int] = {}
+        for first, later in self.view.duplicate_ids:
+            for index in (first, later):
+                entry_id = view.entry_id(index)
+                if entry_id is not None and index not in self.dropped:
+                    held[entry_id] = max(index, held.get(entry_id, index))
+        return held
+
+    def _still_named(self, value: str, owner: int) -> bool:
+        """Whether `value` names a surviving record other than `owner` once the drops
+        apply (a dropped record's id shared with a kept one, SF104). A reference whose
+        target goes with nothing to climb to keeps such a name rather than dangle."""
+        holder = self._held.get(value)
+        return holder is not None and holder != owner
+
     def _resolve(self) -> None:
         view = self.view
+        self._held = self._surviving_holders()
         self._drop_orphaned_labels()
         for anchor, edits in self.insertions.items():
             last_id = edits[-1].new_id
@@ -150,6 +171,8 @@ class RepairPlan:
                 for reference in references:
                     target = view.resolve(reference.target)
                     if target is None or target not in self.dropped:
+                        continue
+                    if self._still_named(reference.target, index):
                         continue
                     if self._survivor(target) is None and self._climb(target)[0] is None:
                         self.dropped[index] = NO_SURVIVOR
@@ -254,7 +277,8 @@ class RepairPlan:
             return value
         survivor = self._survivor(target)
         if role is RefRole.PARENT:
-            return self._climb(target)[1]
+            ancestor, end = self._climb(target)
+            return value if ancestor is None and self._still_named(value, owner) else end
         if survivor is not None:
             return view.entry_id(survivor)
         if role is RefRole.FIRST_KEPT:
@@ -262,6 +286,8 @@ class RepairPlan:
         ancestor, _ = self._climb(target)
         if ancestor is not None:
             return view.entry_id(ancestor)
+        if self._still_named(value, owner):
+            return value
         return "root" if role is RefRole.FROM else None
 
     # ---- positions (pi v1) -------------------------------------------------------------
@@ -320,6 +346,13 @@ class RepairPlan:
     def inserted_records(self) -> int:
         return sum(len(edits) for edits in self.insertions.values())
 
+    def rewritten_ids(self) -> set[str]:
+        """Ids of the records this plan re-serialises or inserts."""
+        view = self.view
+        named = [view.entry_id(index) for index in self._rewrites]
+        named.extend(edit.new_id for edits in self.insertions.values() for edit in edits)
+        return {entry_id for entry_id in named if entry_id is not None}
+
     @property
     def terminator(self) -> bytes:
         """Rewritten lines use LF, unless CRLF is kept and most lines use it."""
@@ -372,7 +405,18 @@ class RepairPlan:
         view = self.view
         for row in self.changed_rows():
             if self._findings_on(row) or bisect_left(view.rows, row) < bisect_right(view.rows, row):
-                yield self._row_change(row)
+                change = self._row_change(row)
+                if not self._unchanged(change):
+                    yield change
+
+    def _unchanged(self, change: RowChange) -> bool:
+        """A row whose references all resolve as before comes out as its input bytes."""
+        lines = change.lines
+        if len(lines) != 1 or not change.terminated:
+            return False
+        return self.source.read(change.start, change.end - change.start) == (
+            lines[0] + self.terminator
+        )
 
     def _row_change(self, row: int) -> RowChange:
         view, source = self.view, self.source
@@ -462,25 +506,33 @@ class RepairPlan:
         return lines
 
     def _rewritten(self, index: int) -> bytes:
-        record = jsonutil.loads_preserving(self.source.read(*self.view.span(index)))
-        for transform in self.transforms.get(index, ()):
+        raw = self.source.read(*self.view.span(index))
+        record = jsonutil.loads_preserving(raw)
+        transforms = self.transforms.get(index, ())
+        for transform in transforms:
             record = transform(record)
         override = self._parent_overrides.get(index)
         if override is not None:
             record = self.editor.set_field("parentId", override)(record)
-        return jsonutil.stringify_bytes(self._remap_record(record, index))
+        record, remapped = self._remap_record(record, index)
+        if not (transforms or override is not None or remapped):
+            return raw
+        return jsonutil.stringify_bytes(record)
 
     def _inserted(self, anchor: int, edit: Edit) -> bytes:
         assert edit.build is not None
-        return jsonutil.stringify_bytes(self._remap_record(edit.build(), anchor))
+        return jsonutil.stringify_bytes(self._remap_record(edit.build(), anchor)[0])
 
-    def _remap_record(self, record: Any, owner: int) -> Any:
+    def _remap_record(self, record: Any, owner: int) -> tuple[Any, bool]:
+        """The record with its references resolved, and whether any changed."""
+        remapped = False
         for name, role in self.editor.references(record):
             value = record[name]
             new = self.remap(value, role, owner)
             if new is not value and new != value:
                 record = self.editor.set_field(name, new)(record)
-        return record
+                remapped = True
+        return record, remapped
 
     # ---- output bytes --------------------------------------------------------------------
 
