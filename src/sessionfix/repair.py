@@ -32,13 +32,18 @@ from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_se
 from sessionfix.settings import Settings
 from sessionfix.writing import TEMP_MARK, replace_file, snapshot
 
-DANGLING_CODES: Final = frozenset({"SF103", "SF105", "SF108", "SF501"})
+DANGLING_CODES: Final = frozenset({"SF103", "SF105", "SF108"})
 """Rules that report a reference naming no record (or looping): a repair must not add any."""
+MOVED_CUT_CODE: Final = "SF501"
+"""A compaction's kept entry that is gone or not before it: a repair must not cause one
+on a compaction it rewrote. (Breaking a cycle or a re-link may reveal one the broken
+tree hid; that one stays reported.)"""
 WRITE_BUFFER: Final = 1 << 20
 BYTES_PER_TOKEN: Final = 4
-MAX_PASSES: Final = 3
-"""Repairs of a repair allowed before verification gives up (see `PlannedRepair.verify`)."""
 """Rough size of a token in JSON session text, for the summary's estimate."""
+MAX_PASSES: Final = 8
+"""Checks of the written result before verification gives up (see `PlannedRepair.verify`).
+Every further pass must change the file; real sessions need one, rare shapes three."""
 
 
 class VerificationFailed(SessionfixError):
@@ -75,12 +80,26 @@ class RepairResult:
     changed: bool = False
     input_size: int = 0
     output_size: int = 0
-    dropped_entries: int = 0
-    inserted_records: int = 0
-    reads_pruned: int = 0
-    lines_split: int = 0
+    tally: Counter[str] = field(default_factory=Counter)
+    """What the fixes of every pass did: "dropped", "inserted", and per rule code."""
     backup: Path | None = None
     output: Path | None = None
+
+    @property
+    def dropped_entries(self) -> int:
+        return self.tally["dropped"]
+
+    @property
+    def inserted_records(self) -> int:
+        return self.tally["inserted"]
+
+    @property
+    def reads_pruned(self) -> int:
+        return self.tally["SF301"]
+
+    @property
+    def lines_split(self) -> int:
+        return self.tally["SF001"]
 
     @property
     def bytes_saved(self) -> int:
@@ -112,6 +131,9 @@ class PlannedRepair:
         """Fixes applied, including those a later pass applied to the written result."""
         self.source = RecordSource(path)
         self.plan = RepairPlan(self.scanned, self.applied, self.source)
+        self.tally: Counter[str] = Counter()
+        """What the plans of every pass do (see `RepairResult.tally`)."""
+        self._count(self.plan)
 
     @property
     def format(self) -> str:
@@ -129,7 +151,6 @@ class PlannedRepair:
         return self.plan.chunks()
 
     def result(self) -> RepairResult:
-        plan = self.plan
         return RepairResult(
             path=self.path,
             filename=self.filename,
@@ -137,46 +158,70 @@ class PlannedRepair:
             found=self.found,
             applied=self.applied,
             input_size=self.scanned.info.size,
-            dropped_entries=plan.dropped_entries,
-            inserted_records=plan.inserted_records,
-            reads_pruned=plan.codes.get("SF301", 0),
-            lines_split=plan.codes.get("SF001", 0),
+            tally=self.tally,
         )
+
+    def _count(self, plan: RepairPlan) -> None:
+        self.tally.update(plan.codes)
+        self.tally["dropped"] += plan.dropped_entries
+        self.tally["inserted"] += plan.inserted_records
 
     def verify(self, written: Path, filename: str) -> list[Diagnostic]:
         """Check repaired bytes at `written`; return what a check of them reports.
 
         A fix can make another one applicable (a re-linked entry becomes a clone of its
-        new parent): then `written` is repaired again, at most `MAX_PASSES` times in all,
-        until nothing that applies is left. More dangling references or cycles than the
-        input had fail the repair. (A name that dangled before may move to the entry
-        that takes a dropped one's place: the count, not the owner, is compared.)
+        new parent; a dropped root leaves a root mid-file, which SF107 re-links): then
+        `written` is repaired again, until nothing that applies is left, so that the
+        result is a fixed point of `repair`. A pass that changes nothing, or more than
+        `MAX_PASSES` checks, fail the repair. More dangling references or cycles than the
+        input had fail the repair (a name that dangled before may move to the entry
+        that takes a dropped one's place: the count, not the owner, is compared), as
+        does a broken kept entry on a compaction the repair rewrote.
         """
         settings = self.settings
         forced = Format(self.format)
         before = Counter(d.code for d in self.found if d.code in DANGLING_CODES)
+        broken_cuts = {d.entry_id for d in self.found if d.code == MOVED_CUT_CODE}
+        rewritten = self.plan.rewritten_ids()
         for _ in range(MAX_PASSES):
             with gc_paused():
                 scanned = read_session(written, forced, None, settings.jobs)
                 diagnostics = run_rules(scanned, settings, filename, origin=self.path)
             after = Counter(d.code for d in diagnostics if d.code in DANGLING_CODES)
-            introduced = [d for d in diagnostics if after[d.code] > before[d.code]]
+            introduced = [
+                d
+                for d in diagnostics
+                if after[d.code] > before[d.code]
+                or (
+                    d.code == MOVED_CUT_CODE
+                    and d.entry_id in rewritten
+                    and d.entry_id not in broken_cuts
+                )
+            ]
             if introduced:
                 raise self._failed(introduced[0])
             left = [d for d in diagnostics if applies(d, settings)]
             if not left:
                 return diagnostics
-            self._repair_again(written, scanned, left)
+            rewritten |= self._repair_again(written, scanned, left)
         raise self._failed(left[0])
 
-    def _repair_again(self, written: Path, scanned: ScannedFile, applied: list[Diagnostic]) -> None:
-        """Apply the fixes left in `written` (same mode), replacing it."""
-        self.applied.extend(applied)
+    def _repair_again(
+        self, written: Path, scanned: ScannedFile, applied: list[Diagnostic]
+    ) -> set[str]:
+        """Apply the fixes left in `written` (same mode), replacing it; return the ids of
+        the records this pass rewrote."""
         again = written.with_name(written.name + ".next")
         with RecordSource(written) as source:
             plan = RepairPlan(scanned, applied, source)
+            if plan.is_empty():
+                raise self._failed(applied[0])
+            self.applied.extend(applied)
+            self._count(plan)
             _write_new(again, plan.chunks(), mode=stat.S_IMODE(os.stat(written).st_mode))
+            rewritten = plan.rewritten_ids()
         os.replace(again, written)
+        return rewritten
 
     def _failed(self, problem: Diagnostic) -> VerificationFailed:
         return VerificationFailed(
