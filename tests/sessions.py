@@ -91,7 +91,14 @@ class Session:
         }
         return self._entry("message", {"message": message})
 
-    def result(self, call_id: str, name: str, text: str, is_error: bool = False) -> str:
+    def result(
+        self,
+        call_id: str,
+        name: str,
+        text: str,
+        is_error: bool = False,
+        parent: str | bool | None = True,
+    ) -> str:
         message = {
             "role": "toolResult",
             "toolCallId": call_id,
@@ -100,7 +107,7 @@ class Session:
             "isError": is_error,
             "timestamp": BASE_MS + self.serial * 1000,
         }
-        return self._entry("message", {"message": message})
+        return self._entry("message", {"message": message}, parent)
 
     def compaction(self, kept: str | None, tokens: int) -> str:
         fields: dict[str, Any] = {"summary": "Summary of the work so far."}

@@ -30,10 +30,12 @@ from sessionfix.plan import RepairPlan
 from sessionfix.reader import RecordSource
 from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
+from sessionfix.view import SessionView
 from sessionfix.writing import TEMP_MARK, replace_file, snapshot
 
-DANGLING_CODES: Final = frozenset({"SF103", "SF105", "SF108"})
-"""Rules that report a reference naming no record (or looping): a repair must not add any."""
+PARENT_LINK: Final = "parent link"
+CYCLE_CODE: Final = "SF105"
+"""Parent links that loop: a repair must not add any."""
 MOVED_CUT_CODE: Final = "SF501"
 """A compaction's kept entry that is gone or not before it: a repair must not cause one
 on a compaction it rewrote. (Breaking a cycle or a re-link may reveal one the broken
@@ -173,25 +175,33 @@ class PlannedRepair:
         new parent; a dropped root leaves a root mid-file, which SF107 re-links): then
         `written` is repaired again, until nothing that applies is left, so that the
         result is a fixed point of `repair`. A pass that changes nothing, or more than
-        `MAX_PASSES` checks, fail the repair. More dangling references or cycles than the
-        input had fail the repair (a name that dangled before may move to the entry
-        that takes a dropped one's place: the count, not the owner, is compared), as
-        does a broken kept entry on a compaction the repair rewrote.
+        `MAX_PASSES` checks, fail the repair. So do a name that dangles in the result
+        but did not dangle in the input (the children of a dropped entry whose parent
+        was already gone inherit that gone name: not a new one), more cycles than the
+        input had, and a broken kept entry on a compaction the repair rewrote.
         """
         settings = self.settings
         forced = Format(self.format)
-        before = Counter(d.code for d in self.found if d.code in DANGLING_CODES)
+        dangled = _dangling_names(self.scanned.view)
+        cycles = sum(d.code == CYCLE_CODE for d in self.found)
         broken_cuts = {d.entry_id for d in self.found if d.code == MOVED_CUT_CODE}
         rewritten = self.plan.rewritten_ids()
         for _ in range(MAX_PASSES):
             with gc_paused():
                 scanned = read_session(written, forced, None, settings.jobs)
                 diagnostics = run_rules(scanned, settings, filename, origin=self.path)
-            after = Counter(d.code for d in diagnostics if d.code in DANGLING_CODES)
+            view = scanned.view
+            for (name, value), owner in _dangling_names(view).items():
+                if (name, value) not in dangled:
+                    what = name if name == PARENT_LINK else f"`{name}`"
+                    raise self._failed(
+                        f"{what} {value!r} on its line {view.rows[owner]} names no entry"
+                    )
+            more_cycles = sum(d.code == CYCLE_CODE for d in diagnostics) > cycles
             introduced = [
                 d
                 for d in diagnostics
-                if after[d.code] > before[d.code]
+                if (d.code == CYCLE_CODE and more_cycles)
                 or (
                     d.code == MOVED_CUT_CODE
                     and d.entry_id in rewritten
@@ -199,12 +209,12 @@ class PlannedRepair:
                 )
             ]
             if introduced:
-                raise self._failed(introduced[0])
+                raise self._failed(_described(introduced[0]))
             left = [d for d in diagnostics if applies(d, settings)]
             if not left:
                 return diagnostics
             rewritten |= self._repair_again(written, scanned, left)
-        raise self._failed(left[0])
+        raise self._failed(_described(left[0]))
 
     def _repair_again(
         self, written: Path, scanned: ScannedFile, applied: list[Diagnostic]
@@ -215,7 +225,7 @@ class PlannedRepair:
         with RecordSource(written) as source:
             plan = RepairPlan(scanned, applied, source)
             if plan.is_empty():
-                raise self._failed(applied[0])
+                raise self._failed(_described(applied[0]))
             self.applied.extend(applied)
             self._count(plan)
             _write_new(again, plan.chunks(), mode=stat.S_IMODE(os.stat(written).st_mode))
@@ -223,15 +233,30 @@ class PlannedRepair:
         os.replace(again, written)
         return rewritten
 
-    def _failed(self, problem: Diagnostic) -> VerificationFailed:
+    def _failed(self, problem: str) -> VerificationFailed:
         return VerificationFailed(
-            f"{self.filename}: the repaired file did not pass verification "
-            f"({problem.code} on its line {problem.row}: {problem.message}); "
+            f"{self.filename}: the repaired file did not pass verification ({problem}); "
             "nothing was written"
         )
 
     def close(self) -> None:
         self.source.close()
+
+
+def _described(problem: Diagnostic) -> str:
+    return f"{problem.code} on its line {problem.row}: {problem.message}"
+
+
+def _dangling_names(view: SessionView) -> dict[tuple[str, str], int]:
+    """Every (field, name) that names no record → the first record holding it."""
+    names: dict[tuple[str, str], int] = {}
+    for index in view.dangling():
+        names.setdefault((PARENT_LINK, str(view.parent_id(index))), index)
+    for index, references in view.references.items():
+        for reference in references:
+            if view.resolve(reference.target) is None:
+                names.setdefault((reference.field, reference.target), index)
+    return names
 
 
 def plan_repair(
