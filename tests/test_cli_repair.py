@@ -58,17 +58,6 @@ def test_diff_shows_an_inserted_record_after_its_unchanged_anchor(tmp_path: Path
     assert lines[2] == "@@ -1,6 +1,7 @@"
 
 
-def test_diff_leaves_out_a_line_whose_references_did_not_change(tmp_path: Path) -> None:
-    """The orphan's child keeps the id it named (the earlier entry holding it): its line
-    is not shown as changed."""
-    source = FIXTURES / "SF401-orphan-sharing-an-id-with-a-kept-entry" / "input.jsonl"
-    session = _at_rest(source, tmp_path / "s.jsonl")
-    result = run("repair", "--diff", session)
-    assert result.exit_code == 1
-    changed = [line[:40] for line in result.stdout.splitlines()[2:] if line[0] in "+-"]
-    assert changed == ['-{"type":"message","id":"a0000001","pare']
-
-
 def test_diff_of_a_clean_file_prints_nothing_and_exits_zero(tmp_path: Path) -> None:
     session = _at_rest(CLEAN, tmp_path / "s.jsonl")
     result = run("repair", "--diff", session)

@@ -74,9 +74,6 @@ class RepairPlan:
         self._shifts: list[tuple[int, int]] = []
         self._dropped_ids: set[str | None] = set()
         """Ids of dropped records: a reference to any other id needs no resolving."""
-        self._held: dict[str, int] = {}
-        """Ids shared by several records (SF104) → the record still holding one after
-        the drops (the last, as in pi's Map)."""
         self._resolve()
 
     # ---- collecting decisions ------------------------------------------------------------
@@ -115,26 +112,8 @@ class RepairPlan:
 
     # ---- resolving references (rules.md §8) ----------------------------------------------
 
-    def _surviving_holders(self) -> dict[str, int]:
-        view = self.view
-        held: dict[str, int] = {}
-        for first, later in self.view.duplicate_ids:
-            for index in (first, later):
-                entry_id = view.entry_id(index)
-                if entry_id is not None and index not in self.dropped:
-                    held[entry_id] = max(index, held.get(entry_id, index))
-        return held
-
-    def _still_named(self, value: str, owner: int) -> bool:
-        """Whether `value` names a surviving record other than `owner` once the drops
-        apply (a dropped record's id shared with a kept one, SF104). A reference whose
-        target goes with nothing to climb to keeps such a name rather than dangle."""
-        holder = self._held.get(value)
-        return holder is not None and holder != owner
-
     def _resolve(self) -> None:
         view = self.view
-        self._held = self._surviving_holders()
         self._drop_orphaned_labels()
         for anchor, edits in self.insertions.items():
             last_id = edits[-1].new_id
@@ -171,8 +150,6 @@ class RepairPlan:
                 for reference in references:
                     target = view.resolve(reference.target)
                     if target is None or target not in self.dropped:
-                        continue
-                    if self._still_named(reference.target, index):
                         continue
                     if self._survivor(target) is None and self._climb(target)[0] is None:
                         self.dropped[index] = NO_SURVIVOR
@@ -277,8 +254,7 @@ class RepairPlan:
             return value
         survivor = self._survivor(target)
         if role is RefRole.PARENT:
-            ancestor, end = self._climb(target)
-            return value if ancestor is None and self._still_named(value, owner) else end
+            return self._climb(target)[1]
         if survivor is not None:
             return view.entry_id(survivor)
         if role is RefRole.FIRST_KEPT:
@@ -286,8 +262,6 @@ class RepairPlan:
         ancestor, _ = self._climb(target)
         if ancestor is not None:
             return view.entry_id(ancestor)
-        if self._still_named(value, owner):
-            return value
         return "root" if role is RefRole.FROM else None
 
     # ---- positions (pi v1) -------------------------------------------------------------
