@@ -3,7 +3,10 @@ what it refuses, what it lets through, and that a refusal writes nothing."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,111 @@ def test_children_of_a_dropped_entry_inherit_its_gone_parent(tmp_path: Path) -> 
     assert repaired.count(b'"parentId":"deadbeef"') == 2
     assert b'"id":"' + orphan.encode() not in repaired
     assert first.encode() in repaired
+
+
+def test_a_later_pass_that_fails_leaves_no_temp_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The unsafe repair of this fixture takes two passes; a full disk during the second
+    leaves neither the output nor any temp file, and the original as it was."""
+    source = FIXTURES / "SF401-orphan-sharing-an-id-with-a-kept-entry" / "input.jsonl"
+    settings = Settings(quiescence=0.0, unsafe_fixes=True)
+    written = RepairPlan.chunks
+    passes: list[int] = []
+
+    def full_disk_on_second_pass(self: RepairPlan) -> Iterator[bytes]:
+        passes.append(1)
+        for chunk in written(self):
+            yield chunk
+            if len(passes) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RepairPlan, "chunks", full_disk_on_second_pass)
+    with pytest.raises(OSError, match="No space left"):
+        repair_to(source, tmp_path / "out.jsonl", settings)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(source.read_bytes())
+    os.utime(session, (LONG_AGO, LONG_AGO))
+    passes.clear()
+    with pytest.raises(OSError, match="No space left"):
+        repair_in_place(session, settings)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    assert session.read_bytes() == source.read_bytes()
+
+
+def _v1_session() -> bytes:
+    """pi v1 (no ids): an orphan result before a compaction that keeps from position 4."""
+    usage = {"input": 1, "output": 1, "totalTokens": 2}
+    records: list[dict[str, object]] = [
+        {
+            "type": "session",
+            "id": "019f92c8-d694-7ac3-9144-e3b22add01f3",
+            "timestamp": "2026-07-24T06:21:03.000Z",
+            "cwd": "/home/user/proj",
+        },
+        {"type": "message", "message": {"role": "user", "content": "a", "timestamp": 1}},
+        {
+            "type": "message",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "toolu_gone",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": "ok"}],
+                "timestamp": 2,
+            },
+        },
+        {"type": "message", "message": {"role": "user", "content": "b", "timestamp": 3}},
+        {
+            "type": "message",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "toolu_1", "name": "bash", "arguments": {}}],
+                "usage": usage,
+                "stopReason": "toolUse",
+                "timestamp": 4,
+            },
+        },
+        {
+            "type": "message",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "toolu_1",
+                "toolName": "bash",
+                "content": [{"type": "text", "text": "ok"}],
+                "timestamp": 5,
+            },
+        },
+        {
+            "type": "message",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "done"}],
+                "usage": usage,
+                "stopReason": "stop",
+                "timestamp": 6,
+            },
+        },
+        {
+            "type": "compaction",
+            "timestamp": "2026-07-24T06:21:08.000Z",
+            "summary": "s",
+            "firstKeptEntryIndex": 4,
+            "tokensBefore": 100,
+        },
+        {"type": "message", "message": {"role": "user", "content": "c", "timestamp": 7}},
+    ]
+    return b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
+
+
+def test_a_broken_v1_cut_fails_the_repair(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """pi v1 records have no ids: a kept position the run breaks is caught by count."""
+    source = tmp_path / "s.jsonl"
+    source.write_bytes(_v1_session())
+    good = repair_to(source, tmp_path / "good.jsonl", SETTINGS)
+    assert [d.code for d in good.applied] == ["SF401"]
+    assert not [d for d in good.remaining if d.code == "SF501"]
+    monkeypatch.setattr(RepairPlan, "_remap_position", lambda self, value, owner: value)
+    with pytest.raises(VerificationFailed, match="SF501"):
+        repair_to(source, tmp_path / "bad.jsonl", SETTINGS)
+    assert not (tmp_path / "bad.jsonl").exists()

@@ -114,7 +114,7 @@ def write_diff(
             after = []
             before.clear()
             added = change.lines
-            if newline and len(added) > 1 and added[0] == line:
+            if newline and len(added) > 1 and added[0] == line and plan.terminator == b"\n":
                 # Records inserted after a line that stays as it was.
                 hunk.context((show(line, full_lines), True))
                 new_row += 1

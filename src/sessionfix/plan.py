@@ -74,6 +74,10 @@ class RepairPlan:
         self._shifts: list[tuple[int, int]] = []
         self._dropped_ids: set[str | None] = set()
         """Ids of dropped records: a reference to any other id needs no resolving."""
+        self._reserialised: set[int] = set()
+        """Records the last `chunks()` wrote with changed content."""
+        self.rows_written = 0
+        """Rows the last `chunks()` wrote differently from the input (prefix included)."""
         self._resolve()
 
     # ---- collecting decisions ------------------------------------------------------------
@@ -321,9 +325,9 @@ class RepairPlan:
         return sum(len(edits) for edits in self.insertions.values())
 
     def rewritten_ids(self) -> set[str]:
-        """Ids of the records this plan re-serialises or inserts."""
+        """Ids of the records the last `chunks()` wrote changed, or inserted."""
         view = self.view
-        named = [view.entry_id(index) for index in self._rewrites]
+        named = [view.entry_id(index) for index in self._reserialised]
         named.extend(edit.new_id for edits in self.insertions.values() for edit in edits)
         return {entry_id for entry_id in named if entry_id is not None}
 
@@ -491,6 +495,7 @@ class RepairPlan:
         record, remapped = self._remap_record(record, index)
         if not (transforms or override is not None or remapped):
             return raw
+        self._reserialised.add(index)
         return jsonutil.stringify_bytes(record)
 
     def _inserted(self, anchor: int, edit: Edit) -> bytes:
@@ -515,10 +520,14 @@ class RepairPlan:
         source = self.source
         terminator = self.terminator
         prefix = self.prefix()
+        self._reserialised.clear()
+        self.rows_written = 0
         if prefix:
+            self.rows_written += 1
             yield prefix
         position = 0
         for change in self.changes():
+            self.rows_written += 1
             yield from _copy(source, position, change.start)
             if change.lines:
                 last = len(change.lines) - 1

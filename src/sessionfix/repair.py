@@ -184,6 +184,7 @@ class PlannedRepair:
         forced = Format(self.format)
         dangled = _dangling_names(self.scanned.view)
         cycles = sum(d.code == CYCLE_CODE for d in self.found)
+        cuts = sum(d.code == MOVED_CUT_CODE for d in self.found)
         broken_cuts = {d.entry_id for d in self.found if d.code == MOVED_CUT_CODE}
         rewritten = self.plan.rewritten_ids()
         for _ in range(MAX_PASSES):
@@ -198,13 +199,15 @@ class PlannedRepair:
                         f"{what} {value!r} on its line {view.rows[owner]} names no entry"
                     )
             more_cycles = sum(d.code == CYCLE_CODE for d in diagnostics) > cycles
+            more_cuts = sum(d.code == MOVED_CUT_CODE for d in diagnostics) > cuts
             introduced = [
                 d
                 for d in diagnostics
                 if (d.code == CYCLE_CODE and more_cycles)
                 or (
                     d.code == MOVED_CUT_CODE
-                    and d.entry_id in rewritten
+                    # Positional formats (pi v1) have no ids: the count decides.
+                    and (d.entry_id in rewritten or (d.entry_id is None and more_cuts))
                     and d.entry_id not in broken_cuts
                 )
             ]
@@ -222,15 +225,23 @@ class PlannedRepair:
         """Apply the fixes left in `written` (same mode), replacing it; return the ids of
         the records this pass rewrote."""
         again = written.with_name(written.name + ".next")
-        with RecordSource(written) as source:
-            plan = RepairPlan(scanned, applied, source)
-            if plan.is_empty():
-                raise self._failed(_described(applied[0]))
-            self.applied.extend(applied)
-            self._count(plan)
-            _write_new(again, plan.chunks(), mode=stat.S_IMODE(os.stat(written).st_mode))
-            rewritten = plan.rewritten_ids()
-        os.replace(again, written)
+        st = os.stat(written)
+        try:
+            with RecordSource(written) as source:
+                plan = RepairPlan(scanned, applied, source)
+                _write_new(again, plan.chunks(), mode=stat.S_IMODE(st.st_mode), sync=True)
+                if not plan.rows_written:
+                    raise self._failed(_described(applied[0]))
+                rewritten = plan.rewritten_ids()
+            with suppress(OSError):
+                os.chown(again, st.st_uid, st.st_gid)
+            os.replace(again, written)
+        except BaseException:
+            with suppress(OSError):
+                again.unlink()
+            raise
+        self.applied.extend(applied)
+        self._count(plan)
         return rewritten
 
     def _failed(self, problem: str) -> VerificationFailed:
@@ -417,9 +428,15 @@ def _check_input_unchanged(planned: PlannedRepair) -> None:
 
 
 def _write_new(
-    path: Path, chunks: Iterator[bytes], *, exclusive: bool = True, mode: int = 0o600
+    path: Path,
+    chunks: Iterator[bytes],
+    *,
+    exclusive: bool = True,
+    mode: int = 0o600,
+    sync: bool = False,
 ) -> None:
-    """Write a new file, its mode that of the session it repairs."""
+    """Write a new file, its mode that of the session it repairs (synced to disk if
+    `sync`: it is about to replace one that was)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_EXCL if exclusive else 0)
     fd = os.open(path, flags, 0o600)
     with suppress(OSError):
@@ -427,3 +444,6 @@ def _write_new(
     with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as handle:
         for chunk in chunks:
             handle.write(chunk)
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
