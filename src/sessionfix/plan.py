@@ -390,11 +390,10 @@ class RepairPlan:
     def _unchanged(self, change: RowChange) -> bool:
         """A row whose references all resolve as before comes out as its input bytes."""
         lines = change.lines
-        if len(lines) != 1 or not change.terminated:
+        size = change.end - change.start
+        if len(lines) != 1 or not change.terminated or size != len(lines[0]) + len(self.terminator):
             return False
-        return self.source.read(change.start, change.end - change.start) == (
-            lines[0] + self.terminator
-        )
+        return self.source.read(change.start, size) == lines[0] + self.terminator
 
     def _row_change(self, row: int) -> RowChange:
         view, source = self.view, self.source

@@ -31,7 +31,7 @@ from sessionfix.reader import RecordSource
 from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
 from sessionfix.view import SessionView
-from sessionfix.writing import TEMP_MARK, replace_file, snapshot
+from sessionfix.writing import TEMP_MARK, chown_best_effort, replace_file, snapshot
 
 PARENT_LINK: Final = "parent link"
 CYCLE_CODE: Final = "SF105"
@@ -233,8 +233,7 @@ class PlannedRepair:
                 if not plan.rows_written:
                     raise self._failed(_described(applied[0]))
                 rewritten = plan.rewritten_ids()
-            with suppress(OSError):
-                os.chown(again, st.st_uid, st.st_gid)
+            chown_best_effort(again, st.st_uid, st.st_gid)
             os.replace(again, written)
         except BaseException:
             with suppress(OSError):

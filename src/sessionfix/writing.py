@@ -113,7 +113,7 @@ def replace_file(
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temp, original.mode)
-        _chown_best_effort(temp, original.uid, original.gid)
+        chown_best_effort(temp, original.uid, original.gid)
         if verify is not None:
             verify(temp)
         _check_unchanged(original)
@@ -164,7 +164,7 @@ def _link_backup(target: Path, when: datetime) -> Path:
     raise WriteRefused(f"{target}: too many backups named {base}")
 
 
-def _chown_best_effort(path: Path, uid: int, gid: int) -> None:
+def chown_best_effort(path: Path, uid: int, gid: int) -> None:
     """Step 7: keep the owner where allowed, else at least the group; never fail on it."""
     for owner in ((uid, gid), (-1, gid)):
         try:
