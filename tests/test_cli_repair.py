@@ -119,11 +119,13 @@ def test_in_place_refuses_a_file_that_changed_recently(tmp_path: Path) -> None:
 def test_in_place_refuses_a_live_openclaw_lock(tmp_path: Path) -> None:
     session = _at_rest(CLONES, tmp_path / "s.jsonl")
     lock = tmp_path / "s.jsonl.lock"
-    lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": "2099-01-01T00:00:00.000Z"}))
+    holder = os.getppid()
+    lock.write_text(json.dumps({"pid": holder, "createdAt": "2099-01-01T00:00:00.000Z"}))
     result = run("repair", "--in-place", session)
     assert result.exit_code == 2
-    assert f"locked by pid {os.getpid()}" in result.stderr
+    assert f"locked by pid {holder}" in result.stderr
     assert session.read_bytes() == CLONES.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl", "s.jsonl.lock"]
 
 
 def test_output_file_gets_the_repair_and_remaining_problems_are_reported(

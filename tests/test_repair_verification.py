@@ -14,6 +14,7 @@ import pytest
 from sessionfix import Settings
 from sessionfix.plan import RepairPlan
 from sessionfix.repair import VerificationFailed, repair_in_place, repair_to
+from sessionfix.writing import WriteFailed
 
 from .conftest import FIXTURES
 from .sessions import Session
@@ -91,14 +92,14 @@ def test_a_later_pass_that_fails_leaves_no_temp_file(
                 raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(RepairPlan, "chunks", full_disk_on_second_pass)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteFailed, match="no space left on device"):
         repair_to(source, tmp_path / "out.jsonl", settings)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     session = tmp_path / "s.jsonl"
     session.write_bytes(source.read_bytes())
     os.utime(session, (LONG_AGO, LONG_AGO))
     passes.clear()
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(WriteFailed, match="no space left on device"):
         repair_in_place(session, settings)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
     assert session.read_bytes() == source.read_bytes()

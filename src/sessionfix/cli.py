@@ -25,7 +25,7 @@ from sessionfix import render
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
 from sessionfix.discovery import discover, is_directory
 from sessionfix.engine import FileReport, check_paths
-from sessionfix.errors import SessionfixError, UsageError
+from sessionfix.errors import SessionfixError, UsageError, described
 from sessionfix.formats import Format
 from sessionfix.render import OutputFormat, escape
 from sessionfix.rules import RULES, get_rule
@@ -609,6 +609,19 @@ def repair(
     force: Annotated[
         bool, typer.Option("--force", help="Rewrite hard-linked files in place anyway.")
     ] = False,
+    follow_symlinks: Annotated[
+        bool,
+        typer.Option(
+            "--follow-symlinks", help="Rewrite the file a symbolic link names (else refused)."
+        ),
+    ] = False,
+    break_stale_lock: Annotated[
+        bool,
+        typer.Option(
+            "--break-stale-lock",
+            help="Remove an OpenClaw write lock whose owner is gone, then repair.",
+        ),
+    ] = False,
     diff_context: Annotated[
         int, typer.Option("--diff-context", help="Lines of context around each change.")
     ] = 3,
@@ -637,6 +650,8 @@ class RepairTarget:
     diff: bool
     backup: bool
     force: bool
+    follow_symlinks: bool
+    break_stale_lock: bool
     diff_context: int
     diff_full_lines: bool
     exit_non_zero_on_fix: bool
@@ -650,6 +665,8 @@ def _repair_command(
     diff: bool,
     backup: bool,
     force: bool,
+    follow_symlinks: bool,
+    break_stale_lock: bool,
     diff_context: int,
     diff_full_lines: bool,
     exit_non_zero_on_fix: bool,
@@ -687,6 +704,8 @@ def _repair_command(
         diff=diff,
         backup=backup,
         force=force,
+        follow_symlinks=follow_symlinks,
+        break_stale_lock=break_stale_lock,
         diff_context=diff_context,
         diff_full_lines=diff_full_lines,
         exit_non_zero_on_fix=exit_non_zero_on_fix,
@@ -771,7 +790,12 @@ def _run_repair(
         try:
             if target.in_place:
                 result = repairing.repair_in_place(
-                    path, settings, backup=target.backup, force=target.force
+                    path,
+                    settings,
+                    backup=target.backup,
+                    force=target.force,
+                    follow_symlinks=target.follow_symlinks,
+                    break_stale_lock=target.break_stale_lock,
                 )
             elif target.output == "-":
                 result = repairing.repair_to_stream(path, sys.stdout.buffer, settings)
@@ -780,6 +804,11 @@ def _run_repair(
                 result = repairing.repair_to(path, Path(target.output), settings)
         except SessionfixError as exc:
             errors.append(str(exc))
+            continue
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            errors.append(f"{path}: {described(exc)}; nothing written")
             continue
         results.append(result)
     remaining = sorted((d for r in results for d in r.remaining), key=SORT_KEY)

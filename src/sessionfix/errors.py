@@ -13,3 +13,8 @@ class InputError(SessionfixError):
 
 class UsageError(SessionfixError):
     """Invalid options or arguments."""
+
+
+def described(error: OSError) -> str:
+    """An OS error as a short lower-case phrase ("no space left on device")."""
+    return (error.strerror or str(error)).lower()

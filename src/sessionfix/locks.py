@@ -1,8 +1,10 @@
-"""OpenClaw's session write lock, read the way OpenClaw classifies it.
+"""Locks that keep sessionfix and live agents from writing a session at the same time.
 
-A lock is `<realpath(dir)>/<name>.lock` holding `{"pid", "createdAt", "starttime"?}`
-(formats/pi-openclaw.md §12). A lock is live unless one of OpenClaw's stale
-reasons applies.
+OpenClaw's write lock is `<realpath(dir)>/<name>.lock` holding `{"pid", "createdAt",
+"starttime"?}` (formats/pi-openclaw.md §12). A lock is live unless one of OpenClaw's
+stale reasons applies. sessionfix takes it, as OpenClaw does, while it rewrites an
+OpenClaw session, and a sidecar lock of its own serialises sessionfix runs on any
+session (cli-and-safety.md §8.1).
 """
 
 from __future__ import annotations
@@ -11,11 +13,68 @@ import errno
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
-STALE_AFTER_SECONDS = 30 * 60
+from sessionfix.errors import SessionfixError, described
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Windows
+    fcntl = None  # type: ignore[assignment]
+
+STALE_AFTER_SECONDS: Final = 30 * 60
+SIDECAR_SUFFIX: Final = ".sessionfix.lock"
+SIDECAR_WAIT_SECONDS: Final = 60.0
+"""How long a run waits for another sessionfix run on the same session to finish."""
+_POLL_SECONDS: Final = 0.05
+
+_held: set[Path] = set()
+"""OpenClaw locks this process holds (an own-pid lock not held here is an orphan)."""
+
+
+class SessionLocked(SessionfixError):
+    """A session is locked by an agent or by another sessionfix run: left untouched."""
+
+
+class NotQuiescent(SessionfixError):
+    """The file may be in use by an agent: locked, or changed too recently."""
+
+
+@contextmanager
+def rewrite_access(
+    session: Path,
+    *,
+    shown: Path | None = None,
+    quiescence: float,
+    openclaw: bool,
+    break_stale_lock: bool = False,
+) -> Iterator[None]:
+    """Everything that must hold before a session is rewritten (cli-and-safety.md §8.1).
+
+    Other sessionfix runs wait on the sidecar lock. OpenClaw's write lock is held on an
+    OpenClaw session, and on any session beside which such a lock exists. A session an
+    agent may be writing (locked, or changed within `quiescence` seconds) is refused.
+    """
+    name = shown or session
+    with sidecar_lock(session):
+        if openclaw or lock_path(session).exists():
+            with openclaw_write_lock(session, break_stale=break_stale_lock, shown=name):
+                _refuse_recent(session, name, quiescence)
+                yield
+            return
+        _refuse_recent(session, name, quiescence)
+        yield
+
+
+def _refuse_recent(session: Path, shown: Path, quiescence: float) -> None:
+    reason = busy_reason(session, quiescence)
+    if reason is not None:
+        raise NotQuiescent(f"{shown}: {reason}; left untouched")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +113,16 @@ def lock_state(session: Path, *, now: float | None = None) -> LockState:
         payload = {}
     reasons: list[str] = []
     pid = payload.get("pid")
+    starttime = payload.get("starttime")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         pid = None
         reasons.append("missing-pid")
     elif not _alive(pid):
         reasons.append("dead-pid")
-    else:
-        starttime = payload.get("starttime")
-        if isinstance(starttime, int) and _start_time(pid) not in (None, starttime):
-            reasons.append("recycled-pid")
+    elif isinstance(starttime, int) and _start_time(pid) not in (None, starttime):
+        reasons.append("recycled-pid")
+    elif pid == os.getpid() and not isinstance(starttime, int) and path not in _held:
+        reasons.append("orphan-self-pid")
     created = _parse_iso(payload.get("createdAt"))
     if created is None:
         reasons.append("invalid-createdAt")
@@ -72,6 +132,27 @@ def lock_state(session: Path, *, now: float | None = None) -> LockState:
     if reasons and set(reasons) <= weak and now - lock_mtime <= STALE_AFTER_SECONDS:
         reasons = []
     return LockState(path, exists=True, pid=pid, stale_reasons=tuple(reasons))
+
+
+def busy_reason(session: Path, quiescence: float, *, mtime: float | None = None) -> str | None:
+    """Why an agent may be writing `session` now (a live lock, a change within the
+    `quiescence` window before `mtime`, default the file's), or None when it is at rest."""
+    lock = lock_state(session)
+    if lock.live and lock.path not in _held:
+        owner = f" by pid {lock.pid}" if lock.pid is not None else ""
+        return f"session is locked{owner}"
+    if mtime is None:
+        try:
+            mtime = os.stat(session).st_mtime
+        except OSError:
+            return None
+    age = time.time() - mtime
+    if age < quiescence:
+        return (
+            f"modified {max(age, 0):.0f}s ago, within the quiescence window of "
+            f"{quiescence:g}s (an agent may be writing it; --quiescence 0 skips this check)"
+        )
+    return None
 
 
 def _alive(pid: int) -> bool:
@@ -102,3 +183,119 @@ def _parse_iso(value: object) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+@contextmanager
+def openclaw_write_lock(
+    session: Path, *, break_stale: bool = False, shown: Path | None = None
+) -> Iterator[Path]:
+    """Hold OpenClaw's write lock on `session` (formats/pi-openclaw.md §12).
+
+    A live lock is refused; a stale one too, unless `break_stale`, which deletes it and
+    tries once more. The lock is released by deleting it, only while it is still ours.
+    """
+    path = lock_path(session)
+    name = shown or session
+    payload = _own_payload()
+    for attempt in range(2):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            state = lock_state(session)
+            if state.live:
+                owner = f" by pid {state.pid}" if state.pid is not None else ""
+                raise SessionLocked(
+                    f"{name}: session is locked{owner} ({path}); left untouched"
+                ) from None
+            if not break_stale or attempt:
+                reasons = ", ".join(state.stale_reasons)
+                raise SessionLocked(
+                    f"{name}: stale lock {path} ({reasons}); left untouched "
+                    "(--break-stale-lock removes it)"
+                ) from None
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+            continue
+        except OSError as exc:
+            raise SessionLocked(f"{name}: cannot take the lock {path} ({described(exc)})") from None
+        break
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(path)
+        raise
+    _held.add(path)
+    try:
+        yield path
+    finally:
+        _held.discard(path)
+        _release_if_ours(path, payload)
+
+
+def _own_payload() -> bytes:
+    """What OpenClaw writes: `JSON.stringify({pid, createdAt, starttime?}, null, 2)`."""
+    now = datetime.now(UTC)
+    payload: dict[str, object] = {
+        "pid": os.getpid(),
+        "createdAt": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
+    }
+    starttime = _start_time(os.getpid())
+    if starttime is not None:
+        payload["starttime"] = starttime
+    return json.dumps(payload, indent=2).encode()
+
+
+def _release_if_ours(path: Path, payload: bytes) -> None:
+    try:
+        if path.read_bytes() != payload:
+            return
+        os.unlink(path)
+    except OSError:
+        return
+
+
+@contextmanager
+def sidecar_lock(session: Path, *, wait: float | None = None) -> Iterator[Path]:
+    """Serialise sessionfix runs on `session` with `flock` on `<file>.sessionfix.lock`.
+
+    The data file itself is never locked: the rename swaps its inode. The sidecar is
+    removed on release, before it is unlocked; a run that locked a sidecar since
+    removed sees that its inode is no longer the path's and tries again.
+    """
+    path = session.with_name(session.name + SIDECAR_SUFFIX)
+    if fcntl is None:  # pragma: no cover - no flock: nothing to serialise with
+        yield path
+        return
+    deadline = time.monotonic() + (SIDECAR_WAIT_SECONDS if wait is None else wait)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise SessionLocked(
+                f"{session}: cannot take the lock {path} ({described(exc)})"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise SessionLocked(
+                    f"{session}: another sessionfix run is repairing it; left untouched"
+                ) from None
+            time.sleep(_POLL_SECONDS)
+            continue
+        try:
+            current = os.stat(path, follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            break
+        os.close(fd)
+    try:
+        yield path
+    finally:
+        with suppress(OSError):
+            os.unlink(path)
+        os.close(fd)

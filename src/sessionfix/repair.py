@@ -13,7 +13,6 @@ import os
 import shutil
 import stat
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import suppress
@@ -21,17 +20,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
+import xxhash
+
 from sessionfix.diagnostics import Applicability, Diagnostic
 from sessionfix.engine import run_rules
-from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format
-from sessionfix.locks import lock_state
+from sessionfix.errors import SessionfixError, described
+from sessionfix.formats import Format, is_openclaw_location
+from sessionfix.locks import rewrite_access
 from sessionfix.plan import RepairPlan
 from sessionfix.reader import RecordSource
 from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
 from sessionfix.view import SessionView
-from sessionfix.writing import TEMP_MARK, chown_best_effort, replace_file, snapshot
+from sessionfix.writing import (
+    TEMP_MARK,
+    FileChanged,
+    Snapshot,
+    WriteFailed,
+    chown_best_effort,
+    replace_file,
+    snapshot,
+)
 
 PARENT_LINK: Final = "parent link"
 CYCLE_CODE: Final = "SF105"
@@ -43,6 +52,8 @@ tree hid; that one stays reported.)"""
 WRITE_BUFFER: Final = 1 << 20
 BYTES_PER_TOKEN: Final = 4
 """Rough size of a token in JSON session text, for the summary's estimate."""
+MAX_REDOS: Final = 3
+"""Repairs of a file that grew while it was repaired, before giving up (§8.2 step 8)."""
 MAX_PASSES: Final = 8
 """Checks of the written result before verification gives up (see `PlannedRepair.verify`).
 Every further pass must change the file; real sessions need one, rare shapes three."""
@@ -50,10 +61,6 @@ Every further pass must change the file; real sessions need one, rare shapes thr
 
 class VerificationFailed(SessionfixError):
     """The repaired bytes did not pass the check; nothing was written in their place."""
-
-
-class NotQuiescent(SessionfixError):
-    """The file may be in use by an agent: locked, or changed too recently."""
 
 
 def applies(diagnostic: Diagnostic, settings: Settings) -> bool:
@@ -86,6 +93,10 @@ class RepairResult:
     """What the fixes of every pass did: "dropped", "inserted", and per rule code."""
     backup: Path | None = None
     output: Path | None = None
+    redone: int = 0
+    """Times an in-place repair started again because the file grew meanwhile."""
+    carried_over: int = 0
+    """Bytes a writer appended during the swap, carried over to the repaired file."""
 
     @property
     def dropped_entries(self) -> int:
@@ -339,8 +350,16 @@ def repair_to_stream(
             result.remaining = planned.verify(temp, filename or str(path))
             result.output_size = temp.stat().st_size
             with open(temp, "rb") as verified:
-                shutil.copyfileobj(verified, stream, 1 << 20)
-            stream.flush()
+                try:
+                    shutil.copyfileobj(verified, stream, 1 << 20)
+                    stream.flush()
+                except BrokenPipeError:
+                    raise
+                except OSError as exc:
+                    raise WriteFailed(
+                        f"{filename or path}: cannot write the repaired copy to the output "
+                        f"stream ({described(exc)})"
+                    ) from None
         finally:
             with suppress(OSError):
                 temp.unlink()
@@ -356,62 +375,180 @@ def repair_in_place(
     *,
     backup: bool = True,
     force: bool = False,
+    follow_symlinks: bool = False,
+    break_stale_lock: bool = False,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> RepairResult:
-    """Rewrite `path` with its repair by the safe-replace recipe (cli-and-safety.md §8.2).
+    """Rewrite `path` with its repair by the safe-replace recipe (cli-and-safety.md §8).
 
-    Refuses a file an agent may be writing (a live OpenClaw lock, or a change within
-    the quiescence window), symbolic links, and hard-linked files unless `force`.
-    The repaired bytes are verified before they replace the original; the original
-    stays as a hard-linked backup unless `backup` is false.
+    Refuses symbolic links unless `follow_symlinks`, hard-linked files unless `force`,
+    and a file an agent may be writing: an OpenClaw session is repaired under OpenClaw's
+    own write lock (a stale one is broken only with `break_stale_lock`); any session is
+    refused while it is locked or changed within the quiescence window. The repaired bytes
+    are verified before they replace the original, which stays as a hard-linked backup
+    unless `backup` is false. A file that only grew meanwhile is repaired again with the
+    appended lines (at most `MAX_REDOS` times); any other change leaves it untouched.
     """
     path = Path(path)
     settings = settings or Settings()
-    original = snapshot(path, allow_hard_links=force)
-    _refuse_live(path, settings)
-    planned = plan_repair(path, settings, filename=filename, progress=progress)
-    try:
-        result = planned.result()
-        if planned.scanned.info.size != original.size:
-            raise SessionfixError(f"{path}: changed while being read; left untouched")
-        if not planned.changes_anything:
-            result.output_size = result.input_size
-            result.remaining = planned.found
-            result.output = path
-            return result
-        sizes: list[int] = []
-        remaining: list[Diagnostic] = []
+    original = snapshot(path, allow_hard_links=force, follow_symlinks=follow_symlinks)
+    target = original.path
+    name = filename or str(path)
+    openclaw = settings.format is Format.OPENCLAW or is_openclaw_location(target)
+    with rewrite_access(
+        target,
+        shown=path,
+        quiescence=settings.quiescence,
+        openclaw=openclaw,
+        break_stale_lock=break_stale_lock,
+    ):
+        # Taken again under the locks: another sessionfix run may have just replaced it.
+        original = snapshot(path, allow_hard_links=force, follow_symlinks=follow_symlinks)
+        if original.path != target:
+            raise FileChanged(f"{name}: its link changed while waiting; left untouched", grew=False)
+        redone = carried = 0
+        earlier: RepairResult | None = None
+        while True:
+            attempt = _InPlaceAttempt(target, original, settings, name, progress)
+            try:
+                result = attempt.run(backup)
+                if earlier is not None:
+                    result = _merged(earlier, result)
+            except FileChanged as exc:
+                if not exc.grew or not attempt.prefix_unchanged():
+                    raise FileChanged(
+                        f"{name}: changed while being repaired; left untouched", grew=False
+                    ) from None
+                if redone == MAX_REDOS:
+                    raise FileChanged(
+                        f"{name}: kept growing while being repaired ({MAX_REDOS + 1} tries); "
+                        "left untouched",
+                        grew=True,
+                    ) from None
+            else:
+                carried += attempt.carried
+                if not attempt.carried or redone == MAX_REDOS:
+                    result.redone, result.carried_over = redone, carried
+                    return result
+                earlier = result
+            redone += 1
+            original = snapshot(target, allow_hard_links=force)
 
-        def verify(temp: Path) -> None:
-            remaining.extend(planned.verify(temp, result.filename))
-            sizes.append(temp.stat().st_size)
 
-        result.backup = replace_file(original, planned.chunks(), backup=backup, verify=verify)
-        result.output_size = sizes[0] if sizes else 0
+def _merged(earlier: RepairResult, later: RepairResult) -> RepairResult:
+    """One account of an attempt that changed the file and the repair, after lines were
+    carried over, of what it wrote (whose backup, if any, is another, later one)."""
+    earlier.applied.extend(later.applied)
+    earlier.tally.update(later.tally)
+    earlier.remaining = later.remaining
+    earlier.output_size = later.output_size
+    earlier.changed = earlier.changed or later.changed
+    earlier.backup = earlier.backup or later.backup
+    return earlier
+
+
+class _InPlaceAttempt:
+    """One read-repair-replace of a file, and what it left to check afterwards."""
+
+    def __init__(
+        self,
+        target: Path,
+        original: Snapshot,
+        settings: Settings,
+        filename: str,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.target = target
+        self.original = original
+        self.settings = settings
+        self.filename = filename
+        self.progress = progress
+        self.digest = b""
+        self.carried = 0
+        """Bytes a writer appended to the old file during the swap, carried over."""
+
+    def run(self, backup: bool) -> RepairResult:
+        original = self.original
+        with open(self.target, "rb") as old:
+            if os.fstat(old.fileno()).st_ino != original.inode:
+                raise FileChanged(f"{self.target}: replaced meanwhile", grew=False)
+            self.digest = _prefix_digest(old, original.size)
+            planned = plan_repair(
+                self.target, self.settings, filename=self.filename, progress=self.progress
+            )
+            try:
+                result = planned.result()
+                info = planned.scanned.info
+                if (info.size, info.mtime_ns) != (original.size, original.mtime_ns):
+                    raise FileChanged(
+                        f"{self.target}: changed while being read", grew=info.size > original.size
+                    )
+                if not planned.changes_anything:
+                    result.output_size = result.input_size
+                    result.remaining = planned.found
+                    result.output = self.target
+                    return result
+                sizes: list[int] = []
+                remaining: list[Diagnostic] = []
+
+                def verify(temp: Path) -> None:
+                    remaining.extend(planned.verify(temp, result.filename))
+                    sizes.append(temp.stat().st_size)
+
+                result.backup = replace_file(
+                    original, planned.chunks(), backup=backup, verify=verify
+                )
+            finally:
+                planned.close()
+            self.carried = _carry_over(old, original.size, self.target)
+        result.output_size = sizes[0] + self.carried
         result.remaining = remaining
         result.changed = True
-        result.output = path
+        result.output = self.target
         return result
-    finally:
-        planned.close()
+
+    def prefix_unchanged(self) -> bool:
+        """Whether the file still starts with the bytes this attempt read."""
+        try:
+            with open(self.target, "rb") as current:
+                return _prefix_digest(current, self.original.size) == self.digest
+        except OSError:
+            return False
 
 
-def _refuse_live(path: Path, settings: Settings) -> None:
-    """cli-and-safety.md §8.1: never rewrite a session an agent may be writing."""
-    lock = lock_state(path)
-    if lock.live:
-        owner = f" by pid {lock.pid}" if lock.pid is not None else ""
-        raise NotQuiescent(f"{path}: session is locked{owner}; left untouched")
+def _prefix_digest(handle: BinaryIO, size: int) -> bytes:
+    """xxh3-128 of the first `size` bytes (the bytes a repair read, step 3)."""
+    digest = xxhash.xxh3_128()
+    handle.seek(0)
+    left = size
+    while left > 0:
+        block = handle.read(min(left, WRITE_BUFFER))
+        if not block:
+            return b"short"
+        digest.update(block)
+        left -= len(block)
+    return digest.digest()
+
+
+def _carry_over(old: BinaryIO, size: int, target: Path) -> int:
+    """Append to `target` what a writer appended to the replaced file after the last
+    check (it reached the old inode, kept in the backup); return how many bytes."""
+    grown = os.fstat(old.fileno()).st_size
+    if grown <= size:
+        return 0
+    old.seek(size)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND)
     try:
-        age = time.time() - os.stat(path).st_mtime
-    except OSError:
-        return
-    if age < settings.quiescence:
-        raise NotQuiescent(
-            f"{path}: modified {max(age, 0):.0f}s ago, within the quiescence window of "
-            f"{settings.quiescence:g}s (an agent may be writing it); left untouched"
-        )
+        with os.fdopen(fd, "ab", buffering=0) as out:
+            shutil.copyfileobj(old, out, WRITE_BUFFER)
+            os.fsync(out.fileno())
+    except OSError as exc:
+        raise WriteFailed(
+            f"{target}: {grown - size} bytes appended during the repair were not carried "
+            f"over ({described(exc)})"
+        ) from None
+    return grown - size
 
 
 def _check_input_unchanged(planned: PlannedRepair) -> None:
@@ -437,12 +574,15 @@ def _write_new(
     """Write a new file, its mode that of the session it repairs (synced to disk if
     `sync`: it is about to replace one that was)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_EXCL if exclusive else 0)
-    fd = os.open(path, flags, 0o600)
-    with suppress(OSError):
-        os.fchmod(fd, mode)
-    with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as handle:
-        for chunk in chunks:
-            handle.write(chunk)
-        if sync:
-            handle.flush()
-            os.fsync(handle.fileno())
+    try:
+        fd = os.open(path, flags, 0o600)
+        with suppress(OSError):
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            if sync:
+                handle.flush()
+                os.fsync(handle.fileno())
+    except OSError as exc:
+        raise WriteFailed(f"{path}: cannot write the repaired file ({described(exc)})") from None

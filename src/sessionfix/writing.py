@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sessionfix.errors import SessionfixError
+from sessionfix.errors import SessionfixError, described
 
 TEMP_MARK = ".sessionfix-tmp-"
 BACKUP_MARK = ".sessionfix-bak-"
@@ -25,6 +25,10 @@ BACKUP_MARK = ".sessionfix-bak-"
 
 class WriteRefused(SessionfixError):
     """The file may not be rewritten (a link, not a regular file, changed meanwhile...)."""
+
+
+class WriteFailed(SessionfixError):
+    """Writing the new content failed (a full disk, an I/O error): the original stays."""
 
 
 class FileChanged(WriteRefused):
@@ -68,7 +72,7 @@ def snapshot(
     try:
         st = os.stat(resolved)
     except OSError as exc:
-        raise WriteRefused(f"{path}: {(exc.strerror or str(exc)).lower()}") from None
+        raise WriteRefused(f"{path}: {described(exc)}") from None
     if not stat.S_ISREG(st.st_mode):
         raise WriteRefused(f"{path}: not a regular file")
     if st.st_nlink > 1 and not allow_hard_links:
@@ -99,26 +103,37 @@ def replace_file(
     `verify` is called with the temp file once it is complete and synced; if it raises,
     nothing is replaced.
 
-    Raises `FileChanged` (nothing written) when the file is not what the snapshot saw.
-    Any failure leaves the original in place and no temp file behind.
+    Raises `FileChanged` (nothing written) when the file is not what the snapshot saw,
+    `WriteFailed` when the new content cannot be written (a full disk). Any failure
+    leaves the original in place and no temp file behind.
     """
     target = original.path
-    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
+    temp = temp_path(target)
     backup_path: Path | None = None
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, original.mode)
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+                for chunk in chunks:
+                    handle.write(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp, original.mode)
+        except OSError as exc:
+            raise WriteFailed(
+                f"{target}: cannot write the new file beside it ({described(exc)}); left untouched"
+            ) from None
         chown_best_effort(temp, original.uid, original.gid)
         if verify is not None:
             verify(temp)
-        _check_unchanged(original)
         if backup:
-            backup_path = _link_backup(target, now or datetime.now(UTC))
+            try:
+                backup_path = _link_backup(target, now or datetime.now(UTC))
+            except WriteFailed:
+                _check_unchanged(original)  # a file gone meanwhile is a change
+                raise
+        # Checked as late as possible: a write after this point reaches the old inode.
+        _check_unchanged(original)
         os.replace(temp, target)
     except BaseException:
         with suppress(OSError):
@@ -127,8 +142,13 @@ def replace_file(
             with suppress(OSError):
                 backup_path.unlink()
         raise
-    _sync_directory(target.parent)
+    sync_directory(target.parent)
     return backup_path
+
+
+def temp_path(target: Path) -> Path:
+    """Step 4: the temp file beside `target`, a dot file that never ends in `.jsonl`."""
+    return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
 
 
 def _check_unchanged(original: Snapshot) -> None:
@@ -160,6 +180,10 @@ def _link_backup(target: Path, when: datetime) -> Path:
             os.link(target, candidate)
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise WriteFailed(
+                f"{target}: cannot keep a backup ({described(exc)}); left untouched"
+            ) from None
         return candidate
     raise WriteRefused(f"{target}: too many backups named {base}")
 
@@ -174,7 +198,7 @@ def chown_best_effort(path: Path, uid: int, gid: int) -> None:
         return
 
 
-def _sync_directory(directory: Path) -> None:
+def sync_directory(directory: Path) -> None:
     """Step 11: make the rename durable (not possible on every platform)."""
     try:
         fd = os.open(directory, os.O_RDONLY)

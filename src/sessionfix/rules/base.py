@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -111,10 +110,10 @@ class RuleContext:
     @cached_property
     def quiescent(self) -> bool:
         """The file has been at rest for the quiescence window (no write in progress)."""
-        from sessionfix.locks import lock_state
+        from sessionfix.locks import busy_reason
 
-        age = time.time() - self.info.mtime_ns / 1e9
-        return age >= self.settings.quiescence and not lock_state(self.info.path).live
+        mtime = self.info.mtime_ns / 1e9
+        return busy_reason(self.info.path, self.settings.quiescence, mtime=mtime) is None
 
     def read_record(self, index: int) -> bytes:
         return self.source.read(*self.view.span(index))
