@@ -869,6 +869,108 @@ def _note(message: str) -> None:
 
 
 @app.command()
+def restore(
+    session: Annotated[Path, typer.Argument(help="The session file to put a backup back into.")],
+    backup: Annotated[
+        str | None,
+        typer.Option("--backup", help="The backup to restore (its file name); default newest."),
+    ] = None,
+    list_only: Annotated[
+        bool, typer.Option("--list", help="Show the session's backups, newest first.")
+    ] = False,
+    output_format: Annotated[
+        RuleOutput,
+        typer.Option("--output-format", help="text or json (with --list).", case_sensitive=False),
+    ] = RuleOutput.TEXT,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--backup-current/--no-backup-current",
+            help="Keep the version being replaced as a backup.",
+        ),
+    ] = True,
+    quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
+    break_stale_lock: Annotated[
+        bool,
+        typer.Option("--break-stale-lock", help="Remove an OpenClaw lock whose owner is gone."),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rewrite a hard-linked session anyway.")
+    ] = False,
+    follow_symlinks: Annotated[
+        bool, typer.Option("--follow-symlinks", help="Restore the file a symbolic link names.")
+    ] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Put back a backup that repair --in-place kept (the newest, or --backup NAME).
+
+    The version it replaces is kept as a backup in its turn, so a restore can be undone.
+    """
+    options = locals()
+    raise typer.Exit(_guard(lambda: _restore_command(**options)))
+
+
+def _text(path: Path) -> str:
+    """A path as valid text (undecodable bytes of its name replaced)."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
+def _restore_command(
+    *,
+    session: Path,
+    backup: str | None,
+    list_only: bool,
+    output_format: RuleOutput,
+    keep: bool,
+    quiescence: float,
+    break_stale_lock: bool,
+    force: bool,
+    follow_symlinks: bool,
+    quiet: bool,
+) -> int:
+    from sessionfix import backups
+
+    if quiescence < 0:
+        raise UsageError("--quiescence must be 0 or more")
+    if list_only:
+        if backup is not None:
+            raise UsageError("--list and --backup cannot be combined")
+        found = backups.list_backups(session)
+        out = sys.stdout.buffer
+        if output_format is RuleOutput.JSON:
+            rows = [
+                {"path": _text(b.path), "taken": b.taken.isoformat(), "size": b.size} for b in found
+            ]
+            out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
+        else:
+            for b in found:
+                line = f"{_text(b.path)}\t{b.taken:%Y-%m-%d %H:%M:%S} UTC\t{human_bytes(b.size)}"
+                out.write(escape(line).encode() + b"\n")
+        out.flush()
+        if not found and not quiet:
+            _note(f"{session}: no sessionfix backup beside it.")
+        return EXIT_OK
+    restored = backups.restore(
+        session,
+        backup,
+        keep_current=keep,
+        quiescence=quiescence,
+        force=force,
+        follow_symlinks=follow_symlinks,
+        break_stale_lock=break_stale_lock,
+    )
+    if not quiet:
+        if not restored.changed:
+            _note(f"{session} already holds {restored.source.path.name}; nothing to do.")
+        else:
+            note = f"Restored {session} from {restored.source.path.name}"
+            if restored.kept is not None:
+                note += f"; the replaced version is kept as {restored.kept.name}"
+            _note(note + ".")
+    return EXIT_OK
+
+
+@app.command()
 def rule(
     code: Annotated[
         str | None, typer.Argument(help="Rule code (SF201) or name (overflow-clone-message).")
