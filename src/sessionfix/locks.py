@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from sessionfix.errors import SessionfixError, described
+from sessionfix.writing import TEMP_MARK
 
 try:
     import fcntl
@@ -197,35 +198,43 @@ def openclaw_write_lock(
     path = lock_path(session)
     name = shown or session
     payload = _own_payload()
-    for attempt in range(2):
+    staged = path.with_name(f".{session.name}{TEMP_MARK}{os.getpid()}.lock")
+    try:
+        # Written whole beside it, then linked into place: the lock never exists empty,
+        # which OpenClaw would take for live for half an hour after a crash.
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            state = lock_state(session)
-            if state.live:
-                owner = f" by pid {state.pid}" if state.pid is not None else ""
-                raise SessionLocked(
-                    f"{name}: session is locked{owner} ({path}); left untouched"
-                ) from None
-            if not break_stale or attempt:
-                reasons = ", ".join(state.stale_reasons)
-                raise SessionLocked(
-                    f"{name}: stale lock {path} ({reasons}); left untouched "
-                    "(--break-stale-lock removes it)"
-                ) from None
-            with suppress(FileNotFoundError):
-                os.unlink(path)
-            continue
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
         except OSError as exc:
             raise SessionLocked(f"{name}: cannot take the lock {path} ({described(exc)})") from None
-        break
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-    except BaseException:
+        for attempt in range(2):
+            try:
+                os.link(staged, path)
+            except FileExistsError:
+                state = lock_state(session)
+                if state.live:
+                    owner = f" by pid {state.pid}" if state.pid is not None else ""
+                    raise SessionLocked(
+                        f"{name}: session is locked{owner} ({path}); left untouched"
+                    ) from None
+                if not break_stale or attempt:
+                    reasons = ", ".join(state.stale_reasons)
+                    raise SessionLocked(
+                        f"{name}: stale lock {path} ({reasons}); left untouched "
+                        "(--break-stale-lock removes it)"
+                    ) from None
+                with suppress(FileNotFoundError):
+                    os.unlink(path)
+                continue
+            except OSError as exc:
+                raise SessionLocked(
+                    f"{name}: cannot take the lock {path} ({described(exc)})"
+                ) from None
+            break
+    finally:
         with suppress(OSError):
-            os.unlink(path)
-        raise
+            os.unlink(staged)
     _held.add(path)
     try:
         yield path

@@ -38,6 +38,7 @@ from sessionfix.writing import (
     Snapshot,
     WriteFailed,
     chown_best_effort,
+    remove_dead_temps,
     replace_file,
     snapshot,
 )
@@ -407,6 +408,7 @@ def repair_in_place(
         original = snapshot(path, allow_hard_links=force, follow_symlinks=follow_symlinks)
         if original.path != target:
             raise FileChanged(f"{name}: its link changed while waiting; left untouched", grew=False)
+        remove_dead_temps(target)
         redone = carried = 0
         earlier: RepairResult | None = None
         while True:

@@ -76,9 +76,11 @@ def snapshot(
     if not stat.S_ISREG(st.st_mode):
         raise WriteRefused(f"{path}: not a regular file")
     if st.st_nlink > 1 and not allow_hard_links:
-        raise WriteRefused(
-            f"{path}: has {st.st_nlink - 1} other hard link(s); a rewrite would split them"
-        )
+        others = st.st_nlink - 1 - _backup_links(resolved, st)
+        if others > 0:
+            raise WriteRefused(
+                f"{path}: has {others} other hard link(s); a rewrite would split them"
+            )
     return Snapshot(
         resolved,
         stat.S_IMODE(st.st_mode),
@@ -88,6 +90,21 @@ def snapshot(
         st.st_size,
         st.st_mtime_ns,
     )
+
+
+def _backup_links(target: Path, st: os.stat_result) -> int:
+    """How many of the file's names are its own sessionfix backups (a run that died after
+    step 9 leaves one: it keeps the original, and splitting from it is the point)."""
+    prefix = target.name + BACKUP_MARK
+    count = 0
+    with suppress(OSError), os.scandir(target.parent) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix):
+                with suppress(OSError):
+                    other = entry.stat(follow_symlinks=False)
+                    if (other.st_ino, other.st_dev) == (st.st_ino, st.st_dev):
+                        count += 1
+    return count
 
 
 def replace_file(
@@ -164,6 +181,38 @@ def _check_unchanged(original: Snapshot) -> None:
     grew = st.st_ino == original.inode and st.st_size > original.size
     what = "grew" if grew else "changed"
     raise FileChanged(f"{original.path}: {what} while being repaired; left untouched", grew=grew)
+
+
+def remove_dead_temps(target: Path) -> list[Path]:
+    """Delete the temp files of `target` left by sessionfix runs that died (a crash, a
+    SIGKILL): they hold nothing that is not in the session or its backup."""
+    prefix = f".{target.name}{TEMP_MARK}"
+    removed: list[Path] = []
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        pid_text = name[len(prefix) :].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+            continue
+        leftover = target.with_name(name)
+        with suppress(OSError):
+            leftover.unlink()
+            removed.append(leftover)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def backup_name(target: Path, when: datetime) -> str:
