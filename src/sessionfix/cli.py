@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -1033,7 +1034,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console entry point. Exits without tearing down the interpreter's objects: after
-    a scan of a large file, freeing them one by one takes a noticeable time."""
+    a scan of a large file, freeing them one by one takes a noticeable time.
+
+    SIGTERM (and SIGHUP) end a run like Ctrl-C does: the temp file is removed, the locks
+    are released, the session is left as it was."""
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        if number is not None:
+            signal.signal(number, signal.default_int_handler)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         with suppress(OSError, ValueError):

@@ -191,13 +191,14 @@ def footer(
     """ruff-style closing line: "Found N problems (M fixable ...)." or "All checks passed!".
 
     After a repair (`fixed` given): "Found N problems (F fixed, R remaining)." Files
-    that could not be read are never "passed"."""
+    that could not be read (or repaired) are never "passed"."""
     if unreadable:
         files = "file" if unreadable == 1 else "files"
         found = footer(diagnostics, unsafe_fixes, fixed=fixed)
         if not diagnostics and not fixed:
             found = "No problems found"
-        return f"{found.rstrip('.')}; {unreadable} {files} could not be read."
+        failed = "read" if fixed is None else "repaired"
+        return f"{found.rstrip('.')}; {unreadable} {files} could not be {failed}."
     if fixed:
         total = fixed + len(diagnostics)
         noun = "problem" if total == 1 else "problems"
