@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -371,3 +372,38 @@ def test_an_agent_appending_meanwhile_loses_no_line(session: Path) -> None:
     assert content.startswith((REPAIRED.read_bytes(), CLONES.read_bytes()))
     assert "repaired" in outcomes or "gave up" in outcomes
     assert not [n for n in _listing(session.parent) if "sessionfix-tmp" in n]
+
+
+TERMINATED_MIDWAY = """
+import sys, time
+from sessionfix.repair import PlannedRepair
+verify = PlannedRepair.verify
+def slow(self, written, filename):
+    print("writing", flush=True)
+    time.sleep(60)
+    return verify(self, written, filename)
+PlannedRepair.verify = slow
+sys.argv = ["sessionfix", "repair", "--in-place", "--quiescence", "0", sys.argv[1]]
+from sessionfix.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_terminated_run_cleans_up(openclaw_session: Path, signal_name: str) -> None:
+    """Stopped while its temp file and the lock exist: both go, the session stays."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", TERMINATED_MIDWAY, str(openclaw_session)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == "writing\n"
+    assert any("sessionfix-tmp" in n for n in _listing(openclaw_session.parent))
+    child.send_signal(getattr(signal, signal_name))
+    _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 2
+    assert stderr == "sessionfix: error: interrupted\n"
+    assert openclaw_session.read_bytes() == CLONES.read_bytes()
+    assert _listing(openclaw_session.parent) == [openclaw_session.name]
