@@ -258,6 +258,16 @@ def test_mode_is_kept(session: Path) -> None:
     assert session.stat().st_mode & 0o777 == 0o640
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+def test_owner_is_kept_where_allowed(session: Path) -> None:
+    os.chown(session, 1234, 2345)
+    os.utime(session, (LONG_AGO, LONG_AGO))
+    repair_in_place(session, AT_REST)
+    st = session.stat()
+    assert (st.st_uid, st.st_gid) == (1234, 2345)
+    assert session.read_bytes() == REPAIRED.read_bytes()
+
+
 # ---- a file that changes while it is repaired ---------------------------------------------------
 
 
