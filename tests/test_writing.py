@@ -88,7 +88,7 @@ def test_a_failure_while_writing_leaves_the_original_and_no_temp_file(session: P
         yield REPAIRED[:20]
         raise OSError(28, "No space left on device")
 
-    with pytest.raises(WriteFailed, match="no space left on device.*left untouched"):
+    with pytest.raises(WriteFailed, match=r"no space left on device.*left untouched"):
         replace_file(snapshot(session), chunks(), now=WHEN)
     assert session.read_bytes() == ORIGINAL
     assert sorted(p.name for p in session.parent.iterdir()) == ["abc.jsonl"]

@@ -945,8 +945,9 @@ def _restore_command(
             out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
         else:
             for b in found:
-                line = f"{_text(b.path)}\t{b.taken:%Y-%m-%d %H:%M:%S} UTC\t{human_bytes(b.size)}"
-                out.write(escape(line).encode() + b"\n")
+                fields = (escape(_text(b.path)), f"{b.taken:%Y-%m-%d %H:%M:%S} UTC")
+                line = "\t".join((*fields, human_bytes(b.size)))
+                out.write(line.encode() + b"\n")
         out.flush()
         if not found and not quiet:
             _note(f"{session}: no sessionfix backup beside it.")

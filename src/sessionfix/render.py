@@ -40,11 +40,12 @@ class OutputFormat(enum.Enum):
         return self in (OutputFormat.FULL, OutputFormat.CONCISE)
 
 
-_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def escape(text: str) -> str:
-    """Make untrusted text safe for a terminal: control and bidi characters become escapes."""
+    """Make untrusted text safe for a terminal and for line-based readers: control
+    characters (tab and newline too) and bidi overrides become escapes."""
     return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

@@ -9,19 +9,23 @@ applies may remain, and no reference may dangle that did not dangle before.
 
 from __future__ import annotations
 
+import errno
+import mmap
 import os
+import re
 import shutil
 import stat
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
 import xxhash
 
+from sessionfix import jsonutil
 from sessionfix.diagnostics import Applicability, Diagnostic
 from sessionfix.engine import run_rules
 from sessionfix.errors import SessionfixError, described
@@ -33,7 +37,6 @@ from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_se
 from sessionfix.settings import Settings
 from sessionfix.view import SessionView
 from sessionfix.writing import (
-    TEMP_MARK,
     FileChanged,
     Snapshot,
     WriteFailed,
@@ -41,6 +44,7 @@ from sessionfix.writing import (
     remove_dead_temps,
     replace_file,
     snapshot,
+    temp_path,
 )
 
 PARENT_LINK: Final = "parent link"
@@ -188,13 +192,14 @@ class PlannedRepair:
         `written` is repaired again, until nothing that applies is left, so that the
         result is a fixed point of `repair`. A pass that changes nothing, or more than
         `MAX_PASSES` checks, fail the repair. So do a name that dangles in the result
-        but did not dangle in the input (the children of a dropped entry whose parent
+        but named a record in the input (the children of a dropped entry whose parent
         was already gone inherit that gone name: not a new one), more cycles than the
         input had, and a broken kept entry on a compaction the repair rewrote.
         """
         settings = self.settings
         forced = Format(self.format)
-        dangled = _dangling_names(self.scanned.view)
+        before = self.scanned.view
+        dangled = _dangling_names(before)
         cycles = sum(d.code == CYCLE_CODE for d in self.found)
         cuts = sum(d.code == MOVED_CUT_CODE for d in self.found)
         broken_cuts = {d.entry_id for d in self.found if d.code == MOVED_CUT_CODE}
@@ -204,8 +209,15 @@ class PlannedRepair:
                 scanned = read_session(written, forced, None, settings.jobs)
                 diagnostics = run_rules(scanned, settings, filename, origin=self.path)
             view = scanned.view
-            for (name, value), owner in _dangling_names(view).items():
-                if (name, value) not in dangled:
+            dangling = {
+                key: owner for key, owner in _dangling_names(view).items() if key not in dangled
+            }
+            # A name that named nothing in the input is inherited when the input holds it
+            # (written so by the agent, or on a record a fix brought back from a damaged
+            # line); one that named a record there, or appears nowhere, is the repair's.
+            unheard = _absent_from(self.path, {value for _, value in dangling})
+            for (name, value), owner in dangling.items():
+                if before.resolve(value) is not None or value in unheard:
                     what = name if name == PARENT_LINK else f"`{name}`"
                     raise self._failed(
                         f"{what} {value!r} on its line {view.rows[owner]} names no entry"
@@ -281,6 +293,24 @@ def _dangling_names(view: SessionView) -> dict[tuple[str, str], int]:
     return names
 
 
+def _absent_from(path: Path, names: set[str]) -> set[str]:
+    """Those of `names` that the file at `path` never holds as a JSON string."""
+    if not names:
+        return set()
+    quoted = {jsonutil.stringify_bytes(name): name for name in names}
+    pattern = re.compile(b"|".join(re.escape(q) for q in sorted(quoted, key=len, reverse=True)))
+    absent = set(names)
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return absent
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            for match in pattern.finditer(data):
+                absent.discard(quoted[match.group()])
+                if not absent:
+                    break
+    return absent
+
+
 def plan_repair(
     path: str | Path,
     settings: Settings | None = None,
@@ -303,22 +333,40 @@ def repair_to(
     """Write the repaired copy of `path` to `output` (a new or replaced file).
 
     The copy is written beside `output` under a temporary name, verified, then renamed
-    into place, so `output` never holds unverified bytes.
+    into place, so `output` never holds unverified bytes. A symbolic link is written
+    through (its target is replaced, not the link); an existing FIFO or device gets the
+    verified bytes streamed into it.
     """
     output = Path(output)
+    target = Path(os.path.realpath(output))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise WriteFailed(f"{output}: cannot write ({described(exc)})") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise WriteFailed(f"{output}: is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with _open_special(output, target) as stream:
+            result = repair_to_stream(path, stream, settings, filename=filename, progress=progress)
+        result.output = output
+        return result
     planned = plan_repair(path, settings, filename=filename, progress=progress)
     try:
-        if output.exists() and os.path.samefile(output, planned.path):
+        if st is not None and os.path.samefile(target, planned.path):
             raise SessionfixError(f"{output}: is the input file (use --in-place to rewrite it)")
-        directory = output.parent
         result = planned.result()
-        temp = directory / f".{output.name}{TEMP_MARK}{os.getpid()}"
+        temp = temp_path(target)
         try:
             _write_new(temp, planned.chunks(), mode=planned.mode)
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
             result.output_size = temp.stat().st_size
-            os.replace(temp, output)
+            try:
+                os.replace(temp, target)
+            except OSError as exc:
+                raise WriteFailed(f"{output}: cannot write ({described(exc)})") from None
         except BaseException:
             with suppress(OSError):
                 temp.unlink()
@@ -328,6 +376,19 @@ def repair_to(
         return result
     finally:
         planned.close()
+
+
+@contextmanager
+def _open_special(output: Path, target: Path) -> Iterator[BinaryIO]:
+    """Open a FIFO or device for writing without waiting for a reader that never comes."""
+    try:
+        fd = os.open(target, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+        os.set_blocking(fd, True)
+    except OSError as exc:
+        reason = "no process reads it" if exc.errno == errno.ENXIO else described(exc)
+        raise WriteFailed(f"{output}: cannot write ({reason})") from None
+    with os.fdopen(fd, "wb") as stream:
+        yield stream
 
 
 def repair_to_stream(

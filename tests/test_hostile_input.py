@@ -1,0 +1,742 @@
+"""Hostile inputs: huge lines, invalid UTF-8, NUL runs, paths that are not session files,
+degenerate files, very deep parent chains, cycles and duplicate ids.
+
+For each, `scan` / `check`, `repair -o` and `repair --in-place` must answer (a time limit
+turns a hang into a failure) with exit 0, 1 or 2, print no traceback, report any error
+as exactly one stderr line with exit 2, and change no file when they refuse or fail
+(cli-and-safety.md §2, §8). Where the input can be salvaged, the repair must keep every
+complete entry that no applied fix deleted, and copy untouched lines byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from sessionfix import Settings
+from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+
+from .robustness import (
+    LONG_AGO,
+    Entry,
+    Run,
+    assert_only_added,
+    assert_unchanged,
+    lost_entries,
+    repair_keeping_entries,
+    run_cli,
+    tree_state,
+)
+from .sessions import HEADER_ID, Session, dumps, stamp
+
+Capture = pytest.CaptureFixture[bytes]
+LIMIT: Final = 60.0
+"""Seconds any one command may take before the test fails as a hang."""
+BIG: Final = 200 * 1024 * 1024
+HEADER: Final = (
+    dumps({"type": "session", "version": 3, "id": HEADER_ID, "timestamp": stamp(0), "cwd": "/p"})
+    + "\n"
+).encode()
+BAD_UTF8: Final = b"\xff\xfe\xc3\x28"
+"""Bytes that are not UTF-8: two never-valid bytes and a broken two-byte sequence."""
+
+
+@dataclass
+class Outcome:
+    """What the commands of `exercise` did."""
+
+    runs: dict[str, Run]
+    repaired: bytes | None
+    """The bytes `repair -o` wrote (None when it refused)."""
+
+
+def at_rest(path: Path) -> Path:
+    """Date the file back, so that no quiescence window keeps a fix (SF002) from applying."""
+    os.utime(path, (LONG_AGO, LONG_AGO))
+    return path
+
+
+def exercise(path: Path, capsysbinary: Capture, *, light: bool = False) -> Outcome:
+    """Run scan, check, repair --diff, repair -o and repair --in-place on `path` (only
+    check, repair -o and --in-place when `light`), asserting the CLI contract and,
+    after each run, what it may have written.
+
+    Everything lives in `path.parent`: the read-only commands and every refused run
+    leave it as it was, `repair -o` adds only its output, `repair --in-place` changes
+    only the file (to the bytes `repair -o` wrote) and adds only its backup."""
+    root = path.parent
+    out = root / "repaired.out"
+    runs: dict[str, Run] = {}
+    before = tree_state(root)
+    reading = {
+        "scan": ["scan", "--no-progress", path],
+        "check": ["check", "--no-progress", path],
+        "diff": ["repair", "--diff", "--no-progress", path],
+    }
+    for name, argv in reading.items():
+        if light and name != "check":
+            continue
+        runs[name] = run_cli(argv, capsysbinary, seconds=LIMIT)
+        assert_unchanged(before, tree_state(root), name)
+
+    runs["repair"] = run_cli(
+        ["repair", "--no-progress", "-o", out, path], capsysbinary, seconds=LIMIT
+    )
+    repaired: bytes | None = None
+    if runs["repair"].code == 2:
+        assert_unchanged(before, tree_state(root), "repair -o (refused)")
+    else:
+        assert_only_added(before, tree_state(root), out.name, "repair -o")
+        repaired = out.read_bytes()
+        out.unlink()
+
+    argv = ["repair", "--in-place", "--quiescence", "0", "--no-progress", path]
+    runs["in-place"] = run = run_cli(argv, capsysbinary, seconds=LIMIT)
+    after = tree_state(root)
+    if run.code == 2:
+        assert_unchanged(before, after, "repair --in-place (refused)")
+    else:
+        assert_in_place(before, after, path, repaired)
+    return Outcome(runs, repaired)
+
+
+def assert_in_place(
+    before: dict[str, Entry],
+    after: dict[str, Entry],
+    path: Path,
+    repaired: bytes | None,
+) -> None:
+    """Only the file changed, to what `repair -o` wrote; its backup holds the original."""
+    name = str(path.relative_to(path.parent))
+    added = sorted(after.keys() - before.keys())
+    assert before.keys() <= after.keys(), "repair --in-place removed a file"
+    assert all(".sessionfix-bak-" in n for n in added), f"unexpected files {added}"
+    others = [n for n in before if n != name and before[n] != after[n]]
+    assert not others, f"repair --in-place changed {others}"
+    if before[name][3] == after[name][3]:
+        assert not added, "a backup of an unchanged file"
+        return
+    assert repaired is not None, "--in-place changed a file that repair -o refused"
+    assert path.read_bytes() == repaired, "--in-place and -o disagree"
+    assert len(added) <= 1
+    if added:
+        assert after[added[0]][3] == before[name][3], "the backup is not the original"
+
+
+def assert_nothing_lost(tmp_path: Path, data: bytes, *, unsafe: bool) -> None:
+    """Repair `data` through the library and check that no complete entry went missing
+    unless an applied fix (reported in `RepairResult.applied`) deleted it."""
+    work = tmp_path / ("lib-unsafe" if unsafe else "lib-safe")
+    work.mkdir()
+    source = work / "in.jsonl"
+    source.write_bytes(data)
+    at_rest(source)
+    settings = Settings(unsafe_fixes=unsafe, quiescence=0.0)
+    repair_keeping_entries(source, work / "out.jsonl", settings, seconds=LIMIT)
+
+
+def write(tmp_path: Path, data: bytes, name: str = "s.jsonl") -> Path:
+    folder = tmp_path / "run"
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_bytes(data)
+    return at_rest(path)
+
+
+# ---- 200 MB on one line ------------------------------------------------------------------
+
+
+def write_big(path: Path, head: bytes, fill: bytes, tail: bytes, size: int) -> None:
+    """`head`, then `fill` repeated up to `size` bytes in all, then `tail`: written in
+    1 MiB pieces, so the test never holds the line in memory."""
+    piece = fill * ((1 << 20) // len(fill))
+    remaining = size - len(head) - len(tail)
+    with open(path, "wb") as handle:
+        handle.write(head)
+        while remaining > 0:
+            handle.write(piece[:remaining])
+            remaining -= len(piece)
+        handle.write(tail)
+
+
+RECORD_HEAD: Final = (
+    b'{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-07-24T06:21:04.000Z",'
+    b'"message":{"role":"user","content":[{"type":"text","text":"'
+)
+RECORD_TAIL: Final = b'"}],"timestamp":1784874064000}}\n'
+
+
+@pytest.mark.parametrize(
+    ("head", "fill", "tail", "problems"),
+    [
+        pytest.param(
+            HEADER + RECORD_HEAD, b"0123456789abcdef", RECORD_TAIL, {"SF603"}, id="record"
+        ),
+        pytest.param(b"", b"not json, ", b"\n", {"SF008", "SF101"}, id="not-json"),
+    ],
+)
+def test_a_200_mb_line_is_read_and_repaired(
+    tmp_path: Path, capsysbinary: Capture, head: bytes, fill: bytes, tail: bytes, problems: set[str]
+) -> None:
+    """A ~200 MB line (a valid record after a pi header, or plain text): `check` reports
+    it and `repair -o` copies it unchanged, each within the time limit, writing nothing
+    but the output. (Only these two commands: every run reads 200 MB.)"""
+    path = tmp_path / "big.jsonl"
+    write_big(path, head, fill, tail, BIG)
+    at_rest(path)
+    before = tree_state(tmp_path)
+    check = run_cli(["check", "--output-format", "concise", path], capsysbinary, seconds=LIMIT)
+    assert_unchanged(before, tree_state(tmp_path), "check")
+    codes = {line.split()[1] for line in check.out.splitlines() if line.startswith(str(path))}
+    assert codes == problems
+    assert check.code == (0 if problems == {"SF603"} else 1)
+
+    out = tmp_path / "out.jsonl"
+    repair = run_cli(["repair", "-q", "-o", out, path], capsysbinary, seconds=LIMIT)
+    after = tree_state(tmp_path)
+    assert_only_added(before, after, out.name, "repair -o")
+    assert repair.code == check.code
+    assert after[out.name][3] == before[path.name][3], "nothing to fix, yet the copy differs"
+    # pytest keeps the last runs' temp dirs: do not leave 400 MB behind in each.
+    path.unlink()
+    out.unlink()
+
+
+# ---- invalid UTF-8 -------------------------------------------------------------------------
+
+
+def invalid_utf8_session() -> tuple[bytes, list[bytes]]:
+    """A pi session with invalid UTF-8 inside JSON strings (in a record left alone, in a
+    record re-linked past a dropped clone, in a glued record) and outside any string (a
+    garbage line). Returns the file and the lines that must survive byte for byte."""
+    s = Session()
+    s.user("hello")
+    s.assistant([])
+    s.user("clone me", ts=1_784_874_000_000)
+    s.user("clone me", ts=1_784_874_000_000)  # SF201: dropped, its child re-linked
+    s.user("child of the clone MARK")
+    s.assistant([])
+    s.user("left alone MARK")
+    s.assistant([])
+    s.user("glued MARK")
+    s.assistant([])
+    lines = [line.encode().replace(b"MARK", BAD_UTF8) for line in s.lines]
+    garbage = b"garbage " + BAD_UTF8 + b" outside any string"
+    untouched = [lines[7], garbage, lines[9]]
+    body = [*lines[:8], garbage, lines[8], lines[9] + lines[10]]
+    return b"".join(line + b"\n" for line in body), untouched
+
+
+def test_invalid_utf8_survives_repair_byte_for_byte(tmp_path: Path, capsysbinary: Capture) -> None:
+    """Invalid UTF-8 inside a string is data pi reads (it decodes leniently): every
+    invalid byte sequence must still be in the repair, lines no fix touches must be
+    copied byte for byte (a glued record's bytes included), and no entry may go."""
+    data, untouched = invalid_utf8_session()
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary)
+    assert outcome.runs["check"].code == 1
+    repaired = outcome.repaired
+    assert repaired is not None
+    assert repaired.count(BAD_UTF8) == data.count(BAD_UTF8)
+    out_lines = repaired.split(b"\n")
+    for line in untouched:
+        assert line in out_lines, line
+    assert b"clone me" in repaired
+    assert repaired.count(b'"text":"clone me"') == 1
+    assert_nothing_lost(tmp_path, data, unsafe=False)
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(b'{"type":"message",' + BAD_UTF8 + b'"id":"zz"}', id="between-tokens"),
+        pytest.param(b'{"type":"message","id":"a00000ff","text":"\xe2\x82', id="torn-mid-char"),
+        pytest.param(b"\xef\xbb\xbf" + BAD_UTF8, id="bom-then-invalid"),
+        pytest.param(BAD_UTF8 * 1000, id="only-invalid"),
+    ],
+)
+def test_invalid_utf8_outside_strings(tmp_path: Path, capsysbinary: Capture, damage: bytes) -> None:
+    """Invalid UTF-8 between JSON tokens, in a torn last line cut inside a multi-byte
+    character, after a BOM, or alone: no command fails, no entry is lost."""
+    s = Session()
+    s.user("first")
+    s.assistant([])
+    data = ("".join(line + "\n" for line in s.lines)).encode() + damage
+    path = write(tmp_path, data)
+    exercise(path, capsysbinary)
+    assert_nothing_lost(tmp_path, data, unsafe=False)
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+# ---- NUL bytes -----------------------------------------------------------------------------
+
+
+def small_session() -> list[bytes]:
+    s = Session()
+    s.user("first")
+    s.assistant([])
+    s.user("second")
+    s.assistant([])
+    return [line.encode() for line in s.lines]
+
+
+NUL_CASES: Final[dict[str, Callable[[list[bytes]], bytes]]] = {
+    "line-start": lambda ls: b"\n".join([ls[0], b"\0" * 64 + ls[1], *ls[2:]]) + b"\n",
+    "line-end": lambda ls: b"\n".join([ls[0], ls[1] + b"\0" * 7, *ls[2:]]) + b"\n",
+    "mid-file-line": lambda ls: b"\n".join([*ls[:2], b"\0" * 4096, *ls[2:]]) + b"\n",
+    "mid-file-run": lambda ls: b"\n".join(ls[:2]) + b"\n" + b"\0" * 5000 + b"\n".join(ls[2:]),
+    "inside-a-string": lambda ls: b"\n".join([*ls[:3], ls[3].replace(b"second", b"se\0c"), ls[4]]),
+    "file-start": lambda ls: b"\0" * 100 + b"\n".join(ls) + b"\n",
+    "tail": lambda ls: b"\n".join(ls) + b"\n" + b"\0" * 8192,
+    "whole-file": lambda ls: b"\0" * 65536,
+    "whole-file-lines": lambda ls: (b"\0" * 100 + b"\n") * 100,
+}
+
+
+@pytest.mark.parametrize("case", NUL_CASES)
+def test_nul_runs(tmp_path: Path, capsysbinary: Capture, case: str) -> None:
+    """Zero-filled regions (a crash after the size grew but before the data landed):
+    every command answers, the repair loses no entry, and a record that only has NULs
+    before or after it on its line is still in the repair (SF004 strips the NULs)."""
+    lines = small_session()
+    data = NUL_CASES[case](lines)
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary)
+    assert outcome.runs["check"].code == 1, "NUL bytes went unreported"
+    assert_nothing_lost(tmp_path, data, unsafe=False)
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+    if case in ("line-start", "line-end"):
+        assert outcome.repaired is not None
+        assert lines[1] in outcome.repaired.split(b"\n"), "the record beside the NULs is gone"
+        assert b"\0" not in outcome.repaired
+
+
+# ---- paths that are not session files ------------------------------------------------------
+
+
+def refused_everywhere(path: Path, capsysbinary: Capture, *, scan_walks: bool = False) -> None:
+    """Every command exits 2 with one error line and changes nothing (a directory given
+    to `scan` is walked instead)."""
+    outcome = exercise(path, capsysbinary)
+    for name, run in outcome.runs.items():
+        if name == "scan" and scan_walks:
+            continue
+        assert run.code == 2, f"{name}: exit {run.code}"
+        assert str(path) in run.errors[0] or path.name in run.errors[0], run.errors
+
+
+def test_a_directory_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
+    """A directory named like a session is no session: check and repair refuse it."""
+    folder = tmp_path / "run" / "dir.jsonl"
+    folder.mkdir(parents=True)
+    (folder / "inner.jsonl").write_bytes(HEADER)
+    refused_everywhere(folder, capsysbinary, scan_walks=True)
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path, capsysbinary: Capture) -> None:
+    """Opening a FIFO for reading blocks until a writer comes: every command must refuse
+    it instead (or the time limit fails the test). `scan` of a folder holding one must
+    not block either."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    fifo = folder / "pipe.jsonl"
+    os.mkfifo(fifo)
+    refused_everywhere(fifo, capsysbinary)
+    before = tree_state(folder)
+    run = run_cli(["scan", "--no-progress", folder], capsysbinary, seconds=LIMIT)
+    assert run.code in (0, 2)
+    assert_unchanged(before, tree_state(folder), "scan of a folder with a FIFO")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_missing_path_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
+    """A path that does not exist: one error line, exit 2, nothing created."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    refused_everywhere(folder / "missing.jsonl", capsysbinary)
+
+
+def test_a_symlink_loop_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
+    """A symbolic link that points at itself (ELOOP) is refused like a missing file."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    loop = folder / "loop.jsonl"
+    loop.symlink_to(loop.name)
+    refused_everywhere(loop, capsysbinary)
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_a_device_is_refused(tmp_path: Path, capsysbinary: Capture, device: str) -> None:
+    """A character device (an endless /dev/zero) is no session: refused, not read
+    forever. Run from a folder of its own, so that `repair -o` has somewhere to write."""
+    if not Path(device).exists():
+        pytest.skip(f"no {device}")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    out = folder / "out.jsonl"
+    for argv in (["check", device], ["repair", "-o", out, device]):
+        run = run_cli(argv, capsysbinary, seconds=LIMIT)
+        assert run.code == 2
+    assert not out.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_an_unreadable_file_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
+    """A file without read permission: one error line, exit 2, nothing changed."""
+    path = write(tmp_path, HEADER + small_session()[1] + b"\n")
+    path.chmod(0)
+    try:
+        refused_everywhere(path, capsysbinary)
+    finally:
+        path.chmod(0o600)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a directory whatever its mode")
+def test_an_unreadable_folder_is_reported_by_scan(tmp_path: Path, capsysbinary: Capture) -> None:
+    """`scan` of a tree with a folder it may not list reports it on one line (exit 2)."""
+    folder = tmp_path / "run"
+    (folder / "closed").mkdir(parents=True)
+    (folder / "open.jsonl").write_bytes(HEADER)
+    (folder / "closed").chmod(0)
+    try:
+        run = run_cli(["scan", "--no-progress", folder], capsysbinary, seconds=LIMIT)
+    finally:
+        (folder / "closed").chmod(0o700)
+    assert run.code == 2
+
+
+def test_an_error_about_a_path_with_a_newline_is_one_line(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """A file name may hold any byte but "/" and NUL: an error naming it must still be
+    one stderr line, or scripts that read errors line by line mis-parse them."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    missing = folder / "two\nlines.jsonl"
+    for argv in (["check", missing], ["repair", "-o", folder / "out.jsonl", missing]):
+        run_cli(argv, capsysbinary, seconds=LIMIT)
+
+
+def test_an_entry_id_with_a_newline_stays_on_its_line(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """Ids come from the session file: printed, they must not start new output lines
+    (cli-and-safety.md §11.2, untrusted text is escaped)."""
+    record = {
+        "type": "message",
+        "id": "a\nFAKE:1:1: SF999 injected",
+        "parentId": "gone",
+        "timestamp": stamp(1),
+        "message": {"role": "user", "content": "hi", "timestamp": 1},
+    }
+    path = write(tmp_path, HEADER + dumps(record).encode() + b"\n")
+    run = run_cli(["check", "--no-progress", path], capsysbinary, seconds=LIMIT)
+    assert run.code == 1
+    assert not any(line.startswith("FAKE") for line in run.out.splitlines()), run.out
+
+
+# ---- where repair -o writes ----------------------------------------------------------------
+
+
+def test_repair_output_into_a_missing_folder_or_onto_a_folder(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """`-o` into a folder that does not exist, or onto an existing folder, fails with one
+    line, writes nothing and leaves no temp file."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n")
+    folder = path.parent
+    (folder / "taken").mkdir()
+    before = tree_state(folder)
+    for out in (folder / "nowhere" / "out.jsonl", folder / "taken"):
+        run = run_cli(["repair", "-o", out, path], capsysbinary, seconds=LIMIT)
+        assert run.code == 2
+        assert_unchanged(before, tree_state(folder), f"repair -o {out}")
+
+
+def test_an_output_error_names_the_output(tmp_path: Path, capsysbinary: Capture) -> None:
+    """When `-o` names a folder, the error must say which path is the folder."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n")
+    taken = path.parent / "taken"
+    taken.mkdir()
+    run = run_cli(["repair", "-o", taken, path], capsysbinary, seconds=LIMIT)
+    assert run.code == 2
+    assert str(taken) in run.errors[0], run.errors[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_repair_output_onto_a_fifo_or_symlink_keeps_it(
+    tmp_path: Path, capsysbinary: Capture, kind: str
+) -> None:
+    """`-o` naming an existing FIFO or symbolic link must not replace that node with a
+    regular file (as root, `-o /dev/stdout` would replace the /dev/stdout link): write
+    through it or refuse (exit 2), as --in-place refuses links."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n")
+    folder = path.parent
+    out = folder / "out.jsonl"
+    target = folder / "target.txt"
+    if kind == "fifo":
+        os.mkfifo(out)
+    else:
+        target.write_bytes(b"")
+        out.symlink_to(target.name)
+    try:
+        run_cli(["repair", "-o", out, path], capsysbinary, seconds=10)
+    finally:
+        mode = out.lstat().st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISLNK(mode)
+
+
+def test_repair_output_onto_the_input_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
+    """`-o` naming the input itself (directly or through a link) is refused: a repair
+    with -o never rewrites its input."""
+    data = b"\n".join(small_session()) + b"\n"
+    path = write(tmp_path, data)
+    link = path.parent / "link.jsonl"
+    link.symlink_to(path.name)
+    before = tree_state(path.parent)
+    for out in (path, link):
+        run = run_cli(["repair", "-o", out, path], capsysbinary, seconds=LIMIT)
+        assert run.code == 2
+        assert_unchanged(before, tree_state(path.parent), f"repair -o {out.name}")
+
+
+# ---- degenerate files ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "check_code"),
+    [
+        pytest.param(b"", 1, id="empty"),
+        pytest.param(HEADER, 0, id="header-only"),
+        pytest.param(HEADER.rstrip(b"\n"), 0, id="header-no-newline"),
+        pytest.param(b"\n" * 10_000, 1, id="only-newlines"),
+        pytest.param(b"\r\n" * 100, 1, id="only-crlf"),
+        pytest.param(b" \t \n" * 100, 1, id="only-whitespace"),
+        pytest.param(HEADER + b"\n" * 10_000, 0, id="header-then-newlines"),
+        pytest.param(HEADER * 3, 1, id="header-three-times"),
+        pytest.param(b"{}\n" * 3, 1, id="empty-objects"),
+        pytest.param(b'null\n[]\n1\n"x"\n', 1, id="json-non-objects"),
+    ],
+)
+def test_degenerate_files(
+    tmp_path: Path, capsysbinary: Capture, data: bytes, check_code: int
+) -> None:
+    """Files with nothing or next to nothing in them: every command answers with the
+    expected exit code (a pi header alone is a valid empty session; blank lines are
+    only info), and a repair keeps every entry."""
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary)
+    assert outcome.runs["check"].code == check_code
+    assert outcome.runs["repair"].code in (0, 1)
+    assert_nothing_lost(tmp_path, data, unsafe=False)
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+# ---- a 100,000-deep parent chain -----------------------------------------------------------
+
+DEPTH: Final = 100_000
+
+
+def deep_chain(variant: str) -> bytes:
+    """A pi session of DEPTH user/assistant entries, each the child of the one before.
+
+    `cycle`: the first entry's parent is the last (one cycle through all of them);
+    `dangling`: the first entry's parent does not exist; `clones`: every tenth entry
+    is a byte-identical user message (SF201 drops all but one and re-links the rest)."""
+    parts = [HEADER]
+    append = parts.append
+    for n in range(DEPTH):
+        parent = "null" if n == 0 else f'"{n - 1:08x}"'
+        if n == 0 and variant == "cycle":
+            parent = f'"{DEPTH - 1:08x}"'
+        elif n == 0 and variant == "dangling":
+            parent = '"deadbeef"'
+        if n % 2:
+            message = (
+                f'{{"role":"assistant","content":[{{"type":"text","text":"answer {n}"}}],'
+                f'"stopReason":"stop","timestamp":{1784874064000 + n}}}'
+            )
+        elif variant == "clones" and n % 10 == 0:
+            message = '{"role":"user","content":"again","timestamp":1784874064000}'
+        else:
+            message = f'{{"role":"user","content":"question {n}","timestamp":{1784874064000 + n}}}'
+        append(
+            f'{{"type":"message","id":"{n:08x}","parentId":{parent},'
+            f'"timestamp":"2026-07-24T06:21:04.000Z","message":{message}}}\n'.encode()
+        )
+    return b"".join(parts)
+
+
+@pytest.mark.parametrize(
+    ("variant", "problem"),
+    [("chain", None), ("cycle", "SF105"), ("dangling", "SF103"), ("clones", "SF201")],
+)
+def test_a_100k_deep_parent_chain(
+    tmp_path: Path, capsysbinary: Capture, variant: str, problem: str | None
+) -> None:
+    """Walking 100,000 parent links (to the root, around a cycle, from a dangling root,
+    re-linking past dropped clones) must not recurse (a RecursionError would surface as
+    an internal error) and must finish within the time limit; nothing is lost."""
+    data = deep_chain(variant)
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary, light=True)
+    check = outcome.runs["check"]
+    assert check.code == (0 if problem is None else 1)
+    if problem is not None:
+        assert f" {problem} " in check.out
+    unsafe = tmp_path / "unsafe.jsonl"
+    run = run_cli(
+        ["repair", "-q", "--unsafe-fixes", "-o", unsafe, path], capsysbinary, seconds=LIMIT
+    )
+    if variant == "cycle":
+        assert " SF105 " not in run.out, "--unsafe-fixes left the cycle"
+    assert_nothing_lost(tmp_path, data, unsafe=False)
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+# ---- cycles and duplicate ids --------------------------------------------------------------
+
+
+def linked(*links: tuple[str, str | None], text: str = "turn") -> bytes:
+    """A pi session of user entries with the given (id, parentId) links, distinct texts."""
+    lines = [HEADER]
+    for n, (entry_id, parent) in enumerate(links, 1):
+        record = {
+            "type": "message",
+            "id": entry_id,
+            "parentId": parent,
+            "timestamp": stamp(n),
+            "message": {
+                "role": "user",
+                "content": f"{text} {n}",
+                "timestamp": 1_784_874_064_000 + n,
+            },
+        }
+        lines.append(dumps(record).encode() + b"\n")
+    return b"".join(lines)
+
+
+IDENTICAL = dumps(
+    {
+        "type": "message",
+        "id": "dup00001",
+        "parentId": "r0000001",
+        "timestamp": stamp(5),
+        "message": {"role": "user", "content": "same", "timestamp": 1_784_874_064_005},
+    }
+).encode()
+
+GRAPHS: Final[dict[str, tuple[bytes, str]]] = {
+    "two-cycle": (linked(("a", "b"), ("b", "a")), "SF105"),
+    "two-cycle-with-root": (linked(("r", None), ("a", "b"), ("b", "a"), ("c", "a")), "SF105"),
+    "self-parent": (linked(("r", None), ("s", "s"), ("t", "s")), "SF105"),
+    "self-parent-only": (linked(("s", "s")), "SF105"),
+    "three-cycle-leaf": (
+        linked(("r", None), ("a", "r"), ("b", "c"), ("c", "d"), ("d", "b")),
+        "SF105",
+    ),
+    "duplicate-different": (linked(("r", None), ("a", "r"), ("a", "r"), ("b", "a")), "SF104"),
+    "duplicate-identical": (
+        linked(("r0000001", None)) + IDENTICAL + b"\n" + IDENTICAL + b"\n",
+        "SF104",
+    ),
+    "duplicate-header-id": (linked(("r", None), (HEADER_ID, "r")), ""),
+    "duplicate-in-cycle": (linked(("a", "b"), ("b", "a"), ("a", "b")), "SF10"),
+    "parent-is-header": (linked((HEADER_ID + "x", HEADER_ID)), ""),
+}
+
+
+@pytest.mark.parametrize("case", GRAPHS)
+def test_cycles_and_duplicate_ids(tmp_path: Path, capsysbinary: Capture, case: str) -> None:
+    """Parent links that loop (a→b→a, an entry its own parent) and ids used twice: every
+    command answers (a loader without cycle detection hangs here), `check` names the
+    problem, and the repair loses no entry that no applied fix deleted."""
+    data, problem = GRAPHS[case]
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary)
+    check = outcome.runs["check"]
+    if problem:
+        assert check.code == 1
+        assert f" {problem}" in check.out
+    assert_nothing_lost(tmp_path, data, unsafe=False)
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+# ---- deep nesting inside a record ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [300, 1_000, 1_030, 100_000])
+def test_deeply_nested_values_do_not_crash(
+    tmp_path: Path, capsysbinary: Capture, depth: int
+) -> None:
+    """Arrays nested thousands deep in a message (past orjson's 1024 levels and Python's
+    recursion limit): every command answers and nothing is lost."""
+    nested = "[" * depth + '"x"' + "]" * depth
+    s = Session()
+    s.user("first")
+    lines = [line.encode() for line in s.lines]
+    record = (
+        '{"type":"message","id":"deep0001","parentId":"a0000001","timestamp":"'
+        + stamp(2)
+        + '","message":{"role":"user","content":'
+        + nested
+        + ',"timestamp":1784874099000}}'
+    ).encode()
+    data = b"\n".join([*lines, record, record, lines[1] + record]) + b"\n"
+    path = write(tmp_path, data)
+    exercise(path, capsysbinary)
+    assert_nothing_lost(tmp_path, data, unsafe=False)
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="jsonutil.loads gives up past orjson's depth limit (1024) and Python's recursion "
+    "limit, so reader._classify reports a valid record as SF008, and --unsafe-fixes "
+    "deletes a line JSON.parse (pi) reads",
+)
+def test_a_deeply_nested_record_is_not_unparsable(tmp_path: Path, capsysbinary: Capture) -> None:
+    """A record nested 5,000 deep is exactly one JSON object; pi's JSON.parse reads it
+    (V8's parser is iterative), so scan must not call it unparsable (SF008) and an
+    unsafe repair must not drop it."""
+    nested = "[" * 5_000 + '"x"' + "]" * 5_000
+    record = (
+        '{"type":"message","id":"deep0001","parentId":null,"timestamp":"'
+        + stamp(1)
+        + '","message":{"role":"user","content":'
+        + nested
+        + ',"timestamp":1784874099000}}'
+    )
+    path = write(tmp_path, HEADER + record.encode() + b"\n")
+    run = run_cli(["check", "--output-format", "concise", path], capsysbinary, seconds=LIMIT)
+    assert " SF008 " not in run.out, run.out
+
+
+# ---- the checks themselves -----------------------------------------------------------------
+
+
+def test_the_lost_entry_check_can_fail() -> None:
+    """`lost_entries` flags an entry missing from a repair, a glued record included, and
+    excuses only one that an applied fix deleted (by input row, or by id in a later
+    pass), or a label whose target went."""
+    lines = small_session()
+    label = dumps({"type": "label", "id": "l1", "parentId": "a0000004", "targetId": "a0000002"})
+    data = b"\n".join([*lines[:3], lines[3] + lines[4], label.encode()]) + b"\n"
+    kept = b"\n".join(lines[:2]) + b"\n"
+    lost = lost_entries(data, kept, [], 0)
+    assert [entry.split(":")[0] for entry in lost] == ["line 3", "line 4", "line 4"]
+
+    def deleting(row: int, entry_id: str) -> Diagnostic:
+        fix = Fix(Applicability.SAFE, "drop", (Edit(EditOp.DELETE, row),))
+        return Diagnostic("SF201", "x", Severity.WARNING, "m", "f", row, entry_id=entry_id, fix=fix)
+
+    applied = [deleting(3, "a0000002"), deleting(1, "a0000003"), deleting(1, "a0000004")]
+    assert lost_entries(data, kept, applied, 1) == []
+    assert lost_entries(data, kept, applied[:1], 1) != []
