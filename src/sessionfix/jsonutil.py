@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import xxhash
@@ -38,12 +38,19 @@ def loads(data: bytes) -> Any:
     """
     try:
         return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as exc:
+        if not any(word in exc.msg for word in _SECOND_CHANCE):
+            # Plain syntax: JSON.parse rejects it too (no need to decode a huge line).
+            raise ValueError(exc.msg) from None
     try:
         return _STDLIB_DECODER.decode(decode_text(data))
     except RecursionError:
         raise ValueError("nesting too deep") from None
+
+
+_SECOND_CHANCE: Final = ("surrogate", "UTF-8", "infinity", "depth")
+"""orjson refusals that `JSON.parse` may accept: lone surrogates, invalid UTF-8 (read
+leniently), numbers beyond a double (Infinity), nesting past orjson's 1,024 levels."""
 
 
 def split_values(text: str) -> tuple[list[tuple[int, int, Any]], int]:

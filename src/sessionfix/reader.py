@@ -102,22 +102,22 @@ class SlowLine:
 
 def _parse_error(data: bytes) -> tuple[str, bool]:
     """Why `data` does not parse, and whether it is a record cut off before its end."""
-    text = jsonutil.decode_text(data)
-    if jsonutil.is_truncated_object(text):
+    if data.lstrip()[:1] == b"{" and jsonutil.is_truncated_object(jsonutil.decode_text(data)):
         return "truncated: the record stops mid-value", True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"invalid UTF-8 at byte {exc.start + 1}", False
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"invalid UTF-8 at byte {exc.start + 1}", False
     try:
         orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        return _short_reason(exc.msg, exc.pos, text), False
+        return _short_reason(exc.msg, exc.pos, len(data)), False
     return "not a JSON object", False
 
 
-def _short_reason(message: str, pos: int, text: str) -> str:
-    return f"{message} at column {pos + 1}" if 0 <= pos < len(text) else message
+def _short_reason(message: str, pos: int, size: int) -> str:
+    return f"{message} at column {pos + 1}" if 0 <= pos < size else message
 
 
 def classify_line(body: bytes) -> SlowLine:
@@ -204,6 +204,10 @@ def _json_kind(value: Any) -> str:
 
 def _split_glued(content: bytes, base: int, result: SlowLine) -> None:
     """Recover the JSON objects at the start of a line that does not parse as one."""
+    if content.lstrip()[:1] != b"{":
+        # No object starts the line: all of it is damaged (and a huge line is not decoded).
+        _damaged_from(content, base, 0, result)
+        return
     text = jsonutil.decode_text(content)
     values, stop = jsonutil.split_values(text)
     objects: list[tuple[int, int, dict[str, Any]]] = []
@@ -219,15 +223,21 @@ def _split_glued(content: bytes, base: int, result: SlowLine) -> None:
             SplitRecord(value, base + byte_at(char_start), base + byte_at(char_end))
         )
     if stop < len(text):
-        damaged_start = base + byte_at(stop)
-        result.damaged = (damaged_start, base + len(content))
-        tail = content[damaged_start - base :]
-        result.damaged_reason, result.damaged_truncated = _parse_error(tail)
-        recovered = _recoverable_tail(tail)
-        if recovered is not None:
-            result.recoverable = (damaged_start + recovered[0], damaged_start + recovered[1])
+        _damaged_from(content, base, byte_at(stop), result)
     if len(result.records) >= 2 or (result.records and result.damaged is not None):
         result.findings.append((LineIssue.GLUED, {}))
+
+
+def _damaged_from(content: bytes, base: int, start: int, result: SlowLine) -> None:
+    """Record that `content` is damaged from byte `start` on, and any complete record
+    that ends it."""
+    damaged_start = base + start
+    result.damaged = (damaged_start, base + len(content))
+    tail = content[start:] if start else content
+    result.damaged_reason, result.damaged_truncated = _parse_error(tail)
+    recovered = _recoverable_tail(tail)
+    if recovered is not None:
+        result.recoverable = (damaged_start + recovered[0], damaged_start + recovered[1])
 
 
 RECOVERY_BUDGET: Final = 4
