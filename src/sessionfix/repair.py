@@ -33,7 +33,13 @@ from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.locks import rewrite_access
 from sessionfix.plan import RepairPlan
 from sessionfix.reader import RecordSource
-from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
+from sessionfix.scanner import (
+    ProgressCallback,
+    ScannedFile,
+    detect_format,
+    gc_paused,
+    read_session,
+)
 from sessionfix.settings import Settings
 from sessionfix.view import SessionView
 from sessionfix.writing import (
@@ -191,13 +197,13 @@ class PlannedRepair:
         new parent; a dropped root leaves a root mid-file, which SF107 re-links): then
         `written` is repaired again, until nothing that applies is left, so that the
         result is a fixed point of `repair`. A pass that changes nothing, or more than
-        `MAX_PASSES` checks, fail the repair. So do a name that dangles in the result
-        but named a record in the input (the children of a dropped entry whose parent
-        was already gone inherit that gone name: not a new one), more cycles than the
-        input had, and a broken kept entry on a compaction the repair rewrote.
+        `MAX_PASSES` checks, fail the repair. So do a result that reads as another format
+        than the input (a later run would apply other rules to it), a name that dangles in
+        the result but named a record in the input (the children of a dropped entry whose
+        parent was already gone inherit that gone name: not a new one), more cycles than
+        the input had, and a broken kept entry on a compaction the repair rewrote.
         """
         settings = self.settings
-        forced = Format(self.format)
         before = self.scanned.view
         dangled = _dangling_names(before)
         cycles = sum(d.code == CYCLE_CODE for d in self.found)
@@ -206,9 +212,11 @@ class PlannedRepair:
         rewritten = self.plan.rewritten_ids()
         for _ in range(MAX_PASSES):
             with gc_paused():
-                scanned = read_session(written, forced, None, settings.jobs)
+                scanned = read_session(written, Format(self.format), None, settings.jobs)
                 diagnostics = run_rules(scanned, settings, filename, origin=self.path)
             view = scanned.view
+            if settings.format is Format.AUTO:
+                self._check_detected(written)
             dangling = {
                 key: owner for key, owner in _dangling_names(view).items() if key not in dangled
             }
@@ -242,6 +250,16 @@ class PlannedRepair:
                 return diagnostics
             rewritten |= self._repair_again(written, scanned, left)
         raise self._failed(_described(left[0]))
+
+    def _check_detected(self, written: Path) -> None:
+        """A later run must read the result as the same format as the input, or it would
+        apply other rules to it (a salvaged first record can change the detection). A
+        result with no record left detects as nothing, which is no other format."""
+        detected = detect_format(written)
+        same = Format(self.format)
+        if detected in (same, Format.UNKNOWN) or (detected.is_pi_family and same.is_pi_family):
+            return
+        raise self._failed(f"the result reads as {detected.value}, the input as {same.value}")
 
     def _repair_again(
         self, written: Path, scanned: ScannedFile, applied: list[Diagnostic]

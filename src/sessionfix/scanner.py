@@ -394,6 +394,14 @@ class _Chunk:
     tracker: PathTracker
 
 
+def detect_format(path: Path) -> Format:
+    """The format a scan of `path` detects (from its first record), UNKNOWN if none."""
+    handle, _ = open_session(path)
+    with handle:
+        peeked = _peek_format(handle, path, Format.AUTO)
+    return Format.UNKNOWN if peeked is None else peeked[0]
+
+
 def _peek_format(handle: BinaryIO, path: Path, forced: Format) -> tuple[Format, object] | None:
     """Detect the format and what later byte ranges need to know, from the first record."""
     handle.seek(0)
