@@ -287,11 +287,7 @@ def check_case(
     assert not again.applied, f"{what}: a second repair applies {again.applied[0].code}"
 
 
-KNOWN_FAILURES: Final = {
-    467: "an unsafe SF103 re-link and SF104's drop of an identical copy together form a "
-    "parent cycle; verification refuses the repair (test_unsafe_relinks_do_not_form_a_cycle"
-    "[duplicate-id])",
-}
+KNOWN_FAILURES: Final[dict[int, str]] = {}
 """Cases of the default budget that fail on known bugs in src: remove an entry once
 its bug is fixed (the strict xfail then reports the case as passing)."""
 
@@ -380,15 +376,7 @@ def make_soup(index: int) -> Case:
     return Case(index, f"soup {index}", data, unsafe=index % 2 == 1, at_rest=True)
 
 
-CYCLE_BUG: Final = (
-    "unsafe re-links (SF103, SF106, SF107) close a parent cycle; verification refuses the "
-    "repair (test_unsafe_relinks_do_not_form_a_cycle)"
-)
-KNOWN_SOUP_FAILURES: Final[dict[int, str]] = {
-    23: CYCLE_BUG,
-    155: CYCLE_BUG,
-    193: CYCLE_BUG,
-}
+KNOWN_SOUP_FAILURES: Final[dict[int, str]] = {}
 """Line soups of the default budget that fail on known bugs in src."""
 
 
@@ -484,39 +472,7 @@ RELINK_SHAPES: Final = {
 }
 
 
-@pytest.mark.parametrize(
-    "shape",
-    [
-        pytest.param(
-            "two-dangling",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="two unsafe SF103 re-links (a7 to a2, a1 to a7, each to the entry "
-                "before it) are checked one by one, not together: with a2 -> a1 they close a "
-                "cycle, and verification refuses the repair (exit 2)",
-            ),
-        ),
-        pytest.param(
-            "missing-parent-key",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="SF106 drops `a` (no parentId key) and re-links its child `b` to the "
-                "entry before `a` in the file, which is `b` itself: `b` becomes its own "
-                "parent and verification refuses the repair (exit 2)",
-            ),
-        ),
-        pytest.param(
-            "duplicate-id",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="SF103 re-links the second a1 to a2, whose parent `a1` it takes to be "
-                "the identical copy on the last line; SF104 drops that copy, `a1` then "
-                "resolves to the re-linked entry and a1 -> a2 -> a1 is a cycle: verification "
-                "refuses the repair (exit 2)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("shape", sorted(RELINK_SHAPES))
 def test_unsafe_relinks_do_not_form_a_cycle(
     tmp_path: Path, capsysbinary: Capture, shape: str
 ) -> None:

@@ -14,7 +14,7 @@ from sessionfix.diagnostics import Fix
 from sessionfix.reader import LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
 from sessionfix.tracking import UserEvent
-from sessionfix.view import MISSING, NO_ID_KEY, Flag, Kind, Role
+from sessionfix.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
 
 
 def records_on_row(ctx: RuleContext, row: int) -> range:
@@ -300,6 +300,9 @@ def relink_target(
     """
     view = ctx.view
     order = ctx.shared(tree_order)
+    relinked = ctx.shared(relinks)
+    careful = bool(relinked) or bool(view.duplicate_ids)
+    own_id = view.entry_id(index)
     keys = view.id_keys
     for candidate in range(index - 1, -1, -1):
         if keys[candidate] == NO_ID_KEY:
@@ -312,10 +315,32 @@ def relink_target(
         below = order.is_descendant(candidate, index)
         if below is None:
             below = index in view.ancestors(candidate)
-        if below:
+        if below or (careful and _below_once_relinked(view, candidate, index, own_id, relinked)):
             continue
+        relinked[index] = candidate
         return candidate, candidate_id
     return None
+
+
+def relinks(ctx: RuleContext) -> dict[int, int]:
+    """The re-links the rules of a file have proposed so far (entry → new parent), so
+    that no two of them together close a cycle."""
+    return {}
+
+
+def _below_once_relinked(
+    view: SessionView, candidate: int, index: int, own_id: str | None, relinked: dict[int, int]
+) -> bool:
+    """Whether `candidate` would hang below `index` once the proposed re-links apply, or
+    below an entry holding its id (a duplicate that other fixes may drop or keep)."""
+    seen: set[int] = set()
+    current = candidate
+    while current >= 0 and current not in seen:
+        if current == index or (own_id is not None and view.entry_id(current) == own_id):
+            return True
+        seen.add(current)
+        current = relinked.get(current, view.parents[current])
+    return False
 
 
 def relink_fix(

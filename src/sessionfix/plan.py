@@ -176,16 +176,18 @@ class RepairPlan:
             return None
         return current
 
-    def _climb(self, index: int) -> tuple[int | None, object]:
+    def _climb(self, index: int, owner: int | None = None) -> tuple[int | None, object]:
         """up(x): the nearest surviving ancestor of a dropped record, and otherwise the
-        parent value the chain ended on (null, or a name that was already dangling)."""
+        parent value the chain ended on (null, or a name that was already dangling).
+        `owner` is the record that takes the result as its parent: never itself or a
+        record below it."""
         view = self.view
         seen: set[int] = set()
         current = index
         while current in self.dropped and current not in seen:
             seen.add(current)
             if view.flags[current] & Flag.NO_PARENT_KEY:
-                preceding = self._preceding_entry(current)
+                preceding = self._preceding_entry(current, owner)
                 if preceding is None:
                     return None, None
                 current = preceding
@@ -199,13 +201,16 @@ class RepairPlan:
             return None, None
         return current, view.entry_id(current)
 
-    def _preceding_entry(self, index: int) -> int | None:
-        """The nearest earlier surviving entry with an id (SF106 re-linking)."""
+    def _preceding_entry(self, index: int, owner: int | None = None) -> int | None:
+        """The nearest earlier surviving entry with an id (SF106 re-linking) that is not
+        `owner` and does not hang below it."""
         view = self.view
         for candidate in range(index - 1, -1, -1):
             if candidate in self.dropped or not view.is_entry(candidate):
                 continue
             if view.kinds[candidate] == Kind.HEADER or view.entry_id(candidate) is None:
+                continue
+            if owner is not None and (candidate == owner or owner in view.ancestors(candidate)):
                 continue
             return candidate
         return None
@@ -258,7 +263,7 @@ class RepairPlan:
             return value
         survivor = self._survivor(target)
         if role is RefRole.PARENT:
-            return self._climb(target)[1]
+            return self._climb(target, owner)[1]
         if survivor is not None:
             return view.entry_id(survivor)
         if role is RefRole.FIRST_KEPT:
