@@ -11,21 +11,32 @@ from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
+    pairs: list[tuple[int, int, bool]] = []
+    last_holder: dict[str, int] = {}
+    different: set[str] = set()
     for first, later in view.duplicate_ids:
-        entry_id = view.entry_id(later)
+        entry_id = str(view.entry_id(later))
         try:
             identical = jsonutil.canonical(ctx.load_record(first)) == jsonutil.canonical(
                 ctx.load_record(later)
             )
         except ValueError:
             identical = False
+        pairs.append((first, later, identical))
+        last_holder[entry_id] = max(later, last_holder.get(entry_id, later))
+        if not identical:
+            different.add(entry_id)
+    for first, later, identical in pairs:
+        entry_id = str(view.entry_id(later))
         if identical:
-            yield ctx.entry_diagnostic(
-                RULE,
-                later,
-                f"id {entry_id!r} repeats the identical record on line {view.rows[first]}",
-                fix=safe("drop the repeated copy", ctx.drop(later, first)),
-            )
+            # pi resolves an id to its last holder: dropping that one must not hand the
+            # id to a different record.
+            moves = last_holder[entry_id] == later and entry_id in different
+            message = f"id {entry_id!r} repeats the identical record on line {view.rows[first]}"
+            if moves:
+                message += "; it is the copy pi resolves the id to, so it stays"
+            fix = None if moves else safe("drop the repeated copy", ctx.drop(later, first))
+            yield ctx.entry_diagnostic(RULE, later, message, fix=fix)
         else:
             yield ctx.entry_diagnostic(
                 RULE,
