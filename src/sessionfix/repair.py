@@ -216,7 +216,7 @@ class PlannedRepair:
                 diagnostics = run_rules(scanned, settings, filename, origin=self.path)
             view = scanned.view
             if settings.format is Format.AUTO:
-                self._check_detected(written)
+                self._check_detected(written, filename)
             dangling = {
                 key: owner for key, owner in _dangling_names(view).items() if key not in dangled
             }
@@ -251,15 +251,23 @@ class PlannedRepair:
             rewritten |= self._repair_again(written, scanned, left)
         raise self._failed(_described(left[0]))
 
-    def _check_detected(self, written: Path) -> None:
-        """A later run must read the result as the same format as the input, or it would
-        apply other rules to it (a salvaged first record can change the detection). A
-        result with no record left detects as nothing, which is no other format."""
+    def _check_detected(self, written: Path, filename: str) -> None:
+        """The result must be a fixed point for a later run too, which may read it as
+        another format than the input (dropping a first record, or salvaging one, can
+        change the detection): then none of that format's fixes may apply to it."""
         detected = detect_format(written)
         same = Format(self.format)
         if detected in (same, Format.UNKNOWN) or (detected.is_pi_family and same.is_pi_family):
             return
-        raise self._failed(f"the result reads as {detected.value}, the input as {same.value}")
+        with gc_paused():
+            scanned = read_session(written, detected, None, self.settings.jobs)
+            later = run_rules(scanned, self.settings, filename, origin=self.path)
+        left = [d for d in later if applies(d, self.settings)]
+        if left:
+            raise self._failed(
+                f"the result reads as {detected.value}, the input as {same.value}, and a "
+                f"later run would apply {left[0].code} on its line {left[0].row}"
+            )
 
     def _repair_again(
         self, written: Path, scanned: ScannedFile, applied: list[Diagnostic]
