@@ -31,7 +31,7 @@ def _leftovers(folder: Path) -> list[str]:
 @pytest.fixture
 def dangling_remap(monkeypatch: pytest.MonkeyPatch) -> None:
     """A defect in the plan: every climb past a dropped entry ends on a name nowhere."""
-    monkeypatch.setattr(RepairPlan, "_climb", lambda self, index: (None, "zzzzzzzz"))
+    monkeypatch.setattr(RepairPlan, "_climb", lambda self, index, owner=None: (None, "zzzzzzzz"))
 
 
 @pytest.mark.usefixtures("dangling_remap")
