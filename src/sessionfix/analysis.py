@@ -254,7 +254,11 @@ class TreeOrder:
 
 
 def tree_order(ctx: RuleContext) -> TreeOrder:
-    view = ctx.view
+    return order_of(ctx.view)
+
+
+def order_of(view: SessionView) -> TreeOrder:
+    """The entry and exit times of `view`'s parent forest (see `TreeOrder`)."""
     count = len(view)
     parents = view.parents
     child_count = array("q", bytes(8 * (count + 1)))

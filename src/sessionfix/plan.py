@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sessionfix import jsonutil
+from sessionfix.analysis import TreeOrder, order_of
 from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Transform
 from sessionfix.formats import RefRole
 from sessionfix.reader import BOM, LineFinding, LineIssue, RecordSource
@@ -69,6 +70,7 @@ class RepairPlan:
         for diagnostic in sorted(applied, key=lambda d: (d.code, d.row)):
             self._take(diagnostic)
         self._by_row: dict[int, list[LineFinding]] | None = None
+        self._order: TreeOrder | None = None
         self._parent_overrides: dict[int, str] = {}
         self._rewrites: set[int] = set()
         self._shifts: list[tuple[int, int]] = []
@@ -210,10 +212,17 @@ class RepairPlan:
                 continue
             if view.kinds[candidate] == Kind.HEADER or view.entry_id(candidate) is None:
                 continue
-            if owner is not None and (candidate == owner or owner in view.ancestors(candidate)):
+            if owner is not None and (candidate == owner or self._below(candidate, owner)):
                 continue
             return candidate
         return None
+
+    def _below(self, node: int, ancestor: int) -> bool:
+        """Whether `node` hangs below `ancestor` in the input's tree."""
+        if self._order is None:
+            self._order = order_of(self.view)
+        below = self._order.is_descendant(node, ancestor)
+        return ancestor in self.view.ancestors(node) if below is None else below
 
     def _down(self, index: int, boundary: int) -> int:
         """down(x, C): the next surviving cut point after x toward C, else C itself."""
