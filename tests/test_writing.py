@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,8 +17,10 @@ from sessionfix.writing import (
     WriteFailed,
     WriteRefused,
     backup_name,
+    remove_dead_temps,
     replace_file,
     snapshot,
+    temp_path,
 )
 
 ORIGINAL = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}\n'
@@ -118,7 +121,50 @@ def test_a_failed_rename_removes_the_backup_and_the_temp_file(
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(os, "replace", refuse)
-    with pytest.raises(PermissionError):
+    with pytest.raises(WriteFailed, match=r"cannot replace it \(permission denied\); left"):
         replace_file(snapshot(session), [REPAIRED], now=WHEN)
     assert session.read_bytes() == ORIGINAL
     assert sorted(p.name for p in session.parent.iterdir()) == ["abc.jsonl"]
+
+
+def test_an_interrupt_during_the_swap_waits_until_it_is_done(
+    session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT arriving as the rename happens is held back until the swap is complete:
+    the session holds the new bytes and the backup the original, then the interrupt."""
+    replace = os.replace
+
+    def interrupted(source: str | Path, target: str | Path) -> None:
+        replace(source, target)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        replace_file(snapshot(session), [REPAIRED], now=WHEN)
+    assert session.read_bytes() == REPAIRED
+    backup = session.with_name(backup_name(session, WHEN))
+    assert backup.read_bytes() == ORIGINAL
+
+
+def test_a_temp_name_taken_by_a_dead_run_is_cleared_and_not_deleted_by_others(
+    session: Path,
+) -> None:
+    """A leftover temp file with this process's pid (pids are reused) is removed under
+    the sidecar lock; a run that fails to create its temp file deletes nothing."""
+    leftover = temp_path(session)
+    leftover.write_bytes(b"partial")
+    with pytest.raises(WriteFailed, match="file exists"):
+        replace_file(snapshot(session), [REPAIRED], now=WHEN)
+    assert leftover.read_bytes() == b"partial"
+    assert remove_dead_temps(session) == [leftover]
+    replace_file(snapshot(session), [REPAIRED], now=WHEN)
+    assert session.read_bytes() == REPAIRED
+
+
+def test_a_leftover_temp_link_is_not_another_hard_link(session: Path) -> None:
+    """A restore killed after linking its temp file leaves that link: it is sessionfix's
+    own, so it does not block the next in-place run (which then removes it)."""
+    leftover = session.with_name(f".{session.name}.sessionfix-tmp-999999999")
+    os.link(session, leftover)
+    assert snapshot(session).path == session.resolve()
+    assert remove_dead_temps(session) == [leftover]

@@ -10,12 +10,14 @@ survives a crash. At every moment the path holds either the original or the new 
 from __future__ import annotations
 
 import os
+import signal
 import stat
-from collections.abc import Callable, Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 from sessionfix.errors import SessionfixError, described
 
@@ -93,13 +95,14 @@ def snapshot(
 
 
 def _backup_links(target: Path, st: os.stat_result) -> int:
-    """How many of the file's names are its own sessionfix backups (a run that died after
-    step 9 leaves one: it keeps the original, and splitting from it is the point)."""
-    prefix = target.name + BACKUP_MARK
+    """How many of the file's names are its own sessionfix backups or temp files (a run
+    that died after step 9 leaves a backup that keeps the original, and splitting from
+    it is the point; a restore that died leaves its temp file linked)."""
+    prefixes = (target.name + BACKUP_MARK, f".{target.name}{TEMP_MARK}")
     count = 0
     with suppress(OSError), os.scandir(target.parent) as entries:
         for entry in entries:
-            if entry.name.startswith(prefix):
+            if entry.name.startswith(prefixes):
                 with suppress(OSError):
                     other = entry.stat(follow_symlinks=False)
                     if (other.st_ino, other.st_dev) == (st.st_ino, st.st_dev):
@@ -126,10 +129,11 @@ def replace_file(
     """
     target = original.path
     temp = temp_path(target)
-    backup_path: Path | None = None
+    created = False
     try:
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            created = True
             with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
                 for chunk in chunks:
                     handle.write(chunk)
@@ -143,6 +147,23 @@ def replace_file(
         chown_best_effort(temp, original.uid, original.gid)
         if verify is not None:
             verify(temp)
+    except BaseException:
+        if created:
+            with suppress(OSError):
+                temp.unlink()
+        raise
+    with signals_deferred():
+        backup_path = _swap(original, temp, backup, now)
+    # A signal that arrived during the swap is raised here, with nothing left to undo.
+    sync_directory(target.parent)
+    return backup_path
+
+
+def _swap(original: Snapshot, temp: Path, backup: bool, now: datetime | None) -> Path | None:
+    """Steps 8-10: backup link, last check, rename; undone entirely if any fails."""
+    target = original.path
+    backup_path: Path | None = None
+    try:
         if backup:
             try:
                 backup_path = _link_backup(target, now or datetime.now(UTC))
@@ -151,7 +172,12 @@ def replace_file(
                 raise
         # Checked as late as possible: a write after this point reaches the old inode.
         _check_unchanged(original)
-        os.replace(temp, target)
+        try:
+            os.replace(temp, target)
+        except OSError as exc:
+            raise WriteFailed(
+                f"{target}: cannot replace it ({described(exc)}); left untouched"
+            ) from None
     except BaseException:
         with suppress(OSError):
             temp.unlink()
@@ -159,8 +185,26 @@ def replace_file(
             with suppress(OSError):
                 backup_path.unlink()
         raise
-    sync_directory(target.parent)
     return backup_path
+
+
+_DEFERRED: Final = frozenset(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP back (where the platform can) until the block is
+    done, so that an interrupt cannot land between a rename and the bookkeeping of it."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def temp_path(target: Path) -> Path:
@@ -185,7 +229,8 @@ def _check_unchanged(original: Snapshot) -> None:
 
 def remove_dead_temps(target: Path) -> list[Path]:
     """Delete the temp files of `target` left by sessionfix runs that died (a crash, a
-    SIGKILL): they hold nothing that is not in the session or its backup."""
+    SIGKILL): they hold nothing that is not in the session or its backup. Call it only
+    under the sidecar lock."""
     prefix = f".{target.name}{TEMP_MARK}"
     removed: list[Path] = []
     try:
@@ -196,7 +241,12 @@ def remove_dead_temps(target: Path) -> list[Path]:
         if not name.startswith(prefix):
             continue
         pid_text = name[len(prefix) :].split(".", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        # Under the sidecar lock no run of this process is writing one: its own pid's
+        # leftover is from a dead process whose pid was reused.
+        if pid != os.getpid() and _alive(pid):
             continue
         leftover = target.with_name(name)
         with suppress(OSError):
