@@ -191,3 +191,20 @@ def test_unsafe_fixes_apply_only_when_asked(tmp_path: Path) -> None:
     expected = (source / "repaired-unsafe.jsonl").read_bytes()
     assert (tmp_path / "unsafe.jsonl").read_bytes() == expected
     assert unsafe.exit_code == 0
+
+
+def test_output_to_dev_stdout_through_a_pipe(tmp_path: Path) -> None:
+    """`-o /dev/stdout` names a pipe here: the repair streams into it."""
+    import subprocess
+    import sys
+
+    session = _at_rest(CLONES, tmp_path / "s.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-m", "sessionfix", "repair", "-q", "-o", "/dev/stdout", str(session)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (CLONES.parent / "repaired.jsonl").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from sessionfix import Settings, locks
 from sessionfix.cli import app
 from sessionfix.locks import SessionLocked, lock_state, sidecar_lock
-from sessionfix.repair import PlannedRepair, RepairResult, repair_in_place
+from sessionfix.repair import PlannedRepair, RepairResult, VerificationFailed, repair_in_place
 from sessionfix.writing import FileChanged
 
 from .conftest import FIXTURES
@@ -347,9 +347,69 @@ def test_lines_appended_during_the_swap_are_carried_over(
     result = repair_in_place(session, AT_REST)
     assert result.carried_over == len(line)
     assert result.redone == 1
+    assert result.unsettled is None
     assert session.read_bytes() == REPAIRED.read_bytes() + line
     assert result.backup is not None
     assert result.backup.read_bytes() == CLONES.read_bytes() + line
+    assert _listing(session.parent) == ["s.jsonl", result.backup.name]  # one backup
+
+
+def _append_during_the_first_swap(
+    monkeypatch: pytest.MonkeyPatch, session: Path, line: bytes
+) -> None:
+    replace = os.replace
+    done: list[bool] = []
+
+    def late_append(source: str | Path, target: str | Path) -> None:
+        if Path(target) == session and not done:
+            done.append(True)
+            with open(session, "ab") as out:
+                out.write(line)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", late_append)
+
+
+def test_without_backup_the_appended_lines_are_still_kept(
+    session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--no-backup: a backup is kept until the carried lines are in, then removed."""
+    line = appended(0)
+    _append_during_the_first_swap(monkeypatch, session, line)
+    result = repair_in_place(session, AT_REST, backup=False)
+    assert session.read_bytes() == REPAIRED.read_bytes() + line
+    assert result.backup is None
+    assert _listing(session.parent) == ["s.jsonl"]
+
+
+def test_a_failed_check_of_carried_lines_is_a_warning_not_untouched(
+    session: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file already holds the repair when the check of the carried lines fails: the
+    run says so (a warning, exit 0 or 1), it does not claim the file is untouched."""
+    line = b"\xef\xbb\xbf" + appended(0)  # with a BOM: the check repairs it (SF005)
+    _append_during_the_first_swap(monkeypatch, session, line)
+    verify = PlannedRepair.verify
+    calls: list[int] = []
+
+    def second_fails(self: PlannedRepair, written: Path, filename: str):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:
+            raise VerificationFailed(f"{filename}: the check failed; nothing was written")
+        return verify(self, written, filename)
+
+    monkeypatch.setattr(PlannedRepair, "verify", second_fails)
+    result = run("repair", "--in-place", "--quiescence", "0", session)
+    assert len(calls) == 2
+    assert result.exit_code in (0, 1)
+    assert "left untouched" not in result.stderr
+    assert "nothing was written" not in result.stderr
+    warning = f"sessionfix: warning: {session}: repaired, but {session}: the check failed\n"
+    assert result.stderr.endswith(warning)
+    assert session.read_bytes() == REPAIRED.read_bytes() + line
+    backups = [n for n in _listing(session.parent) if ".sessionfix-bak-" in n]
+    assert len(backups) == 1
+    assert (session.parent / backups[0]).read_bytes() == CLONES.read_bytes() + line
 
 
 def test_an_agent_appending_meanwhile_loses_no_line(session: Path) -> None:

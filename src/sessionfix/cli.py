@@ -246,6 +246,11 @@ def _stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _warning(message: str) -> None:
+    sys.stderr.write(f"sessionfix: warning: {escape(message)}\n")
+    sys.stderr.flush()
+
+
 def _error(message: str) -> None:
     sys.stderr.write(f"sessionfix: error: {escape(message)}\n")
     sys.stderr.flush()
@@ -819,6 +824,9 @@ def _run_repair(
         _error(message)
     if not presentation.quiet and results:
         _note(_repair_summary(results, target))
+    for result in results:
+        if result.unsettled is not None:
+            _warning(f"{result.filename}: repaired, but {result.unsettled}")
     if errors:
         return EXIT_ERROR
     if presentation.exit_zero:

@@ -108,6 +108,9 @@ class RepairResult:
     """Times an in-place repair started again because the file grew meanwhile."""
     carried_over: int = 0
     """Bytes a writer appended during the swap, carried over to the repaired file."""
+    unsettled: str | None = None
+    """Why lines an agent appended during an in-place repair were left as written: not
+    checked (the file kept changing), or not carried over (then they are in the backup)."""
 
     @property
     def dropped_entries(self) -> int:
@@ -366,7 +369,7 @@ def repair_to(
     output = Path(output)
     target = Path(os.path.realpath(output))
     try:
-        st = os.stat(target)
+        st = os.stat(output)  # through links, as opening it would (/dev/stdout to a pipe)
     except FileNotFoundError:
         st = None
     except OSError as exc:
@@ -374,7 +377,7 @@ def repair_to(
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise WriteFailed(f"{output}: is a directory")
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with _open_special(output, target) as stream:
+        with _open_special(output) as stream:
             result = repair_to_stream(path, stream, settings, filename=filename, progress=progress)
         result.output = output
         return result
@@ -405,10 +408,10 @@ def repair_to(
 
 
 @contextmanager
-def _open_special(output: Path, target: Path) -> Iterator[BinaryIO]:
+def _open_special(output: Path) -> Iterator[BinaryIO]:
     """Open a FIFO or device for writing without waiting for a reader that never comes."""
     try:
-        fd = os.open(target, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(output, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
         os.set_blocking(fd, True)
     except OSError as exc:
         reason = "no process reads it" if exc.errno == errno.ENXIO else described(exc)
@@ -498,13 +501,22 @@ def repair_in_place(
         remove_dead_temps(target)
         redone = carried = 0
         earlier: RepairResult | None = None
+        """The result of an attempt that replaced the file and carried appended lines
+        over; the attempts after it only check those lines (no further backup)."""
         while True:
             attempt = _InPlaceAttempt(target, original, settings, name, progress)
             try:
-                result = attempt.run(backup)
+                result = attempt.run(backup and earlier is None)
                 if earlier is not None:
                     result = _merged(earlier, result)
-            except FileChanged as exc:
+            except SessionfixError as exc:
+                if earlier is not None:
+                    # The file already holds the repair: say what is left, not "untouched".
+                    earlier.redone, earlier.carried_over = redone, carried
+                    earlier.unsettled = _why_unsettled(exc)
+                    return earlier
+                if not isinstance(exc, FileChanged):
+                    raise
                 if not exc.grew or not attempt.prefix_unchanged():
                     raise FileChanged(
                         f"{name}: changed while being repaired; left untouched", grew=False
@@ -517,12 +529,23 @@ def repair_in_place(
                     ) from None
             else:
                 carried += attempt.carried
-                if not attempt.carried or redone == MAX_REDOS:
+                if attempt.unsettled is not None:
+                    result.unsettled = attempt.unsettled
+                if not attempt.carried or redone == MAX_REDOS or result.unsettled:
                     result.redone, result.carried_over = redone, carried
                     return result
                 earlier = result
             redone += 1
             original = snapshot(target, allow_hard_links=force)
+
+
+def _why_unsettled(error: SessionfixError) -> str:
+    """The reason a check of lines carried over did not finish, without the "nothing was
+    written" of a failed first attempt (the repair is in place by then)."""
+    text = str(error)
+    for tail in ("; left untouched", "; nothing was written"):
+        text = text.removesuffix(tail)
+    return text
 
 
 def _merged(earlier: RepairResult, later: RepairResult) -> RepairResult:
@@ -556,6 +579,8 @@ class _InPlaceAttempt:
         self.digest = b""
         self.carried = 0
         """Bytes a writer appended to the old file during the swap, carried over."""
+        self.unsettled: str | None = None
+        """Why such bytes could not be carried over (they stay in the backup)."""
 
     def run(self, backup: bool) -> RepairResult:
         original = self.original
@@ -585,12 +610,16 @@ class _InPlaceAttempt:
                     remaining.extend(planned.verify(temp, result.filename))
                     sizes.append(temp.stat().st_size)
 
-                result.backup = replace_file(
-                    original, planned.chunks(), backup=backup, verify=verify
-                )
+                # A backup is kept until appended lines are carried over, even if not
+                # asked for: until then it is the only place they are.
+                result.backup = replace_file(original, planned.chunks(), verify=verify)
             finally:
                 planned.close()
-            self.carried = _carry_over(old, original.size, self.target)
+            self.carried, self.unsettled = _carry_over(old, original.size, self.digest, self.target)
+        if self.unsettled is None and not backup and result.backup is not None:
+            with suppress(OSError):
+                result.backup.unlink()
+            result.backup = None
         result.output_size = sizes[0] + self.carried
         result.remaining = remaining
         result.changed = True
@@ -620,24 +649,30 @@ def _prefix_digest(handle: BinaryIO, size: int) -> bytes:
     return digest.digest()
 
 
-def _carry_over(old: BinaryIO, size: int, target: Path) -> int:
+def _carry_over(old: BinaryIO, size: int, digest: bytes, target: Path) -> tuple[int, str | None]:
     """Append to `target` what a writer appended to the replaced file after the last
-    check (it reached the old inode, kept in the backup); return how many bytes."""
+    check (it reached the old inode, which the backup keeps). Returns the bytes carried,
+    and why nothing was carried when the old file changed otherwise."""
     grown = os.fstat(old.fileno()).st_size
     if grown <= size:
-        return 0
+        return 0, None
+    if _prefix_digest(old, size) != digest:
+        return (
+            0,
+            "the replaced file was rewritten during the swap; its new content is in the backup",
+        )
     old.seek(size)
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND)
     try:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND)
         with os.fdopen(fd, "ab", buffering=0) as out:
             shutil.copyfileobj(old, out, WRITE_BUFFER)
             os.fsync(out.fileno())
     except OSError as exc:
-        raise WriteFailed(
-            f"{target}: {grown - size} bytes appended during the repair were not carried "
-            f"over ({described(exc)})"
-        ) from None
-    return grown - size
+        return 0, (
+            f"{grown - size} bytes appended during the swap could not be carried over "
+            f"({described(exc)}); they are in the backup"
+        )
+    return grown - size, None
 
 
 def _check_input_unchanged(planned: PlannedRepair) -> None:
