@@ -21,12 +21,13 @@ import xxhash
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import is_openclaw_location
-from sessionfix.locks import rewrite_access
+from sessionfix.locks import rewrite_access, sidecar_lock
 from sessionfix.settings import DEFAULT_QUIESCENCE
 from sessionfix.writing import (
     BACKUP_MARK,
     WriteFailed,
     chown_best_effort,
+    remove_dead_temps,
     replace_file,
     snapshot,
     sync_directory,
@@ -82,9 +83,12 @@ def list_backups(session: str | Path) -> list[Backup]:
         match = _STAMP.fullmatch(entry.name[len(prefix) :])
         if match is None or not entry.is_file(follow_symlinks=False):
             continue
-        taken = datetime.strptime(match[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-        serial = int(match[2] or 0)
-        found.append(Backup(Path(entry.path), taken, serial, entry.stat().st_size))
+        try:
+            taken = datetime.strptime(match[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            size = entry.stat().st_size
+        except (ValueError, OSError):  # not a real stamp, or gone meanwhile
+            continue
+        found.append(Backup(Path(entry.path), taken, int(match[2] or 0), size))
     return sorted(found, key=lambda b: (b.taken, b.serial), reverse=True)
 
 
@@ -105,9 +109,33 @@ def restore(
     longer exists is created again from the backup.
     """
     session = Path(session)
-    chosen = _choose(session, backup)
+    try:
+        return _restore(
+            session,
+            _choose(session, backup),
+            keep_current=keep_current,
+            quiescence=quiescence,
+            force=force,
+            follow_symlinks=follow_symlinks,
+            break_stale_lock=break_stale_lock,
+        )
+    except OSError as exc:
+        raise WriteFailed(f"{session}: cannot restore ({described(exc)})") from None
+
+
+def _restore(
+    session: Path,
+    chosen: Backup,
+    *,
+    keep_current: bool,
+    quiescence: float,
+    force: bool,
+    follow_symlinks: bool,
+    break_stale_lock: bool,
+) -> Restored:
     if not os.path.lexists(session):
-        return _recreate(session, chosen)
+        with sidecar_lock(Path(os.path.realpath(session.parent)) / session.name):
+            return _recreate(session, chosen)
     original = snapshot(session, allow_hard_links=force, follow_symlinks=follow_symlinks)
     if os.path.samefile(original.path, chosen.path):
         return Restored(session, chosen, None, changed=False)
@@ -147,10 +175,13 @@ def _choose(session: Path, backup: str | Path | None) -> Backup:
 def _recreate(session: Path, source: Backup) -> Restored:
     """The session is gone: write the backup's bytes to its path, never over a file."""
     target = Path(os.path.realpath(session.parent)) / session.name
+    remove_dead_temps(target)
     temp = temp_path(target)
     st = os.stat(source.path)
+    created = False
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        created = True
         with os.fdopen(fd, "wb") as out:
             for block in _blocks(source.path):
                 out.write(block)
@@ -161,12 +192,13 @@ def _recreate(session: Path, source: Backup) -> Restored:
         os.link(temp, target)  # fails rather than replace a file that appeared meanwhile
         sync_directory(target.parent)
     except FileExistsError:
+        if not created:
+            raise
         raise SessionfixError(f"{session}: appeared while being restored; left untouched") from None
-    except OSError as exc:
-        raise WriteFailed(f"{session}: cannot restore ({described(exc)})") from None
     finally:
-        with suppress(OSError):
-            temp.unlink()
+        if created:
+            with suppress(OSError):
+                temp.unlink()
     return Restored(session, source, None, changed=True)
 
 
