@@ -16,6 +16,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -63,6 +64,8 @@ tree hid; that one stays reported.)"""
 WRITE_BUFFER: Final = 1 << 20
 BYTES_PER_TOKEN: Final = 4
 """Rough size of a token in JSON session text, for the summary's estimate."""
+SWAP_SETTLE_SECONDS: Final = 0.05
+"""Time given to appends in flight at the rename before the replaced file is checked."""
 MAX_REDOS: Final = 3
 """Repairs of a file that grew while it was repaired, before giving up (§8.2 step 8)."""
 MAX_PASSES: Final = 8
@@ -499,22 +502,20 @@ def repair_in_place(
         if original.path != target:
             raise FileChanged(f"{name}: its link changed while waiting; left untouched", grew=False)
         remove_dead_temps(target)
-        redone = carried = 0
+        redone = 0
         earlier: RepairResult | None = None
-        """The result of an attempt that replaced the file and carried appended lines
-        over; the attempts after it only check those lines (no further backup)."""
+        """The account of the attempts that replaced the file so far."""
+        replaced: list[_ReplacedFile] = []
+        """Every file an attempt replaced, watched for lines written to it late."""
         while True:
             attempt = _InPlaceAttempt(target, original, settings, name, progress)
             try:
-                result = attempt.run(backup and earlier is None)
-                if earlier is not None:
-                    result = _merged(earlier, result)
+                result = attempt.run()
             except SessionfixError as exc:
                 if earlier is not None:
                     # The file already holds the repair: say what is left, not "untouched".
-                    earlier.redone, earlier.carried_over = redone, carried
                     earlier.unsettled = _why_unsettled(exc)
-                    return earlier
+                    return _finished(earlier, replaced, redone, backup)
                 if not isinstance(exc, FileChanged):
                     raise
                 if not exc.grew or not attempt.prefix_unchanged():
@@ -528,15 +529,89 @@ def repair_in_place(
                         grew=True,
                     ) from None
             else:
-                carried += attempt.carried
-                if attempt.unsettled is not None:
-                    result.unsettled = attempt.unsettled
-                if not attempt.carried or redone == MAX_REDOS or result.unsettled:
-                    result.redone, result.carried_over = redone, carried
-                    return result
-                earlier = result
+                if result.backup is not None:
+                    replaced.append(_ReplacedFile(result.backup, original.size, attempt.digest))
+                    # An append opened before the rename lands on the old file: let the
+                    # ones in flight land before looking for them.
+                    time.sleep(SWAP_SETTLE_SECONDS)
+                earlier = result if earlier is None else _merged(earlier, result)
+                carried = sum(_carry_late_lines(late, target, earlier) for late in replaced)
+                if not carried or redone == MAX_REDOS or earlier.unsettled:
+                    if carried and not earlier.unsettled:
+                        earlier.unsettled = (
+                            f"{carried} bytes written during the last swap were carried over "
+                            "unchecked"
+                        )
+                    return _finished(earlier, replaced, redone, backup)
             redone += 1
             original = snapshot(target, allow_hard_links=force)
+
+
+@dataclass(slots=True)
+class _ReplacedFile:
+    """A file an attempt replaced, through the backup link that keeps it: a writer that
+    opened it before the rename may still append to it."""
+
+    backup: Path
+    read: int
+    """How many of its bytes the attempt read (and repaired)."""
+    digest: bytes
+    """xxh3-128 of those bytes."""
+    carried: int = 0
+    """Bytes past `read` already carried over to the session."""
+    checked: bool = False
+
+
+def _carry_late_lines(late: _ReplacedFile, target: Path, result: RepairResult) -> int:
+    """Append to `target` what was written to a replaced file after it was read; return
+    how many bytes. When its first bytes changed, nothing is carried (it says so)."""
+    try:
+        with open(late.backup, "rb") as old:
+            grown = os.fstat(old.fileno()).st_size
+            start = late.read + late.carried
+            if grown <= start:
+                return 0
+            if not late.checked:
+                if _prefix_digest(old, late.read) != late.digest:
+                    result.unsettled = (
+                        f"the file was rewritten during the swap; its new bytes are in "
+                        f"{late.backup.name}"
+                    )
+                    return 0
+                late.checked = True
+            old.seek(start)
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+            with os.fdopen(fd, "ab", buffering=0) as out:
+                shutil.copyfileobj(old, out, WRITE_BUFFER)
+                os.fsync(out.fileno())
+    except OSError as exc:
+        result.unsettled = (
+            f"lines written during the swap could not be carried over ({described(exc)}); "
+            f"they are in {late.backup.name}"
+        )
+        return 0
+    late.carried = grown - late.read
+    result.carried_over += grown - start
+    result.output_size += grown - start
+    return grown - start
+
+
+def _finished(
+    result: RepairResult, replaced: list[_ReplacedFile], redone: int, backup: bool
+) -> RepairResult:
+    """Keep the backup of the original if asked (or if lines written late are only
+    there); drop the links to the intermediate files, whose late lines are carried."""
+    result.redone = redone
+    for number, late in enumerate(replaced):
+        if (number == 0 and (backup or result.unsettled)) or (
+            result.unsettled and late.backup.name in result.unsettled
+        ):
+            continue
+        with suppress(OSError):
+            late.backup.unlink()
+    if not backup and not result.unsettled:
+        result.backup = None
+    return result
 
 
 def _why_unsettled(error: SessionfixError) -> str:
@@ -577,12 +652,8 @@ class _InPlaceAttempt:
         self.filename = filename
         self.progress = progress
         self.digest = b""
-        self.carried = 0
-        """Bytes a writer appended to the old file during the swap, carried over."""
-        self.unsettled: str | None = None
-        """Why such bytes could not be carried over (they stay in the backup)."""
 
-    def run(self, backup: bool) -> RepairResult:
+    def run(self) -> RepairResult:
         original = self.original
         with open(self.target, "rb") as old:
             if os.fstat(old.fileno()).st_ino != original.inode:
@@ -610,17 +681,12 @@ class _InPlaceAttempt:
                     remaining.extend(planned.verify(temp, result.filename))
                     sizes.append(temp.stat().st_size)
 
-                # A backup is kept until appended lines are carried over, even if not
-                # asked for: until then it is the only place they are.
+                # A backup is taken even when not asked for, and dropped at the end:
+                # until then, lines written to the old file late are only there.
                 result.backup = replace_file(original, planned.chunks(), verify=verify)
             finally:
                 planned.close()
-            self.carried, self.unsettled = _carry_over(old, original.size, self.digest, self.target)
-        if self.unsettled is None and not backup and result.backup is not None:
-            with suppress(OSError):
-                result.backup.unlink()
-            result.backup = None
-        result.output_size = sizes[0] + self.carried
+        result.output_size = sizes[0]
         result.remaining = remaining
         result.changed = True
         result.output = self.target
@@ -647,32 +713,6 @@ def _prefix_digest(handle: BinaryIO, size: int) -> bytes:
         digest.update(block)
         left -= len(block)
     return digest.digest()
-
-
-def _carry_over(old: BinaryIO, size: int, digest: bytes, target: Path) -> tuple[int, str | None]:
-    """Append to `target` what a writer appended to the replaced file after the last
-    check (it reached the old inode, which the backup keeps). Returns the bytes carried,
-    and why nothing was carried when the old file changed otherwise."""
-    grown = os.fstat(old.fileno()).st_size
-    if grown <= size:
-        return 0, None
-    if _prefix_digest(old, size) != digest:
-        return (
-            0,
-            "the replaced file was rewritten during the swap; its new content is in the backup",
-        )
-    old.seek(size)
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND)
-        with os.fdopen(fd, "ab", buffering=0) as out:
-            shutil.copyfileobj(old, out, WRITE_BUFFER)
-            os.fsync(out.fileno())
-    except OSError as exc:
-        return 0, (
-            f"{grown - size} bytes appended during the swap could not be carried over "
-            f"({described(exc)}); they are in the backup"
-        )
-    return grown - size, None
 
 
 def _check_input_unchanged(planned: PlannedRepair) -> None:
