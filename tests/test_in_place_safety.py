@@ -438,8 +438,8 @@ def test_an_agent_appending_meanwhile_loses_no_line(session: Path) -> None:
             outcomes.append("repaired" if result.changed else "clean")
     writer.join()
     content = session.read_bytes()
-    counts = {n: content.count(line) for n, line in enumerate(lines)}
-    assert all(c == 1 for c in counts.values()), (outcomes, {n: c for n, c in counts.items() if c != 1})
+    wrong = {n: content.count(line) for n, line in enumerate(lines) if content.count(line) != 1}
+    assert not wrong, f"appended line -> times in the session: {wrong}; runs: {outcomes}"
     assert content.startswith((REPAIRED.read_bytes(), CLONES.read_bytes()))
     assert "repaired" in outcomes or "gave up" in outcomes
     assert not [n for n in _listing(session.parent) if "sessionfix-tmp" in n]
