@@ -17,7 +17,7 @@ shrinking). Each case runs in a fresh directory and asserts:
 The default budget is `DEFAULT_CASES` cases (three fifths mutations, one fifth soups, one
 fifth hypothesis examples); `SESSIONFIX_FUZZ_CASES=N` runs N instead. Mutation i and soup
 i are built from a `random.Random` seeded with their index alone, so a failure names a
-reproducible case; known failures are listed in `KNOWN_FAILURES` / `KNOWN_SOUP_FAILURES`.
+reproducible case.
 """
 
 from __future__ import annotations
@@ -287,22 +287,7 @@ def check_case(
     assert not again.applied, f"{what}: a second repair applies {again.applied[0].code}"
 
 
-KNOWN_FAILURES: Final[dict[int, str]] = {}
-"""Cases of the default budget that fail on known bugs in src: remove an entry once
-its bug is fixed (the strict xfail then reports the case as passing)."""
-
-
-def _params(count: int, known: dict[int, str]) -> list[object]:
-    """Case indices 0..count-1, those in `known` marked as strict expected failures."""
-    return [
-        pytest.param(index, marks=pytest.mark.xfail(strict=True, reason=known[index]))
-        if index in known
-        else index
-        for index in range(count)
-    ]
-
-
-@pytest.mark.parametrize("index", _params(MUTATION_CASES, KNOWN_FAILURES))
+@pytest.mark.parametrize("index", range(MUTATION_CASES))
 def test_mutated_real_session(tmp_path: Path, capsysbinary: Capture, index: int) -> None:
     """A mutation of a real session: scan and repair answer, write only what they may,
     and the repair keeps every complete entry and is a fixed point."""
@@ -376,11 +361,7 @@ def make_soup(index: int) -> Case:
     return Case(index, f"soup {index}", data, unsafe=index % 2 == 1, at_rest=True)
 
 
-KNOWN_SOUP_FAILURES: Final[dict[int, str]] = {}
-"""Line soups of the default budget that fail on known bugs in src."""
-
-
-@pytest.mark.parametrize("index", _params(SOUPS, KNOWN_SOUP_FAILURES))
+@pytest.mark.parametrize("index", range(SOUPS))
 def test_line_soup(tmp_path: Path, capsysbinary: Capture, index: int) -> None:
     """Real lines shuffled, repeated and mixed with junk: the same contract."""
     case = make_soup(index)

@@ -17,8 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-import xxhash
-
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import is_openclaw_location
 from sessionfix.locks import rewrite_access, sidecar_lock
@@ -26,12 +24,12 @@ from sessionfix.settings import DEFAULT_QUIESCENCE
 from sessionfix.writing import (
     BACKUP_MARK,
     WriteFailed,
-    chown_best_effort,
+    file_digest,
     remove_dead_temps,
     replace_file,
     snapshot,
     sync_directory,
-    temp_path,
+    write_temp,
 )
 
 _STAMP: Final = re.compile(r"(\d{8}T\d{6}Z)(?:-(\d+))?")
@@ -176,29 +174,16 @@ def _recreate(session: Path, source: Backup) -> Restored:
     """The session is gone: write the backup's bytes to its path, never over a file."""
     target = Path(os.path.realpath(session.parent)) / session.name
     remove_dead_temps(target)
-    temp = temp_path(target)
     st = os.stat(source.path)
-    created = False
+    temp = write_temp(target, _blocks(source.path), st.st_mode & 0o7777, st.st_uid, st.st_gid)
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        created = True
-        with os.fdopen(fd, "wb") as out:
-            for block in _blocks(source.path):
-                out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, st.st_mode & 0o7777)
-        chown_best_effort(temp, st.st_uid, st.st_gid)
         os.link(temp, target)  # fails rather than replace a file that appeared meanwhile
         sync_directory(target.parent)
     except FileExistsError:
-        if not created:
-            raise
         raise SessionfixError(f"{session}: appeared while being restored; left untouched") from None
     finally:
-        if created:
-            with suppress(OSError):
-                temp.unlink()
+        with suppress(OSError):
+            temp.unlink()
     return Restored(session, source, None, changed=True)
 
 
@@ -212,7 +197,8 @@ def _blocks(path: Path) -> Iterator[bytes]:
 
 
 def _digest(path: Path) -> bytes:
-    digest = xxhash.xxh3_128()
-    for block in _blocks(path):
-        digest.update(block)
-    return digest.digest()
+    try:
+        with open(path, "rb") as handle:
+            return file_digest(handle)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({described(exc)})") from None

@@ -152,6 +152,22 @@ MaxRecordOpt = Annotated[
 CwdOpt = Annotated[
     str | None, typer.Option("--cwd", help="SF101: working directory for a rebuilt pi header.")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Rewrite a hard-linked file anyway (its other names keep the old bytes)."
+    ),
+]
+FollowSymlinksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow-symlinks", help="Rewrite the file a symbolic link names (else refused)."
+    ),
+]
+BreakStaleLockOpt = Annotated[
+    bool,
+    typer.Option("--break-stale-lock", help="Remove an OpenClaw write lock whose owner is gone."),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only diagnostics and errors.")]
 NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="Never show a progress bar.")]
 JobsOpt = Annotated[
@@ -612,22 +628,9 @@ def repair(
         bool,
         typer.Option("--backup/--no-backup", help="Keep the original as NAME.sessionfix-bak-*."),
     ] = True,
-    force: Annotated[
-        bool, typer.Option("--force", help="Rewrite hard-linked files in place anyway.")
-    ] = False,
-    follow_symlinks: Annotated[
-        bool,
-        typer.Option(
-            "--follow-symlinks", help="Rewrite the file a symbolic link names (else refused)."
-        ),
-    ] = False,
-    break_stale_lock: Annotated[
-        bool,
-        typer.Option(
-            "--break-stale-lock",
-            help="Remove an OpenClaw write lock whose owner is gone, then repair.",
-        ),
-    ] = False,
+    force: ForceOpt = False,
+    follow_symlinks: FollowSymlinksOpt = False,
+    break_stale_lock: BreakStaleLockOpt = False,
     diff_context: Annotated[
         int, typer.Option("--diff-context", help="Lines of context around each change.")
     ] = 3,
@@ -899,16 +902,9 @@ def restore(
         ),
     ] = True,
     quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
-    break_stale_lock: Annotated[
-        bool,
-        typer.Option("--break-stale-lock", help="Remove an OpenClaw lock whose owner is gone."),
-    ] = False,
-    force: Annotated[
-        bool, typer.Option("--force", help="Rewrite a hard-linked session anyway.")
-    ] = False,
-    follow_symlinks: Annotated[
-        bool, typer.Option("--follow-symlinks", help="Restore the file a symbolic link names.")
-    ] = False,
+    break_stale_lock: BreakStaleLockOpt = False,
+    force: ForceOpt = False,
+    follow_symlinks: FollowSymlinksOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Put back a backup that repair --in-place kept (the newest, or --backup NAME).

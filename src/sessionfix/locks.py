@@ -9,7 +9,6 @@ session (cli-and-safety.md §8.1).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from sessionfix.errors import SessionfixError, described
-from sessionfix.writing import TEMP_MARK
+from sessionfix.writing import TEMP_MARK, process_alive
 
 try:
     import fcntl
@@ -118,7 +117,7 @@ def lock_state(session: Path, *, now: float | None = None) -> LockState:
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         pid = None
         reasons.append("missing-pid")
-    elif not _alive(pid):
+    elif not process_alive(pid):
         reasons.append("dead-pid")
     elif isinstance(starttime, int) and _start_time(pid) not in (None, starttime):
         reasons.append("recycled-pid")
@@ -154,14 +153,6 @@ def busy_reason(session: Path, quiescence: float, *, mtime: float | None = None)
             f"{quiescence:g}s (an agent may be writing it; --quiescence 0 skips this check)"
         )
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno == errno.EPERM
-    return True
 
 
 def _start_time(pid: int) -> int | None:

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
-import xxhash
-
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Applicability, Diagnostic
 from sessionfix.engine import run_rules
@@ -48,6 +46,7 @@ from sessionfix.writing import (
     Snapshot,
     WriteFailed,
     chown_best_effort,
+    file_digest,
     remove_dead_temps,
     replace_file,
     snapshot,
@@ -560,6 +559,8 @@ class _ReplacedFile:
     carried: int = 0
     """Bytes past `read` already carried over to the session."""
     checked: bool = False
+    kept: bool = False
+    """Holds bytes that could not be carried over: its link stays."""
 
 
 def _carry_late_lines(late: _ReplacedFile, target: Path, result: RepairResult) -> int:
@@ -572,7 +573,8 @@ def _carry_late_lines(late: _ReplacedFile, target: Path, result: RepairResult) -
             if grown <= start:
                 return 0
             if not late.checked:
-                if _prefix_digest(old, late.read) != late.digest:
+                if file_digest(old, late.read) != late.digest:
+                    late.kept = True
                     result.unsettled = (
                         f"the file was rewritten during the swap; its new bytes are in "
                         f"{late.backup.name}"
@@ -585,6 +587,7 @@ def _carry_late_lines(late: _ReplacedFile, target: Path, result: RepairResult) -
                 shutil.copyfileobj(old, out, WRITE_BUFFER)
                 os.fsync(out.fileno())
     except OSError as exc:
+        late.kept = True
         result.unsettled = (
             f"lines written during the swap could not be carried over ({described(exc)}); "
             f"they are in {late.backup.name}"
@@ -603,9 +606,7 @@ def _finished(
     there); drop the links to the intermediate files, whose late lines are carried."""
     result.redone = redone
     for number, late in enumerate(replaced):
-        if (number == 0 and (backup or result.unsettled)) or (
-            result.unsettled and late.backup.name in result.unsettled
-        ):
+        if late.kept or (number == 0 and (backup or result.unsettled)):
             continue
         with suppress(OSError):
             late.backup.unlink()
@@ -658,7 +659,7 @@ class _InPlaceAttempt:
         with open(self.target, "rb") as old:
             if os.fstat(old.fileno()).st_ino != original.inode:
                 raise FileChanged(f"{self.target}: replaced meanwhile", grew=False)
-            self.digest = _prefix_digest(old, original.size)
+            self.digest = file_digest(old, original.size)
             planned = plan_repair(
                 self.target, self.settings, filename=self.filename, progress=self.progress
             )
@@ -696,23 +697,9 @@ class _InPlaceAttempt:
         """Whether the file still starts with the bytes this attempt read."""
         try:
             with open(self.target, "rb") as current:
-                return _prefix_digest(current, self.original.size) == self.digest
+                return file_digest(current, self.original.size) == self.digest
         except OSError:
             return False
-
-
-def _prefix_digest(handle: BinaryIO, size: int) -> bytes:
-    """xxh3-128 of the first `size` bytes (the bytes a repair read, step 3)."""
-    digest = xxhash.xxh3_128()
-    handle.seek(0)
-    left = size
-    while left > 0:
-        block = handle.read(min(left, WRITE_BUFFER))
-        if not block:
-            return b"short"
-        digest.update(block)
-        left -= len(block)
-    return digest.digest()
 
 
 def _check_input_unchanged(planned: PlannedRepair) -> None:

@@ -17,7 +17,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
+
+import xxhash
 
 from sessionfix.errors import SessionfixError, described
 
@@ -128,29 +130,18 @@ def replace_file(
     leaves the original in place and no temp file behind.
     """
     target = original.path
-    temp = temp_path(target)
-    created = False
     try:
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            created = True
-            with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
-                for chunk in chunks:
-                    handle.write(chunk)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(temp, original.mode)
-        except OSError as exc:
-            raise WriteFailed(
-                f"{target}: cannot write the new file beside it ({described(exc)}); left untouched"
-            ) from None
-        chown_best_effort(temp, original.uid, original.gid)
+        temp = write_temp(target, chunks, original.mode, original.uid, original.gid)
+    except OSError as exc:
+        raise WriteFailed(
+            f"{target}: cannot write the new file beside it ({described(exc)}); left untouched"
+        ) from None
+    try:
         if verify is not None:
             verify(temp)
     except BaseException:
-        if created:
-            with suppress(OSError):
-                temp.unlink()
+        with suppress(OSError):
+            temp.unlink()
         raise
     with signals_deferred():
         backup_path = _swap(original, temp, backup, now)
@@ -207,6 +198,46 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def write_temp(target: Path, chunks: Iterable[bytes], mode: int, uid: int, gid: int) -> Path:
+    """Steps 4-7: write `chunks` to a new temp file beside `target`, synced, with `mode`
+    and (best effort) the owner. On failure the temp file is gone, unless its name was
+    taken by a file this call did not create, which it leaves alone."""
+    temp = temp_path(target)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, mode)
+    except BaseException:
+        with suppress(OSError):
+            temp.unlink()
+        raise
+    chown_best_effort(temp, uid, gid)
+    return temp
+
+
+def file_digest(handle: BinaryIO, size: int | None = None) -> bytes:
+    """xxh3-128 of an open file's first `size` bytes (all of it by default), read in
+    pieces; a file shorter than `size` gets a digest no full read can have."""
+    digest = xxhash.xxh3_128()
+    handle.seek(0)
+    left = size
+    while left is None or left > 0:
+        block = handle.read(_DIGEST_BLOCK if left is None else min(left, _DIGEST_BLOCK))
+        if not block:
+            return b"short" if left else digest.digest()
+        digest.update(block)
+        if left is not None:
+            left -= len(block)
+    return digest.digest()
+
+
+_DIGEST_BLOCK: Final = 1 << 20
+
+
 def temp_path(target: Path) -> Path:
     """Step 4: the temp file beside `target`, a dot file that never ends in `.jsonl`."""
     return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
@@ -246,7 +277,7 @@ def remove_dead_temps(target: Path) -> list[Path]:
         pid = int(pid_text)
         # Under the sidecar lock no run of this process is writing one: its own pid's
         # leftover is from a dead process whose pid was reused.
-        if pid != os.getpid() and _alive(pid):
+        if pid != os.getpid() and process_alive(pid):
             continue
         leftover = target.with_name(name)
         with suppress(OSError):
@@ -255,7 +286,8 @@ def remove_dead_temps(target: Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one we may not signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
