@@ -10,9 +10,11 @@ complete entry that no applied fix deleted, and copy untouched lines byte for by
 
 from __future__ import annotations
 
+import gzip
 import os
 import stat
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -178,34 +180,45 @@ RECORD_TAIL: Final = b'"}],"timestamp":1784874064000}}\n'
         pytest.param(
             HEADER + RECORD_HEAD, b"0123456789abcdef", RECORD_TAIL, {"SF603"}, id="record"
         ),
-        pytest.param(b"", b"not json, ", b"\n", {"SF008", "SF101"}, id="not-json"),
+        pytest.param(b"", b"not json, ", b"\n", None, id="not-json"),
     ],
 )
 def test_a_200_mb_line_is_read_and_repaired(
-    tmp_path: Path, capsysbinary: Capture, head: bytes, fill: bytes, tail: bytes, problems: set[str]
+    tmp_path: Path,
+    capsysbinary: Capture,
+    head: bytes,
+    fill: bytes,
+    tail: bytes,
+    problems: set[str] | None,
 ) -> None:
-    """A ~200 MB line (a valid record after a pi header, or plain text): `check` reports
-    it and `repair -o` copies it unchanged, each within the time limit, writing nothing
-    but the output. (Only these two commands: every run reads 200 MB.)"""
+    """A ~200 MB line: a valid record after a pi header is reported and copied unchanged
+    by `repair -o`; plain text is no session file, and both commands refuse it with one
+    line. Each within the time limit, writing nothing but the output. (Only these two
+    commands: every run reads 200 MB.)"""
     path = tmp_path / "big.jsonl"
     write_big(path, head, fill, tail, BIG)
     at_rest(path)
     before = tree_state(tmp_path)
     check = run_cli(["check", "--output-format", "concise", path], capsysbinary, seconds=LIMIT)
     assert_unchanged(before, tree_state(tmp_path), "check")
-    codes = {line.split()[1] for line in check.out.splitlines() if line.startswith(str(path))}
-    assert codes == problems
-    assert check.code == (0 if problems == {"SF603"} else 1)
-
     out = tmp_path / "out.jsonl"
     repair = run_cli(["repair", "-q", "-o", out, path], capsysbinary, seconds=LIMIT)
     after = tree_state(tmp_path)
-    assert_only_added(before, after, out.name, "repair -o")
-    assert repair.code == check.code
-    assert after[out.name][3] == before[path.name][3], "nothing to fix, yet the copy differs"
-    # pytest keeps the last runs' temp dirs: do not leave 400 MB behind in each.
+    if problems is None:
+        for run in (check, repair):
+            assert run.code == 2
+            assert "not a session file of a known format (1 of 1 lines" in run.err
+        assert_unchanged(before, after, "repair -o")
+    else:
+        codes = {line.split()[1] for line in check.out.splitlines() if line.startswith(str(path))}
+        assert codes == problems
+        assert check.code == 0
+        assert_only_added(before, after, out.name, "repair -o")
+        assert repair.code == check.code
+        assert after[out.name][3] == before[path.name][3], "nothing to fix, yet the copy differs"
+        out.unlink()
+    # pytest keeps the last runs' temp dirs: do not leave 200 MB behind in each.
     path.unlink()
-    out.unlink()
 
 
 # ---- invalid UTF-8 -------------------------------------------------------------------------
@@ -330,6 +343,106 @@ def refused_everywhere(path: Path, capsysbinary: Capture, *, scan_walks: bool = 
             continue
         assert run.code == 2, f"{name}: exit {run.code}"
         assert str(path) in run.errors[0] or path.name in run.errors[0], run.errors
+
+
+def session_lines() -> list[bytes]:
+    """A pi session with CRLF endings, blank lines and a missing final newline: what a
+    line-level fix would rewrite, had the bytes been a session."""
+    lines = [HEADER.rstrip(b"\n"), *small_session()[1:]]
+    return [line + b"\r\n\n" for line in lines]
+
+
+def sqlite_store(path: Path) -> bytes:
+    """An SQLite database whose rows hold pi lines, the header first (as OpenClaw's store
+    keeps a session): its pages hold JSON records, blank lines and CRLF pairs."""
+    import sqlite3
+
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE transcript_events (seq INTEGER PRIMARY KEY, event_json TEXT)")
+        for seq, line in enumerate(session_lines() * 50):
+            db.execute("INSERT INTO transcript_events VALUES (?, ?)", (seq, line.decode()))
+        db.commit()
+    return path.read_bytes()
+
+
+def compressed(kind: str) -> Callable[[Path], bytes]:
+    def build(path: Path) -> bytes:
+        data = b"".join(session_lines())
+        # A zstd frame's magic number, then the bytes unpacked: only the signature matters.
+        packed = gzip.compress(data) if kind == "gzip" else b"\x28\xb5\x2f\xfd" + data
+        path.write_bytes(packed)
+        return packed
+
+    return build
+
+
+def tar_archive(path: Path) -> bytes:
+    """A tar archive holding a session: its lines are the session's, after a binary header."""
+    import io
+    import tarfile
+
+    data = b"".join(session_lines())
+    member = tarfile.TarInfo("session.jsonl")
+    member.size = len(data)
+    with tarfile.open(path, "w") as archive:
+        archive.addfile(member, io.BytesIO(data))
+    return path.read_bytes()
+
+
+def unlabelled_binary(path: Path) -> bytes:
+    """Binary data with no known signature, a session header first: its later "lines"
+    hold blank lines and CRLF pairs between bytes that are no JSON."""
+    noise = bytes(b for b in range(256) if b != ord("\n")) * 4
+    chunks = [HEADER]
+    for k in range(40):
+        chunks.append(noise[k:] + b"\r\n\n" + noise[: 255 - k] + b"\n")
+    data = b"".join(chunks)
+    path.write_bytes(data)
+    return data
+
+
+def text_log(path: Path) -> bytes:
+    """A log file with one JSON object among many plain lines."""
+    data = HEADER + b"".join(f"12:00:{k:02d} INFO step {k}\r\n\n".encode() for k in range(30))
+    path.write_bytes(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("build", "what"),
+    [
+        pytest.param(sqlite_store, "an SQLite database", id="sqlite"),
+        pytest.param(compressed("gzip"), "gzip-compressed data", id="gzip"),
+        pytest.param(compressed("zstd"), "zstd-compressed data", id="zstd"),
+        pytest.param(tar_archive, "a tar archive", id="tar"),
+        pytest.param(unlabelled_binary, "80 of 81 lines are not JSON objects", id="binary"),
+        pytest.param(text_log, "30 of 31 lines are not JSON objects", id="log"),
+    ],
+)
+def test_bytes_that_are_not_jsonl_are_never_fixed(
+    tmp_path: Path, capsysbinary: Capture, build: Callable[[Path], bytes], what: str
+) -> None:
+    """No fix may touch bytes that are not a session, even where they hold JSON records,
+    blank lines or CRLF pairs (an OpenClaw SQLite store, compressed rollouts, binary
+    data, a log): every command says once that the file is not a session file and exits
+    2, and the file is left as it was (an SQLite store still passes its integrity check)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    path = folder / "openclaw-agent.sqlite"
+    data = build(path)
+    at_rest(path)
+    outcome = exercise(path, capsysbinary)
+    for name, run in outcome.runs.items():
+        assert run.code == 2, f"{name}: exit {run.code}"
+        expected = f"sessionfix: error: {path}: not a session file of a known format ({what})"
+        assert run.errors == [expected], f"{name}: {run.errors}"
+        assert "SF0" not in run.out, f"{name} reported line problems in a non-session file"
+    assert path.read_bytes() == data
+    if what == "an SQLite database":
+        import sqlite3
+
+        with closing(sqlite3.connect(path)) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 def test_a_directory_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
@@ -522,7 +635,7 @@ def test_repair_output_onto_the_input_is_refused(tmp_path: Path, capsysbinary: C
         pytest.param(HEADER + b"\n" * 10_000, 0, id="header-then-newlines"),
         pytest.param(HEADER * 3, 1, id="header-three-times"),
         pytest.param(b"{}\n" * 3, 1, id="empty-objects"),
-        pytest.param(b'null\n[]\n1\n"x"\n', 1, id="json-non-objects"),
+        pytest.param(b'null\n[]\n1\n"x"\n', 2, id="json-non-objects"),
     ],
 )
 def test_degenerate_files(
@@ -530,10 +643,15 @@ def test_degenerate_files(
 ) -> None:
     """Files with nothing or next to nothing in them: every command answers with the
     expected exit code (a pi header alone is a valid empty session; blank lines are
-    only info), and a repair keeps every entry."""
+    only info; JSON values that are no objects are no session, refused by all), and a
+    repair keeps every entry."""
     path = write(tmp_path, data)
     outcome = exercise(path, capsysbinary)
     assert outcome.runs["check"].code == check_code
+    if check_code == 2:
+        assert all(run.code == 2 for run in outcome.runs.values())
+        assert "not a session file" in outcome.runs["repair"].errors[0]
+        return
     assert outcome.runs["repair"].code in (0, 1)
     assert_nothing_lost(tmp_path, data, unsafe=False)
     assert_nothing_lost(tmp_path, data, unsafe=True)

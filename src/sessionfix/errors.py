@@ -11,6 +11,11 @@ class InputError(SessionfixError):
     """A path cannot be read as a session file (missing, unreadable, not a regular file)."""
 
 
+class NotASessionFile(InputError):
+    """The bytes are not text JSONL (a database, an archive, compressed data, or lines that
+    are mostly not JSON): no rule applies to them and no fix may touch them."""
+
+
 class UsageError(SessionfixError):
     """Invalid options or arguments."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import stat
 from array import array
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any, BinaryIO, Final
 import orjson
 
 from sessionfix import jsonutil
-from sessionfix.errors import InputError
+from sessionfix.errors import InputError, NotASessionFile
 
 BOM = b"\xef\xbb\xbf"
 NUL = b"\x00"
@@ -307,6 +308,36 @@ class LineReport:
             self.last_row = other.last_row + row_offset
 
 
+_SIGNATURES: Final = (
+    (re.compile(rb"SQLite format 3\x00"), "an SQLite database"),
+    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd-compressed data"),
+    (re.compile(rb"\x1f\x8b"), "gzip-compressed data"),
+    (re.compile(rb"BZh[1-9]\x31\x41\x59\x26\x53\x59"), "bzip2-compressed data"),
+    (re.compile(rb"\xfd7zXZ\x00"), "xz-compressed data"),
+    (re.compile(rb"\x04\x22\x4d\x18"), "lz4-compressed data"),
+    (re.compile(rb"PK\x03\x04"), "a zip archive"),
+    (re.compile(rb"7z\xbc\xaf\x27\x1c"), "a 7-zip archive"),
+    (re.compile(rb"\x7fELF"), "an executable"),
+    (re.compile(rb"%PDF-"), "a PDF document"),
+    (re.compile(rb"\x89PNG\r\n\x1a\n"), "a PNG image"),
+    (re.compile(rb"\xff\xd8\xff"), "a JPEG image"),
+    (re.compile(rb"GIF8[79]a"), "a GIF image"),
+    (re.compile(rb"\xff\xfe|\xfe\xff"), "UTF-16 text"),
+    (re.compile(rb".{257}ustar[\x00 ]", re.DOTALL), "a tar archive"),
+)
+"""Leading bytes that no JSONL file starts with (JSON text starts with `{`, whitespace,
+a UTF-8 byte-order mark, or the NUL bytes a crash leaves)."""
+SIGNATURE_BYTES: Final = 264
+
+
+def binary_signature(head: bytes) -> str | None:
+    """What a file is when its first bytes say it is not text JSONL, else None."""
+    for pattern, what in _SIGNATURES:
+        if pattern.match(head):
+            return what
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class FileInfo:
     path: Path
@@ -337,6 +368,9 @@ def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
             raise InputError(f"{path}: is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{path}: not a regular file")
+        what = binary_signature(os.pread(fd, SIGNATURE_BYTES, 0))
+        if what is not None:
+            raise NotASessionFile(f"{path}: not a session file of a known format ({what})")
         handle = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)

@@ -217,7 +217,9 @@ class PlannedRepair:
         rewritten = self.plan.rewritten_ids()
         for _ in range(MAX_PASSES):
             with gc_paused():
-                scanned = read_session(written, Format(self.format), None, settings.jobs)
+                scanned = read_session(
+                    written, Format(self.format), None, settings.jobs, session_only=False
+                )
                 diagnostics = run_rules(scanned, settings, filename, origin=self.path)
             view = scanned.view
             if settings.format is Format.AUTO:
@@ -265,7 +267,9 @@ class PlannedRepair:
         if detected in (same, Format.UNKNOWN) or (detected.is_pi_family and same.is_pi_family):
             return
         with gc_paused():
-            scanned = read_session(written, detected, None, self.settings.jobs)
+            scanned = read_session(
+                written, detected, None, self.settings.jobs, session_only=False
+            )
             later = run_rules(scanned, self.settings, filename, origin=self.path)
         left = [d for d in later if applies(d, self.settings)]
         if left:

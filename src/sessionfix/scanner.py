@@ -21,7 +21,7 @@ from operator import add, sub
 from pathlib import Path
 from typing import BinaryIO
 
-from sessionfix.errors import InputError
+from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.formats import Format, FormatAdapter, RecordEditor, detect, make_adapter
 from sessionfix.reader import (
     FileInfo,
@@ -300,6 +300,24 @@ def settle_last_line(lines: LineReport) -> None:
                 finding.issue = LineIssue.TORN
 
 
+def refuse_non_jsonl(path: Path, lines: LineReport, records: int) -> None:
+    """Lines that are mostly not JSON objects are not a session to check or repair: a
+    log, a pretty-printed document, binary data without a known signature."""
+    garbage = {
+        finding.row
+        for finding in lines.findings
+        if finding.issue is LineIssue.UNPARSABLE
+        and not finding.truncated
+        and finding.recoverable is None
+    }
+    if len(garbage) > records:
+        content = len(garbage) + records
+        raise NotASessionFile(
+            f"{path}: not a session file of a known format ({len(garbage)} of {content} "
+            "lines are not JSON objects)"
+        )
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """The index is millions of small objects that live until the end: no cycles to collect."""
@@ -333,8 +351,12 @@ def read_session(
     forced: Format = Format.AUTO,
     progress: ProgressCallback | None = None,
     jobs: int | None = None,
+    *,
+    session_only: bool = True,
 ) -> ScannedFile:
-    """Stream a file into its view and line report (no rules run)."""
+    """Stream a file into its view and line report (no rules run). Unless not
+    `session_only` (a repair's own result, checked by the rules instead), bytes that are
+    not a session file are refused with `NotASessionFile`."""
     handle, info = open_session(path)
     with handle, gc_paused():
         workers = worker_count(info.size, jobs)
@@ -352,6 +374,8 @@ def read_session(
             adapter = state.adapter or make_adapter(Format.UNKNOWN, path)
             tracker = adapter.tracker
         settle_last_line(lines)
+        if session_only:
+            refuse_non_jsonl(path, lines, len(adapter.view))
         adapter.finish(lines)
         view = adapter.view
         tracking = tracker.finish() if view.linear else _replay_path(adapter, handle)
