@@ -11,9 +11,12 @@ complete entry that no applied fix deleted, and copy untouched lines byte for by
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import stat
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -618,6 +621,220 @@ def test_repair_output_onto_the_input_is_refused(tmp_path: Path, capsysbinary: C
         run = run_cli(["repair", "-o", out, path], capsysbinary, seconds=LIMIT)
         assert run.code == 2
         assert_unchanged(before, tree_state(path.parent), f"repair -o {out.name}")
+
+
+def test_repair_output_onto_an_existing_file_needs_force(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """`-o` naming a file that exists (directly or through a link) never overwrites it
+    silently: refused with one line unless --force, which replaces it."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n")
+    folder = path.parent
+    taken = folder / "taken.jsonl"
+    taken.write_bytes(b"somebody's data\n")
+    link = folder / "link.jsonl"
+    link.symlink_to(taken.name)
+    before = tree_state(folder)
+    for out in (taken, link):
+        run = run_cli(["repair", "-o", out, path], capsysbinary, seconds=LIMIT)
+        assert run.code == 2
+        assert run.errors == [f"sessionfix: error: {out}: exists (--force to replace it)"]
+        assert_unchanged(before, tree_state(folder), f"repair -o {out.name}")
+    run = run_cli(["repair", "--force", "-o", taken, path], capsysbinary, seconds=LIMIT)
+    assert run.code in (0, 1)
+    assert taken.read_bytes() == path.read_bytes()
+
+
+def glued_and_unterminated() -> bytes:
+    """A session with glued records (SF001) and no final newline (SF009)."""
+    lines = small_session()
+    return b"\n".join([*lines[:2], lines[2] + lines[3], *lines[4:]])
+
+
+@pytest.mark.parametrize("refusal", ["hard-link", "quiescence", "lock", "output-folder"])
+def test_a_refused_repair_still_reports_the_findings(
+    tmp_path: Path, capsysbinary: Capture, refusal: str
+) -> None:
+    """A repair refused (a hard link, a recent change, OpenClaw's lock, `-o` at a folder)
+    writes nothing, says why on one line, and still reports what a check finds: never
+    "No problems found" for a file that has them."""
+    path = write(tmp_path, glued_and_unterminated())
+    folder = path.parent
+    argv: list[object] = ["repair", "--in-place", "--quiescence", "0", path]
+    if refusal == "hard-link":
+        os.link(path, tmp_path / "elsewhere.jsonl")
+    elif refusal == "quiescence":
+        os.utime(path)
+        argv = ["repair", "--in-place", path]
+    elif refusal == "lock":
+        lock = folder / f"{path.name}.lock"
+        live = {"pid": os.getppid(), "createdAt": "2099-01-01T00:00:00.000Z"}
+        lock.write_text(json.dumps(live, indent=2))
+    else:
+        (folder / "taken").mkdir()
+        argv = ["repair", "-o", folder / "taken", path]
+    before = tree_state(folder)
+    run = run_cli(argv, capsysbinary, seconds=LIMIT)
+    assert run.code == 2
+    assert_unchanged(before, tree_state(folder), refusal)
+    assert ": SF001 " in run.out
+    assert ": SF009 " in run.out
+    assert "No problems found" not in run.out
+    assert run.out.rstrip().endswith("1 file could not be repaired."), run.out
+
+
+# ---- output streams and usage errors -------------------------------------------------------
+
+CLOSED: Final = "closed"
+FULL: Final = "/dev/full"
+
+
+def console(
+    argv: Sequence[object],
+    *,
+    stdout: str | None = None,
+    stderr: str | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[int, str]:
+    """Run the console entry point in a process of its own, with stdout (and stderr)
+    closed (`CLOSED`) or sent to a device; return the exit code and what stderr held."""
+    streams: dict[str, int] = {}
+    opened: list[int] = []
+    for name, where in (("stdout", stdout), ("stderr", stderr)):
+        if where is None:
+            streams[name] = subprocess.DEVNULL if name == "stdout" else subprocess.PIPE
+        elif where == CLOSED:
+            streams[name] = subprocess.DEVNULL  # replaced by a closed descriptor below
+        else:
+            opened.append(os.open(where, os.O_WRONLY))
+            streams[name] = opened[-1]
+    closing_fds = [n for n, where in ((1, stdout), (2, stderr)) if where == CLOSED]
+
+    def close_streams() -> None:
+        for fd in closing_fds:
+            os.close(fd)
+
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "sessionfix", *map(str, argv)],
+            stdout=streams["stdout"],
+            stderr=streams["stderr"],
+            preexec_fn=close_streams,
+            env={**os.environ, "NO_COLOR": "1", **(env or {})},
+            timeout=LIMIT,
+            check=False,
+        )
+    finally:
+        for fd in opened:
+            os.close(fd)
+    err = result.stderr.decode("utf-8", "replace") if result.stderr else ""
+    return result.returncode, err
+
+
+def one_error(err: str, text: str) -> None:
+    lines = err.removesuffix("\n").split("\n")
+    assert len(lines) == 1, err
+    assert lines[0].startswith("sessionfix: error: "), err
+    assert text in lines[0], err
+    assert "Traceback" not in err, err
+    assert "internal error" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("command", "where", "text"),
+    [
+        pytest.param(["check"], CLOSED, "standard output (it is closed)", id="check-closed"),
+        pytest.param(["check"], FULL, "standard output (no space left", id="check-full"),
+        pytest.param(["scan"], FULL, "standard output (no space left", id="scan-full"),
+        pytest.param(["check", "--output-format", "json"], FULL, "(no space left", id="json-full"),
+        pytest.param(["repair", "-o", "-"], CLOSED, "(it is closed)", id="stream-closed"),
+        pytest.param(["repair", "-o", "-"], FULL, "(no space left", id="stream-full"),
+        pytest.param(["repair", "--diff"], CLOSED, "(it is closed)", id="diff-closed"),
+        pytest.param(["repair", "--diff"], FULL, "(no space left", id="diff-full"),
+        pytest.param(
+            ["repair", "--in-place", "--quiescence", "0"], CLOSED, "(it is closed)", id="in-place"
+        ),
+    ],
+)
+def test_an_unwritable_stdout_is_one_line_and_exit_two(
+    tmp_path: Path, command: list[str], where: str, text: str
+) -> None:
+    """stdout closed (`>&-`) or full (`>/dev/full`): one error line, exit 2, never a
+    traceback, and (stdout closed) no work done: an in-place repair refuses to start."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n\n")
+    data = path.read_bytes()
+    if "-o" in command or "--diff" in command:
+        # The diagnostics go elsewhere: stderr is left to the error line.
+        command = [*command, "--output-file", tmp_path / "report.txt"]
+    code, err = console([*command, path], stdout=where)
+    assert code == 2, err
+    one_error(err, text)
+    assert path.read_bytes() == data
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def test_a_closed_stderr_changes_nothing_else(tmp_path: Path) -> None:
+    """Logs are best effort: with stderr closed a check still prints its report and
+    exits 1 for the problems it found."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n\n")
+    out = tmp_path / "report.txt"
+    for command in (["check"], ["scan"], ["repair", "--diff"]):
+        argv = [*command, "--fail-on", "info", "--output-file", out, path]
+        code, _ = console(argv, stderr=CLOSED)
+        assert code == 1, command
+    assert "SF007" in out.read_text()
+
+
+def test_an_unwritable_output_file_is_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n\n")
+    code, err = console(["check", "--output-file", FULL, path])
+    assert code == 2
+    one_error(err, "cannot write /dev/full (no space left on device)")
+    code, err = console(["rule", "SF001"], stdout=FULL)
+    assert code == 2
+    one_error(err, "standard output (no space left on device)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "text"),
+    [
+        pytest.param(
+            ["check", "{path}"],
+            {"SESSIONFIX_OUTPUT_FORMAT": "garbage"},
+            "invalid value for '--output-format' (env var: 'SESSIONFIX_OUTPUT_FORMAT')",
+            id="env-var",
+        ),
+        pytest.param(["check", "--fail-on", "never", "{path}"], {}, "--fail-on", id="bad-choice"),
+        pytest.param(["check", "--bogus", "{path}"], {}, "no such option: --bogus", id="option"),
+        pytest.param(["check"], {}, "missing argument", id="missing-argument"),
+        pytest.param(["repair", "--jobs", "x", "{path}"], {}, "'x' is not a valid int", id="int"),
+        pytest.param(
+            ["restore", "--list", "--backup", "x", "{path}"], {}, "cannot be combined", id="restore"
+        ),
+    ],
+)
+def test_a_usage_error_is_one_line(
+    tmp_path: Path, argv: list[str], env: dict[str, str], text: str
+) -> None:
+    """Bad options, from the command line or the environment, are one line and exit 2,
+    never the argument parser's usage box."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n")
+    code, err = console([a.replace("{path}", str(path)) for a in argv], env=env)
+    assert code == 2
+    one_error(err, text)
+    assert "(see 'sessionfix " in err or "cannot be combined" in err
+
+
+def test_restore_of_an_unreadable_session_is_one_line(
+    tmp_path: Path, capsysbinary: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The argument parser's own access check gave a usage box: now the library answers."""
+    path = write(tmp_path, b"\n".join(small_session()) + b"\n")
+    monkeypatch.setattr(os, "access", lambda *args, **kwargs: False)
+    run = run_cli(["restore", "--quiescence", "0", path], capsysbinary, seconds=LIMIT)
+    assert run.code == 2
+    assert "Usage" not in run.err
+    assert run.errors == [f"sessionfix: error: {path}: no sessionfix backup beside it"]
 
 
 # ---- degenerate files ------------------------------------------------------------------------

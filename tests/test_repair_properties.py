@@ -71,7 +71,7 @@ def _repair(tmp_path: Path, data: bytes, unsafe: bool, name: str) -> tuple[bytes
     source.write_bytes(data)
     settings = Settings(quiescence=0.0, unsafe_fixes=unsafe)
     out = tmp_path / f"{name}.out"
-    result = repair_to(source, out, settings)
+    result = repair_to(source, out, settings, replace=True)
     planned = plan_repair(source, settings)
     planned.close()
     return out.read_bytes(), planned, result

@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from dataclasses import replace as dataclasses_replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO
 
 import orjson
 import typer
@@ -25,8 +25,8 @@ import typer
 from sessionfix import render
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
 from sessionfix.discovery import discover, is_directory
-from sessionfix.engine import FileReport, check_paths
-from sessionfix.errors import SessionfixError, UsageError, described
+from sessionfix.engine import FileReport, check_file, check_paths
+from sessionfix.errors import InputError, OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
 from sessionfix.render import OutputFormat, escape
 from sessionfix.rules import RULES, get_rule
@@ -263,27 +263,63 @@ def _stderr_console() -> Console:
 
 
 def _warning(message: str) -> None:
-    sys.stderr.write(f"sessionfix: warning: {escape(message)}\n")
-    sys.stderr.flush()
+    _to_stderr(f"sessionfix: warning: {escape(message)}\n")
 
 
 def _error(message: str) -> None:
-    sys.stderr.write(f"sessionfix: error: {escape(message)}\n")
-    sys.stderr.flush()
+    _to_stderr(f"sessionfix: error: {escape(message)}\n")
+
+
+def _to_stderr(line: str) -> None:
+    """Logs are best effort: a closed or full stderr must not turn into a traceback."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    with suppress(OSError, ValueError):
+        stream.write(line)
+        stream.flush()
+
+
+def _stdout() -> BinaryIO:
+    """Standard output as bytes; a command that prints its product there refuses to start
+    when it is closed (`>&-`), before it does any work."""
+    stream = sys.stdout
+    if stream is None:
+        raise OutputError("cannot write to standard output (it is closed)")
+    return stream.buffer
+
+
+@contextmanager
+def _writing(what: str) -> Iterator[None]:
+    """Turn a failed write of a command's product into one error line (exit 2). A reader
+    that went away (`| head`) is not an error: BrokenPipeError passes through."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"cannot write {what} ({described(exc)})") from None
 
 
 @contextmanager
 def _output(path: Path | None, to_stderr: bool = False) -> Iterator[IO[bytes]]:
     if path is None:
-        stream = sys.stderr.buffer if to_stderr else sys.stdout.buffer
-        yield stream
-        stream.flush()
+        if to_stderr:
+            if sys.stderr is None:
+                yield open(os.devnull, "wb")  # noqa: SIM115 - nothing to keep open
+                return
+            stream = sys.stderr.buffer
+        else:
+            stream = _stdout()
+        with _writing("to standard error" if to_stderr else "to standard output"):
+            yield stream
+            stream.flush()
         return
     try:
         handle = open(path, "wb")  # noqa: SIM115 - closed below
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    with handle:
+        raise OutputError(f"cannot write {path} ({described(exc)})") from None
+    with _writing(str(path)), handle:
         yield handle
 
 
@@ -292,7 +328,7 @@ def _progress_enabled(presentation: Presentation) -> bool:
         return False
     if not presentation.output_format.is_human and presentation.output_file is None:
         return False
-    if os.environ.get("TERM", "") in ("dumb", "unknown"):
+    if os.environ.get("TERM", "") in ("dumb", "unknown") or sys.stderr is None:
         return False
     return sys.stderr.isatty()
 
@@ -397,9 +433,8 @@ def _write_human(
                 diagnostics, settings.unsafe_fixes, unreadable, fixed=presentation.fixed
             )
             text.write(footer + "\n")
+        text.flush()
     finally:
-        with suppress(OSError, ValueError):
-            text.flush()
         text.detach()
 
 
@@ -486,7 +521,7 @@ def _run_check(
             note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
         if not files and not errors:
             note = "No session files found"
-        _stderr_console().print(escape(note), markup=False, highlight=False)
+        _note(note)
     return _exit_code(diagnostics, bool(errors), settings, presentation.exit_zero)
 
 
@@ -568,6 +603,8 @@ def _check_command(
     **rule_options: Any,
 ) -> int:
     settings = _settings(**rule_options)
+    if output_file is None:
+        _stdout()
     presentation = Presentation(
         output_format=output_format,
         output_file=output_file,
@@ -698,6 +735,8 @@ def _repair_command(
     if diff_context < 0:
         raise UsageError("--diff-context must be 0 or more")
     settings = dataclasses_replace(_settings(**rule_options), prune_to_leaf=prune_to_leaf)
+    if output_file is None or diff or output == "-":
+        _stdout()
     presentation = Presentation(
         output_format=output_format,
         output_file=output_file,
@@ -745,7 +784,7 @@ def _run_diff(
     errors: list[str] = []
     would_fix: list[Diagnostic] = []
     changed = 0
-    out = sys.stdout.buffer
+    out = _stdout()
     as_data = not presentation.output_format.is_human
     for path in files:
         try:
@@ -758,13 +797,14 @@ def _run_diff(
             if planned.changes_anything:
                 changed += 1
             if not as_data:
-                write_diff(
-                    planned.plan,
-                    out,
-                    str(path),
-                    context=target.diff_context,
-                    full_lines=target.diff_full_lines,
-                )
+                with _writing("to standard output"):
+                    write_diff(
+                        planned.plan,
+                        out,
+                        str(path),
+                        context=target.diff_context,
+                        full_lines=target.diff_full_lines,
+                    )
         finally:
             planned.close()
     if as_data:
@@ -774,7 +814,8 @@ def _run_diff(
             settings,
             len(errors),
         )
-    out.flush()
+    with _writing("to standard output"):
+        out.flush()
     for message in errors:
         _error(message)
     if not presentation.quiet:
@@ -795,6 +836,8 @@ def _run_repair(
 
     errors: list[str] = []
     results: list[repairing.RepairResult] = []
+    unrepaired: list[Diagnostic] = []
+    """The problems of files whose repair was refused, as a check of them finds them."""
     for path in files:
         try:
             if target.in_place:
@@ -807,20 +850,25 @@ def _run_repair(
                     break_stale_lock=target.break_stale_lock,
                 )
             elif target.output == "-":
-                result = repairing.repair_to_stream(path, sys.stdout.buffer, settings)
+                result = repairing.repair_to_stream(path, _stdout(), settings)
             else:
                 assert target.output is not None
-                result = repairing.repair_to(path, Path(target.output), settings)
+                result = repairing.repair_to(
+                    path, Path(target.output), settings, replace=target.force
+                )
         except SessionfixError as exc:
             errors.append(str(exc))
+            if not isinstance(exc, InputError):
+                unrepaired.extend(_findings_of(path, settings))
             continue
         except BrokenPipeError:
             raise
         except OSError as exc:
             errors.append(f"{path}: {described(exc)}; nothing written")
+            unrepaired.extend(_findings_of(path, settings))
             continue
         results.append(result)
-    remaining = sorted((d for r in results for d in r.remaining), key=SORT_KEY)
+    remaining = sorted([*(d for r in results for d in r.remaining), *unrepaired], key=SORT_KEY)
     fixed = sum(len(r.applied) for r in results)
     _write_report(remaining, dataclasses_replace(presentation, fixed=fixed), settings, len(errors))
     for message in errors:
@@ -837,6 +885,15 @@ def _run_repair(
     if target.exit_non_zero_on_fix and any(r.changed for r in results):
         return EXIT_PROBLEMS
     return _exit_code(remaining, False, settings, presentation.exit_zero)
+
+
+def _findings_of(path: Path, settings: Settings) -> list[Diagnostic]:
+    """What a check of a file whose repair was refused finds in it: a refusal must not
+    read as "no problems"."""
+    try:
+        return check_file(path, settings)
+    except SessionfixError:
+        return []
 
 
 def _repair_summary(results: Sequence[RepairResult], target: RepairTarget) -> str:
@@ -877,12 +934,17 @@ def _repair_summary(results: Sequence[RepairResult], target: RepairTarget) -> st
 
 
 def _note(message: str) -> None:
-    _stderr_console().print(escape(message), markup=False, highlight=False)
+    if sys.stderr is None:
+        return
+    with suppress(OSError, ValueError):
+        _stderr_console().print(escape(message), markup=False, highlight=False)
 
 
 @app.command()
 def restore(
-    session: Annotated[Path, typer.Argument(help="The session file to put a backup back into.")],
+    session: Annotated[
+        Path, typer.Argument(help="The session file to put a backup back into.", readable=False)
+    ],
     backup: Annotated[
         str | None,
         typer.Option("--backup", help="The backup to restore (its file name); default newest."),
@@ -940,19 +1002,21 @@ def _restore_command(
     if list_only:
         if backup is not None:
             raise UsageError("--list and --backup cannot be combined")
+        out = _stdout()
         found = backups.list_backups(session)
-        out = sys.stdout.buffer
-        if output_format is RuleOutput.JSON:
-            rows = [
-                {"path": _text(b.path), "taken": b.taken.isoformat(), "size": b.size} for b in found
-            ]
-            out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
-        else:
-            for b in found:
-                fields = (escape(_text(b.path)), f"{b.taken:%Y-%m-%d %H:%M:%S} UTC")
-                line = "\t".join((*fields, human_bytes(b.size)))
-                out.write(line.encode() + b"\n")
-        out.flush()
+        with _writing("to standard output"):
+            if output_format is RuleOutput.JSON:
+                rows = [
+                    {"path": _text(b.path), "taken": b.taken.isoformat(), "size": b.size}
+                    for b in found
+                ]
+                out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
+            else:
+                for b in found:
+                    fields = (escape(_text(b.path)), f"{b.taken:%Y-%m-%d %H:%M:%S} UTC")
+                    line = "\t".join((*fields, human_bytes(b.size)))
+                    out.write(line.encode() + b"\n")
+            out.flush()
         if not found and not quiet:
             _note(f"{session}: no sessionfix backup beside it.")
         return EXIT_OK
@@ -1000,7 +1064,7 @@ def _rule_command(code: str | None, show_all: bool, output_format: RuleOutput) -
         chosen = [found]
     else:
         chosen = list(RULES)
-    out = sys.stdout.buffer
+    out = _stdout()
     if output_format is RuleOutput.JSON:
         data = [
             {
@@ -1015,26 +1079,56 @@ def _rule_command(code: str | None, show_all: bool, output_format: RuleOutput) -
             }
             for r in chosen
         ]
-        out.write(orjson.dumps(data if show_all else data[0], option=orjson.OPT_INDENT_2) + b"\n")
+        text = orjson.dumps(data if show_all else data[0], option=orjson.OPT_INDENT_2) + b"\n"
     else:
-        out.write("\n\n".join(r.doc.rstrip() for r in chosen).encode() + b"\n")
-    out.flush()
+        text = "\n\n".join(r.doc.rstrip() for r in chosen).encode() + b"\n"
+    with _writing("to standard output"):
+        out.write(text)
+        out.flush()
     return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with `argv` (default: sys.argv[1:]) and return its exit code."""
+    """Run the command line with `argv` (default: sys.argv[1:]) and return its exit code.
+
+    A usage error (a missing argument, a bad option value, from the command line or the
+    environment) is one line and exit 2, like every other error; so is an abort."""
+    from typer.exceptions import TyperException
+
     try:
-        app(args=list(argv) if argv is not None else None, prog_name="sessionfix")
+        code = app(
+            args=list(argv) if argv is not None else None,
+            prog_name="sessionfix",
+            standalone_mode=False,
+        )
     except SystemExit as exc:
         code = exc.code
         if code is None:
             return EXIT_OK
         return code if isinstance(code, int) else EXIT_ERROR
+    except TyperException as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined] # prints the help, as asked
+        else:
+            _error(_usage_line(exc))
+        return EXIT_ERROR
+    except (typer.Abort, KeyboardInterrupt):
+        _error("interrupted")
+        return EXIT_ERROR
     except Exception as exc:
         _error(f"internal error: {type(exc).__name__}: {exc}")
         return EXIT_ERROR
-    return EXIT_OK
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def _usage_line(error: Exception) -> str:
+    """A usage error on one line, with where to find help."""
+    message = getattr(error, "format_message", lambda: str(error))()
+    text = "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    text = text[:1].lower() + text[1:].rstrip(".")
+    context = getattr(error, "ctx", None)
+    command = getattr(context, "command_path", None)
+    return f"{text} (see '{command} --help')" if command else text
 
 
 def run() -> None:
@@ -1048,7 +1142,16 @@ def run() -> None:
         if number is not None:
             signal.signal(number, signal.default_int_handler)
     code = main()
-    for stream in (sys.stdout, sys.stderr):
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    except (OSError, ValueError) as exc:
+        if code != EXIT_ERROR:
+            _error(f"cannot write to standard output ({exc})")
+            code = EXIT_ERROR
+    if sys.stderr is not None:
         with suppress(OSError, ValueError):
-            stream.flush()
+            sys.stderr.flush()
     os._exit(code)

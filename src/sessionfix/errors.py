@@ -20,6 +20,10 @@ class UsageError(SessionfixError):
     """Invalid options or arguments."""
 
 
+class OutputError(SessionfixError):
+    """The command's output could not be written (a closed stream, a full disk)."""
+
+
 def described(error: OSError) -> str:
     """An OS error as a short lower-case phrase ("no space left on device")."""
     return (error.strerror or str(error)).lower()

@@ -45,6 +45,7 @@ from sessionfix.writing import (
     FileChanged,
     Snapshot,
     WriteFailed,
+    WriteRefused,
     chown_best_effort,
     file_digest,
     remove_dead_temps,
@@ -267,9 +268,7 @@ class PlannedRepair:
         if detected in (same, Format.UNKNOWN) or (detected.is_pi_family and same.is_pi_family):
             return
         with gc_paused():
-            scanned = read_session(
-                written, detected, None, self.settings.jobs, session_only=False
-            )
+            scanned = read_session(written, detected, None, self.settings.jobs, session_only=False)
             later = run_rules(scanned, self.settings, filename, origin=self.path)
         left = [d for d in later if applies(d, self.settings)]
         if left:
@@ -362,10 +361,12 @@ def repair_to(
     output: str | Path,
     settings: Settings | None = None,
     *,
+    replace: bool = False,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> RepairResult:
-    """Write the repaired copy of `path` to `output` (a new or replaced file).
+    """Write the repaired copy of `path` to `output`, a new file (or, if `replace`, a
+    file that exists and is replaced).
 
     The copy is written beside `output` under a temporary name, verified, then renamed
     into place, so `output` never holds unverified bytes. A symbolic link is written
@@ -382,6 +383,9 @@ def repair_to(
         raise WriteFailed(f"{output}: cannot write ({described(exc)})") from None
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise WriteFailed(f"{output}: is a directory")
+    existing = st is not None and stat.S_ISREG(st.st_mode)
+    if existing and not replace and not _same_file(target, Path(path)):
+        raise WriteRefused(f"{output}: exists (--force to replace it)")
     if st is not None and not stat.S_ISREG(st.st_mode):
         with _open_special(output) as stream:
             result = repair_to_stream(path, stream, settings, filename=filename, progress=progress)
@@ -398,10 +402,7 @@ def repair_to(
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
             result.output_size = temp.stat().st_size
-            try:
-                os.replace(temp, target)
-            except OSError as exc:
-                raise WriteFailed(f"{output}: cannot write ({described(exc)})") from None
+            _publish(temp, target, output, replace=replace)
         except BaseException:
             with suppress(OSError):
                 temp.unlink()
@@ -411,6 +412,42 @@ def repair_to(
         return result
     finally:
         planned.close()
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def _publish(temp: Path, target: Path, output: Path, *, replace: bool) -> None:
+    """Give the verified copy its name: renamed over the target when replacing is allowed,
+    else linked, which fails rather than overwrite a file that appeared meanwhile."""
+    try:
+        if replace:
+            os.replace(temp, target)
+            return
+        try:
+            os.link(temp, target)
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            # A file system without hard links: claim the name, then rename over the claim.
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.replace(temp, target)
+            return
+    except FileExistsError:
+        raise WriteRefused(f"{output}: exists (--force to replace it)") from None
+    except OSError as exc:
+        raise WriteFailed(f"{output}: cannot write ({described(exc)})") from None
+    with suppress(OSError):
+        temp.unlink()
+
+
+_NO_HARD_LINKS: Final = frozenset(
+    {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
+)
 
 
 @contextmanager
