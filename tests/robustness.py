@@ -118,6 +118,8 @@ class Run:
     code: int
     out: str
     err: str
+    out_bytes: bytes = b""
+    """stdout as written (`out` is decoded, invalid UTF-8 replaced)."""
 
     @property
     def err_lines(self) -> list[str]:
@@ -146,6 +148,7 @@ def run_cli(
         code,
         out.decode("utf-8", "replace") if isinstance(out, bytes) else out,
         err.decode("utf-8", "replace") if isinstance(err, bytes) else err,
+        out if isinstance(out, bytes) else out.encode(),
     )
     assert_contract(run)
     return run

@@ -3,6 +3,7 @@ the diff report, the written files and the backups."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sessionfix import Settings
 from sessionfix.cli import app, main
 
 from .conftest import FIXTURES
@@ -65,17 +67,32 @@ def test_diff_of_a_clean_file_prints_nothing_and_exits_zero(tmp_path: Path) -> N
     assert result.stdout == ""
 
 
-def test_diff_shortens_long_lines_unless_asked(tmp_path: Path) -> None:
+def test_diff_shortens_long_lines_for_a_terminal_unless_asked(tmp_path: Path) -> None:
+    """On a terminal, lines over 4 KiB are cut (unless --diff-full-lines) and escaped;
+    into a pipe or a file the diff holds the exact lines, so that `patch` can apply it."""
+    from sessionfix.diffreport import write_diff
+    from sessionfix.repair import preview_repair
+
     lines = CLONES.read_bytes().split(b"\n")
     padded = lines[1].replace(b'"timestamp":"', b'"pad":"' + b"x" * 6000 + b'","timestamp":"', 1)
     session = tmp_path / "s.jsonl"
     session.write_bytes(b"\n".join([lines[0], padded, *lines[2:]]))
     os.utime(session, (LONG_AGO, LONG_AGO))
-    short = run("repair", "--diff", "--diff-context", "5", session)
-    assert "… (+" in short.stdout
-    assert "x" * 6000 not in short.stdout
-    full = run("repair", "--diff", "--diff-context", "5", "--diff-full-lines", session)
-    assert "x" * 6000 in full.stdout
+    preview = preview_repair(session, Settings(quiescence=0.0))
+    try:
+        shown = {}
+        for full in (False, True):
+            out = io.BytesIO()
+            write_diff(preview, out, "s.jsonl", context=5, full_lines=full)
+            shown[full] = out.getvalue().decode()
+    finally:
+        preview.close()
+    assert "… (+" in shown[False]
+    assert "x" * 6000 not in shown[False]
+    assert "x" * 6000 in shown[True]
+    piped = run("repair", "--diff", "--diff-context", "5", session)
+    assert "x" * 6000 in piped.stdout
+    assert "… (+" not in piped.stdout
 
 
 def test_diff_as_json_lists_the_planned_edits(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from sessionfix.errors import NotASessionFile
 from sessionfix.repair import VerificationFailed, repair_to
 
 from .conftest import CORPUS, FIXTURES
+from .diffs import apply_diff
 from .robustness import (
     LONG_AGO,
     assert_only_added,
@@ -285,6 +286,9 @@ def check_case(
         raise AssertionError(f"{what}: repair -o refused a readable file: {repair.errors}")
     assert_only_added(before, tree_state(folder), out.name, f"{what}: repair -o")
     written = out.read_bytes()
+    diff = run_cli(["repair", "--diff", *flags, session], capsysbinary, seconds=LIMIT)
+    assert diff.code in (0, 1), f"{what}: repair --diff exited {diff.code}: {diff.errors}"
+    assert apply_diff(data, diff.out_bytes) == written, f"{what}: --diff and -o differ"
 
     library = folder / "library"
     library.mkdir()

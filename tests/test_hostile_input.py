@@ -27,6 +27,7 @@ import pytest
 from sessionfix import Settings
 from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
 
+from .diffs import apply_diff
 from .robustness import (
     LONG_AGO,
     Entry,
@@ -100,6 +101,12 @@ def exercise(path: Path, capsysbinary: Capture, *, light: bool = False) -> Outco
         assert_only_added(before, tree_state(root), out.name, "repair -o")
         repaired = out.read_bytes()
         out.unlink()
+
+    diff = runs.get("diff")
+    if diff is not None and diff.code != 2:
+        # The diff shows exactly what -o writes (and nothing when it writes the input).
+        expected = path.read_bytes() if repaired is None else repaired
+        assert apply_diff(path.read_bytes(), diff.out_bytes) == expected, "--diff and -o differ"
 
     argv = ["repair", "--in-place", "--quiescence", "0", "--no-progress", path]
     runs["in-place"] = run = run_cli(argv, capsysbinary, seconds=LIMIT)
@@ -332,6 +339,23 @@ def test_nul_runs(tmp_path: Path, capsysbinary: Capture, case: str) -> None:
         assert outcome.repaired is not None
         assert lines[1] in outcome.repaired.split(b"\n"), "the record beside the NULs is gone"
         assert b"\0" not in outcome.repaired
+
+
+# ---- what --diff shows ---------------------------------------------------------------------
+
+
+def test_the_diff_shows_what_a_later_pass_drops(
+    tmp_path: Path, capsysbinary: Capture, corpus: Path
+) -> None:
+    """A copy of line 6 appended to a real session: dropping it (SF104) moves the leaf
+    onto an orphan tool result, which a second pass drops (SF401). `exercise` applies the
+    diff to the input and compares it with what `-o` wrote; the orphan must be gone."""
+    data = (corpus / "openclaw" / "letta-trajectory__pi-cleanup.v3.corrupt.jsonl").read_bytes()
+    path = write(tmp_path, data + data.split(b"\n")[5] + b"\n")
+    outcome = exercise(path, capsysbinary)
+    assert outcome.repaired is not None
+    assert b'"id":"77ab90ef"' not in outcome.repaired
+    assert b'-{"type":"message","id":"77ab90ef"' in outcome.runs["diff"].out_bytes
 
 
 # ---- paths that are not session files ------------------------------------------------------

@@ -672,7 +672,12 @@ def repair(
         int, typer.Option("--diff-context", help="Lines of context around each change.")
     ] = 3,
     diff_full_lines: Annotated[
-        bool, typer.Option("--diff-full-lines", help="Do not shorten lines over 4 KiB.")
+        bool,
+        typer.Option(
+            "--diff-full-lines",
+            help="On a terminal, do not shorten lines over 4 KiB (a diff written to a pipe "
+            "or a file always holds the exact lines, for patch).",
+        ),
     ] = False,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
@@ -779,43 +784,52 @@ def _run_diff(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
     from sessionfix.diffreport import write_diff
-    from sessionfix.repair import plan_repair
+    from sessionfix.repair import RepairPreview, preview_repair
 
     errors: list[str] = []
     would_fix: list[Diagnostic] = []
     changed = 0
     out = _stdout()
     as_data = not presentation.output_format.is_human
-    for path in files:
-        try:
-            planned = plan_repair(path, settings)
-        except SessionfixError as exc:
-            errors.append(str(exc))
-            continue
-        try:
-            would_fix.extend(planned.applied)
-            if planned.changes_anything:
+    exact = not out.isatty()
+    previews: list[RepairPreview] = []
+    """Kept until the plan is printed: its edits read the repaired bytes."""
+    try:
+        for path in files:
+            try:
+                preview = preview_repair(path, settings)
+            except SessionfixError as exc:
+                errors.append(str(exc))
+                continue
+            previews.append(preview)
+            if preview.changes_anything:
                 changed += 1
-            if not as_data:
-                with _writing("to standard output"):
-                    write_diff(
-                        planned.plan,
-                        out,
-                        str(path),
-                        context=target.diff_context,
-                        full_lines=target.diff_full_lines,
-                    )
-        finally:
-            planned.close()
-    if as_data:
-        _write_report(
-            sorted(would_fix, key=SORT_KEY),
-            dataclasses_replace(presentation, to_stderr=False),
-            settings,
-            len(errors),
-        )
-    with _writing("to standard output"):
-        out.flush()
+            if as_data:
+                would_fix.extend(preview.planned(str(path)))
+                continue
+            would_fix.extend(preview.result.applied)
+            with _writing("to standard output"):
+                write_diff(
+                    preview,
+                    out,
+                    str(path),
+                    context=target.diff_context,
+                    full_lines=target.diff_full_lines,
+                    exact=exact,
+                )
+            previews.pop().close()
+        if as_data:
+            _write_report(
+                sorted(would_fix, key=SORT_KEY),
+                dataclasses_replace(presentation, to_stderr=False),
+                settings,
+                len(errors),
+            )
+        with _writing("to standard output"):
+            out.flush()
+    finally:
+        for preview in previews:
+            preview.close()
     for message in errors:
         _error(message)
     if not presentation.quiet:

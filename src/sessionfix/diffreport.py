@@ -1,23 +1,32 @@
 """The unified diff of a repair (`repair --diff`, cli-and-safety.md §4).
 
-Built from the plan's row changes while the input is streamed once, so a diff of a
-large session costs one read. Headers carry no timestamps (stable snapshots); lines
-longer than 4 KiB are cut with a `… (+N bytes)` marker unless full lines are asked
-for; session text is escaped so that it cannot drive the terminal.
+Built from a verified preview of the repair: the input and the repaired bytes are read
+once, side by side, and the trace of the repair's passes says which input rows became
+which output rows. So the diff shows exactly what `-o` writes, the changes of later
+passes included. Headers carry no timestamps (stable snapshots).
+
+For a terminal, lines longer than 4 KiB are cut with a `… (+N bytes)` marker unless
+full lines are asked for, and session text is escaped so that it cannot drive the
+terminal. Elsewhere (a pipe, a file) the lines are the exact bytes, so that `patch`
+applied to the input gives the repaired file byte for byte.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Final
+from typing import IO, BinaryIO, Final
 
-from sessionfix.plan import RepairPlan, RowChange
 from sessionfix.render import escape
+from sessionfix.repair import RepairPreview
+from sessionfix.rowmap import PREFIX_ROW
 
 LONG_LINE: Final = 4096
 NO_NEWLINE: Final = b"\\ No newline at end of file\n"
+
+Line = tuple[bytes, bool]
+"""A line without its newline, and whether one followed it."""
 
 
 @dataclass(slots=True)
@@ -36,6 +45,20 @@ class _Hunk:
         self.old_count += 1
         self.new_count += 1
 
+    def removed(self, line: tuple[bytes, bool]) -> None:
+        shown, newline = line
+        self.lines.append(b"-" + shown)
+        if not newline:
+            self.lines.append(NO_NEWLINE)
+        self.old_count += 1
+
+    def added(self, line: tuple[bytes, bool]) -> None:
+        shown, newline = line
+        self.lines.append(b"+" + shown)
+        if not newline:
+            self.lines.append(NO_NEWLINE)
+        self.new_count += 1
+
     def header(self) -> bytes:
         return (
             f"@@ -{_range(self.old_start, self.old_count)} "
@@ -50,7 +73,7 @@ def _range(start: int, count: int) -> str:
 
 
 def show(data: bytes, full: bool) -> bytes:
-    """One line of session bytes as diff text: escaped, and cut when long."""
+    """One line of session bytes as text for a terminal: escaped, and cut when long."""
     cut = b""
     if not full and len(data) > LONG_LINE:
         cut = f"… (+{len(data) - LONG_LINE} bytes)".encode()
@@ -59,100 +82,144 @@ def show(data: bytes, full: bool) -> bytes:
     return escape(text).encode("utf-8", "backslashreplace") + cut
 
 
-def _input_lines(plan: RepairPlan) -> Iterator[tuple[int, bytes, bool]]:
-    """Every input line: row, bytes without the newline, and whether one followed."""
-    with open(plan.source.path, "rb") as handle:
-        row = 0
-        remaining = plan.lines.size
-        while remaining > 0:
-            line = handle.readline(remaining)
-            if not line:
-                return
+def _lines(handle: BinaryIO, size: int | None = None) -> Iterator[Line]:
+    """The lines of a file (the first `size` bytes of it, when given)."""
+    remaining = size
+    while remaining is None or remaining > 0:
+        line = handle.readline() if remaining is None else handle.readline(remaining)
+        if not line:
+            return
+        if remaining is not None:
             remaining -= len(line)
-            row += 1
-            if line.endswith(b"\n"):
-                yield row, line[:-1], True
-            else:
-                yield row, line, False
+        if line.endswith(b"\n"):
+            yield line[:-1], True
+        else:
+            yield line, False
 
 
 def write_diff(
-    plan: RepairPlan,
+    preview: RepairPreview,
     out: IO[bytes],
     name: str,
     *,
     context: int = 3,
     full_lines: bool = False,
+    exact: bool = False,
 ) -> bool:
-    """Write the diff of `plan` to `out`; return False (and write nothing) if empty."""
-    changes = plan.changes()
-    pending_change: RowChange | None = next(changes, None)
-    prefix = plan.prefix()
-    if pending_change is None and not prefix:
+    """Write the diff of `preview` to `out`; return False (and write nothing) if the
+    repair changes nothing. `exact`: the lines as bytes, neither escaped nor cut."""
+    trace = preview.trace
+    if preview.output is None or trace is None:
         return False
+
+    def shown(line: Line) -> Line:
+        return line if exact else (show(line[0], full_lines), line[1])
+
     out.write(f"--- a/{name}\n+++ b/{name}\n".encode("utf-8", "backslashreplace"))
-    before: deque[tuple[bytes, bool]] = deque(maxlen=context)
-    after: list[tuple[bytes, bool]] = []
-    hunk: _Hunk | None = None
-    new_row = 0
-    if prefix:
-        hunk = _Hunk(1, 1)
-        hunk.lines.append(b"+" + show(prefix.rstrip(b"\r\n"), full_lines))
-        hunk.new_count += 1
-        new_row += 1
-    for row, line, newline in _input_lines(plan):
-        if pending_change is not None and pending_change.row == row:
-            change = pending_change
-            pending_change = next(changes, None)
-            if hunk is None:
-                hunk = _Hunk(row - len(before), new_row + 1 - len(before))
-                for kept in before:
-                    hunk.context(kept)
+    writer = _HunkWriter(out, context, shown)
+    changes = iter(range(len(trace)))
+    pending = next(changes, None)
+    with open(preview.path, "rb") as old, open(preview.output, "rb") as new:
+        new_lines = _lines(new)
+        if pending is not None and trace.rows[pending] == PREFIX_ROW:
+            writer.change(0, [], [_next(new_lines) for _ in range(trace.counts[pending])])
+            pending = next(changes, None)
+        for row, line in enumerate(_lines(old, preview.input_size), 1):
+            if pending is not None and trace.rows[pending] == row:
+                added = [_next(new_lines) for _ in range(trace.counts[pending])]
+                pending = next(changes, None)
             else:
-                for kept in after:
-                    hunk.context(kept)
-            after = []
-            before.clear()
-            added = change.lines
-            if newline and len(added) > 1 and added[0] == line and plan.terminator == b"\n":
+                added = [_next(new_lines)]
+                if added[0] == line:
+                    writer.same(line)
+                    continue
+            if len(added) > 1 and added[0] == line:
                 # Records inserted after a line that stays as it was.
-                hunk.context((show(line, full_lines), True))
-                new_row += 1
-                added = added[1:]
+                writer.change(row, [], added[1:], anchor=line)
             else:
-                hunk.lines.append(b"-" + show(line, full_lines))
-                hunk.old_count += 1
-                if not newline:
-                    hunk.lines.append(NO_NEWLINE)
-            last = len(added) - 1
-            for number, new_line in enumerate(added):
-                hunk.lines.append(b"+" + show(new_line, full_lines))
-                if number == last and not change.terminated:
-                    hunk.lines.append(NO_NEWLINE)
-            hunk.new_count += len(added)
-            new_row += len(added)
-            continue
-        new_row += 1
-        shown = (show(line, full_lines), newline)
-        if hunk is None:
-            before.append(shown)
-            continue
-        after.append(shown)
-        if len(after) > 2 * context:
-            for kept in after[:context]:
-                hunk.context(kept)
-            _flush(hunk, out)
-            hunk = None
-            before.extend(after[-context:] if context else ())
-            after = []
-    if hunk is not None:
-        for kept in after[:context]:
-            hunk.context(kept)
-        _flush(hunk, out)
+                writer.change(row, [line], added)
+        rest = list(new_lines)
+        if rest:
+            writer.change(writer.old_row, [], rest)
+    writer.finish()
     return True
 
 
-def _flush(hunk: _Hunk, out: IO[bytes]) -> None:
-    out.write(hunk.header())
-    for line in hunk.lines:
-        out.write(line if line is NO_NEWLINE else line + b"\n")
+def _next(lines: Iterator[Line]) -> Line:
+    line = next(lines, None)
+    if line is None:
+        raise ValueError("the repaired file ended before its trace did")
+    return line
+
+
+class _HunkWriter:
+    """Groups changed lines into hunks with `context` lines around each."""
+
+    def __init__(self, out: IO[bytes], context: int, shown: Callable[[Line], Line]) -> None:
+        self.out = out
+        self.context = context
+        self.shown = shown
+        self.before: deque[Line] = deque(maxlen=context or None)
+        self.after: list[Line] = []
+        self.hunk: _Hunk | None = None
+        self.old_row = 0
+        """Input rows seen so far."""
+        self.new_row = 0
+        """Output rows seen so far."""
+
+    def same(self, line: Line) -> None:
+        self.old_row += 1
+        self.new_row += 1
+        if self.hunk is None:
+            if self.context:
+                self.before.append(line)
+            return
+        self.after.append(line)
+        if len(self.after) > 2 * self.context:
+            for kept in self.after[: self.context]:
+                self.hunk.context(self.shown(kept))
+            self._flush()
+            if self.context:
+                self.before.extend(self.after[-self.context :])
+            self.after = []
+
+    def change(
+        self, row: int, removed: list[Line], added: list[Line], anchor: Line | None = None
+    ) -> None:
+        """Input row `row` (0: before the first) is replaced by `added`, or, with an
+        `anchor` (the row itself, unchanged), followed by it."""
+        if self.hunk is None:
+            lead = len(self.before)
+            start = row if removed or anchor is not None else row + 1
+            self.hunk = _Hunk(start - lead, self.new_row + 1 - lead)
+            for kept in self.before:
+                self.hunk.context(self.shown(kept))
+            self.before.clear()
+        else:
+            for kept in self.after:
+                self.hunk.context(self.shown(kept))
+            self.after = []
+        if anchor is not None:
+            self.hunk.context(self.shown(anchor))
+            self.old_row += 1
+            self.new_row += 1
+        for line in removed:
+            self.hunk.removed(self.shown(line))
+        for line in added:
+            self.hunk.added(self.shown(line))
+        self.old_row += len(removed)
+        self.new_row += len(added)
+
+    def finish(self) -> None:
+        if self.hunk is not None:
+            for kept in self.after[: self.context]:
+                self.hunk.context(self.shown(kept))
+            self._flush()
+
+    def _flush(self) -> None:
+        hunk = self.hunk
+        assert hunk is not None
+        self.out.write(hunk.header())
+        for line in hunk.lines:
+            self.out.write(line if line is NO_NEWLINE else line + b"\n")
+        self.hunk = None

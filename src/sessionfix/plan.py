@@ -19,6 +19,7 @@ from sessionfix.analysis import TreeOrder, order_of
 from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Transform
 from sessionfix.formats import RefRole
 from sessionfix.reader import BOM, LineFinding, LineIssue, RecordSource
+from sessionfix.rowmap import PREFIX_ROW, RowMap
 from sessionfix.scanner import ScannedFile
 from sessionfix.view import MISSING, Flag, Kind
 
@@ -44,47 +45,73 @@ class RowChange:
     terminated: bool = True
     """Whether the last output line gets a terminator (not when the input's last line
     had none and SF009 is not applied)."""
+    causes: frozenset[int] = frozenset()
+    """The applied diagnostics (indexes into `RepairPlan.diagnostics`) whose decisions
+    change this line, follow-on changes included (a child re-parented past a dropped
+    record belongs to the drop)."""
 
 
 class RepairPlan:
     """The decisions of the applied fixes for one file, resolved into row changes."""
 
     def __init__(
-        self, scanned: ScannedFile, applied: Iterable[Diagnostic], source: RecordSource
+        self,
+        scanned: ScannedFile,
+        applied: Iterable[Diagnostic],
+        source: RecordSource,
+        *,
+        map_rows: bool = False,
     ) -> None:
         self.view = scanned.view
         self.lines = scanned.lines
         self.editor = scanned.editor
         self.source = source
+        self.diagnostics = sorted(applied, key=lambda d: (d.code, d.row))
+        """The applied diagnostics, in the order their decisions are taken; a decision's
+        cause is its diagnostic's index here."""
         self.dropped: dict[int, int] = {}
         """Record index → the survivor it is a copy of, or NO_SURVIVOR."""
         self.drop_codes: dict[int, str] = {}
+        self.drop_causes: dict[int, int] = {}
         self.transforms: dict[int, list[Transform]] = {}
+        self.transform_causes: dict[int, set[int]] = {}
         self.insertions: dict[int, list[Edit]] = {}
+        self.insertion_causes: dict[int, list[int]] = {}
         self.row_codes: dict[int, set[str]] = {}
+        self.row_causes: dict[int, set[int]] = {}
         self.header: Edit | None = None
+        self.header_cause = -1
         self.crlf = False
+        self.crlf_cause = -1
         self.final_newline = False
+        self.final_newline_cause = -1
         self.codes: dict[str, int] = {}
         """Applied diagnostics per rule code."""
-        for diagnostic in sorted(applied, key=lambda d: (d.code, d.row)):
-            self._take(diagnostic)
+        for cause, diagnostic in enumerate(self.diagnostics):
+            self._take(diagnostic, cause)
         self._by_row: dict[int, list[LineFinding]] | None = None
         self._order: TreeOrder | None = None
         self._parent_overrides: dict[int, str] = {}
+        self._override_causes: dict[int, int] = {}
         self._rewrites: set[int] = set()
-        self._shifts: list[tuple[int, int]] = []
+        self._shifts: list[tuple[int, int, int]] = []
+        """(position, change in output position from there on, cause), by position."""
+        self._record_causes: dict[int, set[int]] = {}
+        """Records the last `changes()` rewrote → the causes of their new content."""
         self._dropped_ids: set[str | None] = set()
         """Ids of dropped records: a reference to any other id needs no resolving."""
         self._reserialised: set[int] = set()
         """Records the last `chunks()` wrote with changed content."""
         self.rows_written = 0
         """Rows the last `chunks()` wrote differently from the input (prefix included)."""
+        self.map_rows = map_rows
+        self.row_map: RowMap | None = None
+        """With `map_rows`: how the last `chunks()` turned input rows into output rows."""
         self._resolve()
 
     # ---- collecting decisions ------------------------------------------------------------
 
-    def _take(self, diagnostic: Diagnostic) -> None:
+    def _take(self, diagnostic: Diagnostic, cause: int) -> None:
         fix = diagnostic.fix
         if fix is None:
             return
@@ -92,17 +119,21 @@ class RepairPlan:
         self.codes[code] = self.codes.get(code, 0) + 1
         if code == "SF006":
             self.crlf = True
+            self.crlf_cause = cause
         elif code == "SF009":
             self.final_newline = True
+            self.final_newline_cause = cause
         elif code in LINE_CODES:
             self.row_codes.setdefault(diagnostic.row, set()).add(code)
+            self.row_causes.setdefault(diagnostic.row, set()).add(cause)
         elif code == "SF101":
             self.header = fix.edits[0] if fix.edits else None
+            self.header_cause = cause
         else:
             for edit in fix.edits:
-                self._take_edit(code, edit)
+                self._take_edit(code, edit, cause)
 
-    def _take_edit(self, code: str, edit: Edit) -> None:
+    def _take_edit(self, code: str, edit: Edit, cause: int) -> None:
         index = edit.record
         if index is None:
             return
@@ -111,10 +142,13 @@ class RepairPlan:
             if self.dropped.get(index, NO_SURVIVOR) == NO_SURVIVOR:
                 self.dropped[index] = survivor
                 self.drop_codes[index] = code
+                self.drop_causes[index] = cause
         elif edit.op is EditOp.INSERT_AFTER:
             self.insertions.setdefault(index, []).append(edit)
+            self.insertion_causes.setdefault(index, []).append(cause)
         elif edit.transform is not None:
             self.transforms.setdefault(index, []).append(edit.transform)
+            self.transform_causes.setdefault(index, set()).add(cause)
 
     # ---- resolving references (rules.md §8) ----------------------------------------------
 
@@ -126,6 +160,7 @@ class RepairPlan:
             successor = self._path_successor(anchor)
             if last_id is not None and successor is not None and successor not in self.dropped:
                 self._parent_overrides[successor] = last_id
+                self._override_causes[successor] = self.insertion_causes[anchor][-1]
         rewrites = self._rewrites
         rewrites.update(self.transforms)
         rewrites.update(self._parent_overrides)
@@ -160,6 +195,7 @@ class RepairPlan:
                     if self._survivor(target) is None and self._climb(target)[0] is None:
                         self.dropped[index] = NO_SURVIVOR
                         self.drop_codes[index] = self.drop_codes.get(target, "SF108")
+                        self.drop_causes[index] = self.drop_causes[target]
                         changed = True
 
     def _same_id_survives(self, index: int) -> bool:
@@ -288,16 +324,17 @@ class RepairPlan:
         """Where output positions move: -1 after each dropped record, +1 after each
         inserted or recovered one. Boundaries whose kept position moves are rewritten."""
         view = self.view
-        shifts = [(index + 1, -1) for index in self.dropped]
+        shifts = [(index + 1, -1, self.drop_causes[index]) for index in self.dropped]
         for anchor, edits in self.insertions.items():
-            shifts.append((anchor + 1, len(edits)))
+            shifts.append((anchor + 1, len(edits), self.insertion_causes[anchor][-1]))
         if self.header is not None:
-            shifts.append((0, 1))
+            shifts.append((0, 1, self.header_cause))
         for row, codes in self.row_codes.items():
             if "SF008" in codes:
                 for finding in self._findings_on(row):
                     if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
-                        shifts.append((bisect_left(view.rows, row), 1))
+                        cause = min(self.row_causes[row])
+                        shifts.append((bisect_left(view.rows, row), 1, cause))
         shifts.sort()
         self._shifts = shifts
         if not shifts:
@@ -312,7 +349,17 @@ class RepairPlan:
     def _output_position(self, index: int) -> int:
         shifts = self._shifts
         end = bisect_right(shifts, (index, 1 << 62))
-        return index + sum(delta for _, delta in shifts[:end])
+        return index + sum(delta for _, delta, _ in shifts[:end])
+
+    def _position_cause(self, value: object) -> int:
+        """The decision that moved a kept position: the drop of the kept record itself,
+        else the nearest drop or insertion before it (its follow-on edit is listed with
+        that decision)."""
+        position = int(str(value))
+        if position in self.dropped:
+            return self.drop_causes[position]
+        end = bisect_right(self._shifts, (position, 1 << 62))
+        return self._shifts[end - 1][2] if end else self._shifts[0][2]
 
     def _remap_position(self, value: object, owner: int) -> object:
         if isinstance(value, bool) or not isinstance(value, int | str):
@@ -435,7 +482,28 @@ class RepairPlan:
         # An unterminated last line stays so only while it is still the damaged bytes it
         # was (a write in progress); complete records always end with a newline.
         terminated = not last_line or self.final_newline or not damaged_tail
-        return RowChange(row, start, start + length + ending, lines, terminated)
+        causes = self._causes_of(row, records)
+        if last_line and self.final_newline:
+            causes.add(self.final_newline_cause)
+        change = RowChange(row, start, start + length + ending, lines, terminated)
+        change.causes = frozenset(causes)
+        return change
+
+    def _causes_of(self, row: int, records: range) -> set[int]:
+        """The decisions that change line `row`, once its records were emitted."""
+        causes = set(self.row_causes.get(row, ()))
+        header = self.header
+        if header is not None and header.op is EditOp.REPLACE and header.row == row:
+            causes.add(self.header_cause)
+        crlf_rows = self.lines.crlf_rows
+        if self.crlf and bisect_left(crlf_rows, row) < bisect_right(crlf_rows, row):
+            causes.add(self.crlf_cause)
+        for index in records:
+            if index in self.dropped:
+                causes.add(self.drop_causes[index])
+            causes.update(self._record_causes.get(index, ()))
+            causes.update(self.insertion_causes.get(index, ()))
+        return causes
 
     def _damaged_row(
         self, row: int, findings: list[LineFinding], records: range, start: int, length: int
@@ -499,24 +567,32 @@ class RepairPlan:
     def _rewritten(self, index: int) -> bytes:
         raw = self.source.read(*self.view.span(index))
         record = jsonutil.loads_preserving(raw)
+        causes: set[int] = set()
         transforms = self.transforms.get(index, ())
         for transform in transforms:
             record = transform(record)
+        if transforms:
+            causes.update(self.transform_causes[index])
         override = self._parent_overrides.get(index)
         if override is not None:
             record = self.editor.set_field("parentId", override)(record)
-        record, remapped = self._remap_record(record, index)
+            causes.add(self._override_causes[index])
+        record, remapped = self._remap_record(record, index, causes)
         if not (transforms or override is not None or remapped):
             return raw
         self._reserialised.add(index)
+        self._record_causes[index] = causes
         return jsonutil.stringify_bytes(record)
 
     def _inserted(self, anchor: int, edit: Edit) -> bytes:
         assert edit.build is not None
         return jsonutil.stringify_bytes(self._remap_record(edit.build(), anchor)[0])
 
-    def _remap_record(self, record: Any, owner: int) -> tuple[Any, bool]:
-        """The record with its references resolved, and whether any changed."""
+    def _remap_record(
+        self, record: Any, owner: int, causes: set[int] | None = None
+    ) -> tuple[Any, bool]:
+        """The record with its references resolved, and whether any changed; the
+        decisions that changed them are added to `causes`."""
         remapped = False
         for name, role in self.editor.references(record):
             value = record[name]
@@ -524,7 +600,16 @@ class RepairPlan:
             if new is not value and new != value:
                 record = self.editor.set_field(name, new)(record)
                 remapped = True
+                if causes is not None:
+                    causes.add(self._reference_cause(value, role))
         return record, remapped
+
+    def _reference_cause(self, value: object, role: RefRole) -> int:
+        if role is RefRole.FIRST_KEPT_POSITION:
+            return self._position_cause(value)
+        target = self.view.resolve(str(value))
+        assert target is not None
+        return self.drop_causes[target]
 
     # ---- output bytes --------------------------------------------------------------------
 
@@ -534,13 +619,19 @@ class RepairPlan:
         terminator = self.terminator
         prefix = self.prefix()
         self._reserialised.clear()
+        self._record_causes.clear()
         self.rows_written = 0
+        self.row_map = row_map = RowMap() if self.map_rows else None
         if prefix:
             self.rows_written += 1
+            if row_map is not None:
+                row_map.add(PREFIX_ROW, 1, frozenset({self.header_cause}))
             yield prefix
         position = 0
         for change in self.changes():
             self.rows_written += 1
+            if row_map is not None:
+                row_map.add(change.row, len(change.lines), change.causes)
             yield from _copy(source, position, change.start)
             if change.lines:
                 last = len(change.lines) - 1

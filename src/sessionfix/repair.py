@@ -18,20 +18,21 @@ import stat
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
 from sessionfix import jsonutil
-from sessionfix.diagnostics import Applicability, Diagnostic
+from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix
 from sessionfix.engine import run_rules
 from sessionfix.errors import SessionfixError, described
 from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.locks import rewrite_access
 from sessionfix.plan import RepairPlan
 from sessionfix.reader import RecordSource
+from sessionfix.rowmap import PREFIX_ROW, RepairTrace
 from sessionfix.scanner import (
     ProgressCallback,
     ScannedFile,
@@ -150,17 +151,25 @@ class PlannedRepair:
         settings: Settings,
         filename: str | None = None,
         progress: ProgressCallback | None = None,
+        *,
+        trace: bool = False,
     ) -> None:
         self.path = path
         self.settings = settings
         self.filename = filename or str(path)
+        self.tracing = trace
+        self.trace: RepairTrace | None = None
+        """With `trace`, once verified: where every row of the result comes from."""
+        self.traced: list[tuple[Diagnostic, int]] = []
+        """With `trace`: every applied diagnostic of every pass, in the order the trace's
+        causes count them, with the input row it concerns."""
         with gc_paused():
             self.scanned = read_session(path, settings.format, progress, settings.jobs)
             self.found = run_rules(self.scanned, settings, self.filename)
         self.applied = [d for d in self.found if applies(d, settings)]
         """Fixes applied, including those a later pass applied to the written result."""
         self.source = RecordSource(path)
-        self.plan = RepairPlan(self.scanned, self.applied, self.source)
+        self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
         self.tally: Counter[str] = Counter()
         """What the plans of every pass do (see `RepairResult.tally`)."""
         self._count(self.plan)
@@ -216,6 +225,10 @@ class PlannedRepair:
         cuts = sum(d.code == MOVED_CUT_CODE for d in self.found)
         broken_cuts = {d.entry_id for d in self.found if d.code == MOVED_CUT_CODE}
         rewritten = self.plan.rewritten_ids()
+        if self.tracing:
+            assert self.plan.row_map is not None, "verify() follows a write of chunks()"
+            self.trace = RepairTrace(self.plan.row_map)
+            self.traced = [(d, d.row) for d in self.plan.diagnostics]
         for _ in range(MAX_PASSES):
             with gc_paused():
                 scanned = read_session(
@@ -286,11 +299,15 @@ class PlannedRepair:
         st = os.stat(written)
         try:
             with RecordSource(written) as source:
-                plan = RepairPlan(scanned, applied, source)
+                plan = RepairPlan(scanned, applied, source, map_rows=self.tracing)
                 _write_new(again, plan.chunks(), mode=stat.S_IMODE(st.st_mode), sync=True)
                 if not plan.rows_written:
                     raise self._failed(_described(applied[0]))
                 rewritten = plan.rewritten_ids()
+            if self.trace is not None and plan.row_map is not None:
+                offset = len(self.traced)
+                self.traced.extend((d, self.trace.origin(d.row)) for d in plan.diagnostics)
+                self.trace.then(plan.row_map, offset)
             chown_best_effort(again, st.st_uid, st.st_gid)
             os.replace(again, written)
         except BaseException:
@@ -499,6 +516,125 @@ def repair_to_stream(
                 temp.unlink()
         result.changed = planned.changes_anything
         return result
+    finally:
+        planned.close()
+
+
+class RepairPreview:
+    """What a repair of one file would write, verified like any repair, in a temporary
+    file that nothing else sees; with where each of its changes comes from. `--diff`
+    and the JSON plan are built from it, so they show exactly what `-o` would write."""
+
+    def __init__(self, planned: PlannedRepair, result: RepairResult, output: Path | None):
+        self.path = planned.path
+        self.result = result
+        self.output = output
+        """The repaired bytes (None when the repair changes nothing)."""
+        self.input_size = planned.scanned.lines.size
+        self.trace = planned.trace
+        self._traced = planned.traced
+        self._first_pass = len(planned.plan.diagnostics)
+
+    @property
+    def changes_anything(self) -> bool:
+        return self.output is not None
+
+    def planned(self, filename: str) -> list[Diagnostic]:
+        """Every fix the repair applies, in every pass, as the plan of the input: each on
+        the input row it concerns, its edits those of the written result that its
+        decisions cause (follow-on changes included: a child re-linked past a dropped
+        record is listed with the drop)."""
+        if self.trace is None or self.output is None:
+            return []
+        trace = self.trace
+        with open(self.output, "rb") as handle:
+            located = trace.locate(handle)
+        edits: dict[int, list[Edit]] = {}
+        source = RecordSource(self.output)
+        for k in range(len(trace)):
+            change = _edits_of(trace.rows[k], located.get(trace.rows[k], []), source)
+            for cause in trace.causes(k):
+                edits.setdefault(cause, []).extend(change)
+        listed: list[Diagnostic] = []
+        for cause, (diagnostic, row) in enumerate(self._traced):
+            fix = diagnostic.fix
+            assert fix is not None
+            first_pass = cause < self._first_pass
+            listed.append(
+                Diagnostic(
+                    code=diagnostic.code,
+                    name=diagnostic.name,
+                    severity=diagnostic.severity,
+                    message=diagnostic.message,
+                    filename=filename,
+                    row=row,
+                    column=diagnostic.column if first_pass else 1,
+                    entry_id=diagnostic.entry_id,
+                    fix=Fix(fix.applicability, fix.message, tuple(edits.get(cause, ()))),
+                    format=diagnostic.format,
+                    span=diagnostic.span if first_pass else None,
+                    source=diagnostic.source if first_pass else None,
+                )
+            )
+        return listed
+
+    def close(self) -> None:
+        if self.output is not None:
+            with suppress(OSError):
+                self.output.unlink()
+
+
+def _edits_of(row: int, lines: list[tuple[int, int]], source: RecordSource) -> list[Edit]:
+    """An input row's change as edits: dropped, replaced by its first new line and the
+    rest inserted after it; lines written before the first row go after row 0."""
+
+    def content(offset: int, length: int) -> Callable[[], str]:
+        def produce() -> str:
+            return source.read(offset, length).removesuffix(b"\r").decode("utf-8", "replace")
+
+        return produce
+
+    if row == PREFIX_ROW:
+        return [Edit(EditOp.INSERT_AFTER, 0, content(*line)) for line in lines]
+    if not lines:
+        return [Edit(EditOp.DELETE, row)]
+    first, *rest = lines
+    return [
+        Edit(EditOp.REPLACE, row, content(*first)),
+        *(Edit(EditOp.INSERT_AFTER, row, content(*line)) for line in rest),
+    ]
+
+
+def preview_repair(
+    path: str | Path,
+    settings: Settings | None = None,
+    *,
+    filename: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> RepairPreview:
+    """Repair `path` into a temporary file and verify it, as `repair_to` would, without
+    writing anywhere else; close the preview to remove the file."""
+    planned = PlannedRepair(Path(path), settings or Settings(), filename, progress, trace=True)
+    try:
+        result = planned.result()
+        if not planned.changes_anything:
+            result.remaining = planned.found
+            result.output_size = result.input_size
+            return RepairPreview(planned, result, None)
+        handle, name = tempfile.mkstemp(prefix="sessionfix-", suffix=".tmp")
+        os.close(handle)
+        temp = Path(name)
+        try:
+            _write_new(temp, planned.chunks(), exclusive=False)
+            _check_input_unchanged(planned)
+            result.remaining = planned.verify(temp, filename or str(path))
+            result.output_size = temp.stat().st_size
+        except BaseException:
+            with suppress(OSError):
+                temp.unlink()
+            raise
+        result.changed = True
+        return RepairPreview(planned, result, temp)
     finally:
         planned.close()
 

@@ -1,0 +1,198 @@
+"""Where the rows of a repaired file come from, across every pass of the repair.
+
+A repair pass copies most rows of its input unchanged and turns a few into zero or
+more output lines. `RowMap` records what one pass did; `RepairTrace` composes the
+passes, so that every change the written file holds is known by the input row it came
+from and by the decisions that caused it. The diff and the JSON plan are built from
+it, so that they show exactly what `-o` and `--in-place` write.
+
+Both are columns of integers, not objects: a pass that normalises line endings changes
+every row of a file.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from typing import BinaryIO, Final
+
+PREFIX_ROW: Final = 0
+"""Stands for the lines written before the first row of the input."""
+
+
+class Causes:
+    """The causes of each changed row: indexes of applied diagnostics, one per row in
+    the common case, a set where several decisions change one row."""
+
+    __slots__ = ("_several", "_single")
+
+    def __init__(self) -> None:
+        self._single: array[int] = array("q")
+        self._several: dict[int, frozenset[int]] = {}
+
+    def append(self, causes: frozenset[int]) -> None:
+        if len(causes) == 1:
+            self._single.append(next(iter(causes)))
+        else:
+            self._several[len(self._single)] = causes
+            self._single.append(-1)
+
+    def __getitem__(self, position: int) -> frozenset[int]:
+        single = self._single[position]
+        return frozenset((single,)) if single >= 0 else self._several[position]
+
+    def __len__(self) -> int:
+        return len(self._single)
+
+
+class RowMap:
+    """How one pass turned the rows (1-based) of its input into rows of its output.
+
+    Rows it does not name are copied one to one; a named row became `counts[k]` lines
+    (0 when dropped); `PREFIX_ROW` holds the lines written before the first row.
+    """
+
+    __slots__ = ("_offsets", "causes", "counts", "rows")
+
+    def __init__(self) -> None:
+        self.rows: array[int] = array("Q")
+        self.counts: array[int] = array("Q")
+        self.causes = Causes()
+        """Indexes into the pass's applied diagnostics."""
+        self._offsets: array[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def add(self, row: int, count: int, causes: frozenset[int]) -> None:
+        """Name input `row` (named in ascending order) as having become `count` lines."""
+        self.rows.append(row)
+        self.counts.append(count)
+        self.causes.append(causes)
+        self._offsets = None
+
+    def output_row(self, row: int) -> int:
+        """The output row where input row `row` (≥ 1) starts; the row after the last
+        input row gives the row after the last output row."""
+        offsets = self._offsets
+        if offsets is None:
+            offsets = self._offsets = array("q", [0])
+            total = 0
+            for named, count in zip(self.rows, self.counts, strict=True):
+                total += count - (named != PREFIX_ROW)
+                offsets.append(total)
+        return row + offsets[bisect_left(self.rows, row)]
+
+
+class RepairTrace:
+    """The passes of one repair composed: each input row that any pass changed, the rows
+    of the final output it became (`starts[k]`, `counts[k]` of them), and the causes of
+    the change (indexes into the applied diagnostics of all passes, concatenated in
+    pass order). Rows not listed were copied byte for byte."""
+
+    def __init__(self, first: RowMap) -> None:
+        self.rows: array[int] = array("Q", first.rows)
+        self.counts: array[int] = array("Q", first.counts)
+        self.starts: array[int] = array(
+            "Q", (1 if row == PREFIX_ROW else first.output_row(row) for row in first.rows)
+        )
+        self._causes: list[frozenset[int]] | Causes = first.causes
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def causes(self, position: int) -> frozenset[int]:
+        return self._causes[position]
+
+    def origin(self, row: int) -> int:
+        """The input row that row `row` of the current output comes from (`PREFIX_ROW`
+        for lines written before the first input row)."""
+        k = bisect_right(self.starts, row) - 1
+        if k < 0:
+            return row
+        end = self.starts[k] + self.counts[k]
+        if row < end:
+            return self.rows[k]
+        return self.rows[k] + row - end + 1
+
+    def then(self, later: RowMap, offset: int) -> None:
+        """Compose a pass over the current output; its causes are numbered from `offset`."""
+        added: dict[int, set[int]] = {}
+        for position, output_row in enumerate(later.rows):
+            origin = PREFIX_ROW if output_row == PREFIX_ROW else self.origin(output_row)
+            added.setdefault(origin, set()).update(c + offset for c in later.causes[position])
+        known = {row: k for k, row in enumerate(self.rows)}
+        rows = sorted(known.keys() | added.keys())
+        starts: array[int] = array("Q")
+        counts: array[int] = array("Q")
+        causes: list[frozenset[int]] = []
+        for row in rows:
+            k = known.get(row)
+            if k is not None:
+                start, count, before = self.starts[k], self.counts[k], self.causes(k)
+            elif row == PREFIX_ROW:
+                start, count, before = 1, 0, frozenset()
+            else:
+                start, count, before = self._output_row(row), 1, frozenset()
+            end = start + count
+            if row == PREFIX_ROW:
+                new_start = 1
+                new_count = later.output_row(end) - 1
+            else:
+                new_start = later.output_row(start)
+                new_count = later.output_row(end) - new_start
+            starts.append(new_start)
+            counts.append(new_count)
+            causes.append(before | added.get(row, set()))
+        self.rows = array("Q", rows)
+        self.starts = starts
+        self.counts = counts
+        self._causes = causes
+
+    def _output_row(self, row: int) -> int:
+        """The current output row of an input row no pass has changed."""
+        k = bisect_left(self.rows, row) - 1
+        if k < 0:
+            return row
+        return self.starts[k] + self.counts[k] + row - self.rows[k] - 1
+
+    def locate(self, output: BinaryIO) -> dict[int, list[tuple[int, int]]]:
+        """The byte offset and length (newline excluded) of every line of the final
+        output that a changed row became, keyed by the input row, from one read."""
+        wanted = sorted(
+            (self.starts[k], self.counts[k], self.rows[k])
+            for k in range(len(self.rows))
+            if self.counts[k]
+        )
+        found: dict[int, list[tuple[int, int]]] = {}
+        if not wanted:
+            return found
+        targets = iter(wanted)
+        first, count, row = next(targets)
+        for number, start, end in line_spans(output):
+            while number >= first + count:
+                step = next(targets, None)
+                if step is None:
+                    return found
+                first, count, row = step
+            if number >= first:
+                found.setdefault(row, []).append((start, end - start))
+        return found
+
+
+def line_spans(handle: BinaryIO, block: int = 1 << 20) -> Iterator[tuple[int, int, int]]:
+    """(row, start, end) of every line of a binary file, `end` before its newline, read
+    in blocks: a line is never held whole."""
+    handle.seek(0)
+    number, start, position = 1, 0, 0
+    while data := handle.read(block):
+        at = data.find(b"\n")
+        while at >= 0:
+            yield number, start, position + at
+            number += 1
+            start = position + at + 1
+            at = data.find(b"\n", at + 1)
+        position += len(data)
+    if position > start:
+        yield number, start, position

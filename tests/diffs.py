@@ -1,0 +1,88 @@
+"""Applying what `repair --diff` prints to the input, as `patch` would, and the edits of
+the JSON plan, so that tests can compare both with the bytes `repair -o` writes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+HUNK: Final = re.compile(rb"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+NO_NEWLINE: Final = b"\\ No newline at end of file"
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines with their newline (the last may have none)."""
+    lines = data.split(b"\n")
+    last = lines.pop()
+    out = [line + b"\n" for line in lines]
+    if last:
+        out.append(last)
+    return out
+
+
+def apply_diff(original: bytes, diff: bytes) -> bytes:
+    """The result of applying a unified diff of one file to `original`; every context and
+    removed line must match exactly (a failed hunk raises)."""
+    if not diff:
+        return original
+    source = split_lines(original)
+    lines = diff.split(b"\n")
+    assert lines[0].startswith(b"--- a/"), lines[0]
+    assert lines[1].startswith(b"+++ b/"), lines[1]
+    result: list[bytes] = []
+    position = 0
+    k = 2
+    while k < len(lines) and lines[k]:
+        match = HUNK.fullmatch(lines[k])
+        assert match is not None, lines[k]
+        old_start = int(match[1])
+        old_count = 1 if match[2] is None else int(match[2])
+        first = old_start - 1 if old_count else old_start
+        assert first >= position, "hunks out of order"
+        result.extend(source[position:first])
+        position = first
+        k += 1
+        removed = added = 0
+        while k < len(lines) and lines[k][:1] in (b" ", b"-", b"+", b"\\"):
+            body = lines[k]
+            newline = not (k + 1 < len(lines) and lines[k + 1] == NO_NEWLINE)
+            text = body[1:] + (b"\n" if newline else b"")
+            kind = body[:1]
+            if kind in (b" ", b"-"):
+                assert source[position] == text, (position + 1, source[position], text)
+                position += 1
+                removed += kind == b"-"
+            if kind in (b" ", b"+"):
+                result.append(text)
+                added += kind == b"+"
+            k += 1 if newline else 2
+        assert removed or added, "an empty hunk"
+    result.extend(source[position:])
+    return b"".join(result)
+
+
+def apply_plan(original: bytes, plan: Sequence[dict[str, Any]]) -> bytes:
+    """The result of the JSON plan's edits, each row's edits taken once (every
+    diagnostic that changes a row lists the row's whole change)."""
+    by_row: dict[int, list[tuple[str, str]]] = {}
+    for diagnostic in plan:
+        rows: dict[int, list[tuple[str, str]]] = {}
+        for edit in diagnostic["fix"]["edits"]:
+            rows.setdefault(edit["row"], []).append((edit["op"], edit.get("content", "")))
+        for row, edits in rows.items():
+            known = by_row.setdefault(row, edits)
+            assert known == edits, f"row {row}: two diagnostics list different changes"
+    source = split_lines(original)
+    result: list[bytes] = []
+    for row in range(len(source) + 1):
+        if row:
+            line = source[row - 1]
+            if row not in by_row:
+                result.append(line)
+                continue
+        for op, content in by_row.get(row, []):
+            assert op in ("replace", "insert_after") or (op == "delete" and row), op
+            if op != "delete":
+                result.append(content.encode() + b"\n")
+    return b"".join(result)
