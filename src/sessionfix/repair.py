@@ -534,6 +534,7 @@ class RepairPreview:
         self.trace = planned.trace
         self._traced = planned.traced
         self._first_pass = len(planned.plan.diagnostics)
+        self._source: RecordSource | None = None
 
     @property
     def changes_anything(self) -> bool:
@@ -550,7 +551,7 @@ class RepairPreview:
         with open(self.output, "rb") as handle:
             located = trace.locate(handle)
         edits: dict[int, list[Edit]] = {}
-        source = RecordSource(self.output)
+        source = self._source = self._source or RecordSource(self.output)
         for k in range(len(trace)):
             change = _edits_of(trace.rows[k], located.get(trace.rows[k], []), source)
             for cause in trace.causes(k):
@@ -579,6 +580,8 @@ class RepairPreview:
         return listed
 
     def close(self) -> None:
+        if self._source is not None:
+            self._source.close()
         if self.output is not None:
             with suppress(OSError):
                 self.output.unlink()
