@@ -446,7 +446,10 @@ def test_an_agent_appending_meanwhile_loses_no_line(session: Path) -> None:
 
 
 TERMINATED_MIDWAY = """
-import sys, time
+import signal, sys, time
+# As an interactive shell starts it: SIGINT interrupts, even when this suite runs with
+# it ignored (in the background, under some CI runners), which the child would inherit.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from sessionfix.repair import PlannedRepair
 verify = PlannedRepair.verify
 def slow(self, written, filename):
@@ -469,11 +472,15 @@ def test_a_terminated_run_cleans_up(openclaw_session: Path, signal_name: str) ->
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert child.stdout is not None
-    assert child.stdout.readline() == "writing\n"
-    assert any("sessionfix-tmp" in n for n in _listing(openclaw_session.parent))
-    child.send_signal(getattr(signal, signal_name))
-    _, stderr = child.communicate(timeout=60)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "writing\n"
+        assert any("sessionfix-tmp" in n for n in _listing(openclaw_session.parent))
+        child.send_signal(getattr(signal, signal_name))
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
     assert child.returncode == 2
     assert stderr == "sessionfix: error: interrupted\n"
     assert openclaw_session.read_bytes() == CLONES.read_bytes()

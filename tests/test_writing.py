@@ -127,6 +127,18 @@ def test_a_failed_rename_removes_the_backup_and_the_temp_file(
     assert sorted(p.name for p in session.parent.iterdir()) == ["abc.jsonl"]
 
 
+@pytest.fixture
+def interruptible() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here even when the suite was started with it
+    ignored (run in the background by a shell, by some CI runners)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("interruptible")
 def test_an_interrupt_during_the_swap_waits_until_it_is_done(
     session: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
