@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from sessionfix.repair import PlannedRepair, RepairResult, VerificationFailed, r
 from sessionfix.writing import FileChanged
 
 from .conftest import FIXTURES
+from .robustness import tree_state
 
 CLONES = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
 REPAIRED = FIXTURES / "SF201-three-back-to-back-copies" / "repaired.jsonl"
@@ -266,6 +267,160 @@ def test_owner_is_kept_where_allowed(session: Path) -> None:
     st = session.stat()
     assert (st.st_uid, st.st_gid) == (1234, 2345)
     assert session.read_bytes() == REPAIRED.read_bytes()
+
+
+# ---- other processes holding the session open ------------------------------------------------
+
+HOLDER = """
+import sys
+if len(sys.argv) > 3:  # the process's command name, as `prctl(PR_SET_NAME)` sets it
+    with open("/proc/self/comm", "w") as comm:
+        comm.write(sys.argv[3])
+with open(sys.argv[1], sys.argv[2]) as handle:
+    print("open", flush=True)
+    for line in sys.stdin.buffer:  # each line given is appended, at once
+        handle.write(line)
+        handle.flush()
+"""
+needs_proc = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/fdinfo"), reason="open files are found through /proc"
+)
+
+
+class Holder:
+    """Another process with the session open (as `open(path, mode)`), appending the lines
+    it is given through the open descriptor, as an agent that keeps its file does."""
+
+    def __init__(self, path: Path, mode: str, *name: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(path), mode, *name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline() == b"open\n"
+        self.pid = self.process.pid
+        self.name = Path(f"/proc/{self.pid}/comm").read_text().removesuffix("\n")
+
+    def append_and_close(self, lines: list[bytes]) -> None:
+        self.process.communicate(b"".join(lines), timeout=30)
+        assert self.process.returncode == 0
+
+    def refusal(self, session: Path) -> str:
+        return (
+            f"sessionfix: error: {session}: open for writing by pid {self.pid} ({self.name}); "
+            "an agent may still append to it (--force to rewrite anyway)\n"
+        )
+
+
+@pytest.fixture
+def holders() -> Iterator[Callable[..., Holder]]:
+    started: list[Holder] = []
+
+    def hold(path: Path, mode: str, *name: str) -> Holder:
+        started.append(Holder(path, mode, *name))
+        return started[-1]
+
+    yield hold
+    for holder in started:
+        holder.process.kill()
+        holder.process.wait()
+
+
+@needs_proc
+def test_a_session_open_for_writing_is_refused_and_its_later_lines_kept(
+    session: Path, holders: Callable[..., Holder]
+) -> None:
+    """An agent keeps the session open: a rewrite would leave what it appends afterwards
+    in the backup only. Refused, one line naming the process, nothing changed; every
+    line it appends then is in the session, and the next run repairs it."""
+    agent = holders(session, "ab")
+    before = tree_state(session.parent)
+    refused = run("repair", "--in-place", "--quiescence", "0", session)
+    assert refused.exit_code == 2
+    assert refused.stderr == agent.refusal(session)
+    assert tree_state(session.parent) == before
+    lines = [appended(n) for n in range(20)]
+    agent.append_and_close(lines)
+    assert session.read_bytes() == CLONES.read_bytes() + b"".join(lines)
+    repaired = run("repair", "--in-place", "--quiescence", "0", session)
+    assert repaired.exit_code == 0, repaired.stderr
+    assert session.read_bytes() == REPAIRED.read_bytes() + b"".join(lines)
+
+
+@needs_proc
+def test_a_restore_over_a_session_open_for_writing_is_refused(
+    session: Path, holders: Callable[..., Holder]
+) -> None:
+    repair_in_place(session, AT_REST)
+    agent = holders(session, "r+b")
+    before = tree_state(session.parent)
+    refused = run("restore", "--quiescence", "0", session)
+    assert refused.exit_code == 2
+    assert refused.stderr == agent.refusal(session)
+    assert tree_state(session.parent) == before
+    forced = run("restore", "--quiescence", "0", "--force", session)
+    assert forced.exit_code == 0, forced.stderr
+    assert session.read_bytes() == CLONES.read_bytes()
+
+
+@needs_proc
+def test_the_writers_name_is_shown_on_one_line(
+    session: Path, holders: Callable[..., Holder]
+) -> None:
+    """A process names itself as it likes: control characters in it are escaped."""
+    agent = holders(session, "ab", "ag\nent\x1b[2J")
+    assert agent.name == "ag\nent\x1b[2J"
+    refused = run("repair", "--in-place", "--quiescence", "0", session)
+    assert refused.exit_code == 2
+    assert refused.stderr.count("\n") == 1
+    assert f"by pid {agent.pid} (ag\\u000aent\\u001b[2J);" in refused.stderr
+    assert session.read_bytes() == CLONES.read_bytes()
+
+
+@needs_proc
+def test_a_reader_does_not_hold_a_rewrite_back(
+    session: Path, holders: Callable[..., Holder]
+) -> None:
+    holders(session, "rb")
+    assert run("repair", "--in-place", "--quiescence", "0", session).exit_code == 0
+    assert session.read_bytes() == REPAIRED.read_bytes()
+    holders(session, "rb")
+    assert run("restore", "--quiescence", "0", session).exit_code == 0
+    assert session.read_bytes() == CLONES.read_bytes()
+
+
+@needs_proc
+def test_a_writer_that_opens_the_session_during_the_repair_stops_the_swap(
+    session: Path, holders: Callable[..., Holder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked again just before the swap: no backup, no temp file, the session as it was."""
+    started: list[Holder] = []
+
+    def open_it() -> Iterator[None]:
+        started.append(holders(session, "ab"))
+        yield
+
+    _during_verification(monkeypatch, open_it())
+    result = run("repair", "--in-place", "--quiescence", "0", session)
+    assert result.exit_code == 2
+    assert result.stderr == started[0].refusal(session.resolve())
+    assert session.read_bytes() == CLONES.read_bytes()
+    assert _listing(session.parent) == ["s.jsonl"]
+
+
+@needs_proc
+def test_force_rewrites_a_session_open_for_writing(
+    session: Path, holders: Callable[..., Holder]
+) -> None:
+    """Then what the writer appends goes to the replaced file, kept as the backup."""
+    agent = holders(session, "ab")
+    forced = run("repair", "--in-place", "--quiescence", "0", "--force", session)
+    assert forced.exit_code == 0, forced.stderr
+    assert session.read_bytes() == REPAIRED.read_bytes()
+    agent.append_and_close([appended(0)])
+    (backup,) = [p for p in session.parent.iterdir() if ".sessionfix-bak-" in p.name]
+    assert backup.read_bytes() == CLONES.read_bytes() + appended(0)
 
 
 # ---- a file that changes while it is repaired ---------------------------------------------------

@@ -102,7 +102,8 @@ def restore(
 ) -> Restored:
     """Put back the newest backup of `session` (or the one named `backup`).
 
-    The guards of an in-place repair apply (locks, quiescence, links). The version
+    The guards of an in-place repair apply (locks, quiescence, links, other processes
+    holding the session open for writing). The version
     replaced is kept as a backup unless `keep_current` is false; a session that no
     longer exists is created again from the backup.
     """
@@ -143,6 +144,7 @@ def _restore(
         quiescence=quiescence,
         openclaw=is_openclaw_location(original.path),
         break_stale_lock=break_stale_lock,
+        allow_writers=force,
     ):
         original = snapshot(session, allow_hard_links=force, follow_symlinks=follow_symlinks)
         wanted = _digest(chosen.path)
@@ -153,7 +155,13 @@ def _restore(
             if _digest(temp) != wanted:
                 raise WriteFailed(f"{session}: the restored copy differs from {chosen.path}")
 
-        kept = replace_file(original, _blocks(chosen.path), backup=keep_current, verify=verify)
+        kept = replace_file(
+            original,
+            _blocks(chosen.path),
+            backup=keep_current,
+            verify=verify,
+            allow_writers=force,
+        )
     return Restored(session, chosen, kept, changed=True)
 
 

@@ -155,7 +155,9 @@ CwdOpt = Annotated[
 ForceOpt = Annotated[
     bool,
     typer.Option(
-        "--force", help="Rewrite a hard-linked file anyway (its other names keep the old bytes)."
+        "--force",
+        help="Rewrite anyway a hard-linked file (its other names keep the old bytes) or one "
+        "another process holds open for writing (what it writes later reaches only the backup).",
     ),
 ]
 FollowSymlinksOpt = Annotated[

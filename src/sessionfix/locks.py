@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from sessionfix.errors import SessionfixError, described
-from sessionfix.writing import TEMP_MARK, process_alive
+from sessionfix.writing import TEMP_MARK, process_alive, refuse_writers
 
 try:
     import fcntl
@@ -53,28 +53,32 @@ def rewrite_access(
     quiescence: float,
     openclaw: bool,
     break_stale_lock: bool = False,
+    allow_writers: bool = False,
 ) -> Iterator[None]:
     """Everything that must hold before a session is rewritten (cli-and-safety.md §8.1).
 
     Other sessionfix runs wait on the sidecar lock. OpenClaw's write lock is held on an
     OpenClaw session, and on any session beside which such a lock exists. A session an
-    agent may be writing (locked, or changed within `quiescence` seconds) is refused.
+    agent may be writing is refused: locked, changed within `quiescence` seconds, or held
+    open for writing by another process (unless `allow_writers`).
     """
     name = shown or session
     with sidecar_lock(session):
         if openclaw or lock_path(session).exists():
             with openclaw_write_lock(session, break_stale=break_stale_lock, shown=name):
-                _refuse_recent(session, name, quiescence)
+                _refuse_busy(session, name, quiescence, allow_writers)
                 yield
             return
-        _refuse_recent(session, name, quiescence)
+        _refuse_busy(session, name, quiescence, allow_writers)
         yield
 
 
-def _refuse_recent(session: Path, shown: Path, quiescence: float) -> None:
+def _refuse_busy(session: Path, shown: Path, quiescence: float, allow_writers: bool) -> None:
     reason = busy_reason(session, quiescence)
     if reason is not None:
         raise NotQuiescent(f"{shown}: {reason}; left untouched")
+    if not allow_writers:
+        refuse_writers(session, shown)
 
 
 @dataclass(frozen=True, slots=True)

@@ -655,13 +655,15 @@ def repair_in_place(
 ) -> RepairResult:
     """Rewrite `path` with its repair by the safe-replace recipe (cli-and-safety.md §8).
 
-    Refuses symbolic links unless `follow_symlinks`, hard-linked files unless `force`,
-    and a file an agent may be writing: an OpenClaw session is repaired under OpenClaw's
-    own write lock (a stale one is broken only with `break_stale_lock`); any session is
-    refused while it is locked or changed within the quiescence window. The repaired bytes
-    are verified before they replace the original, which stays as a hard-linked backup
-    unless `backup` is false. A file that only grew meanwhile is repaired again with the
-    appended lines (at most `MAX_REDOS` times); any other change leaves it untouched.
+    Refuses symbolic links unless `follow_symlinks`, and unless `force` hard-linked files
+    and a file another process holds open for writing (checked before the work and again
+    just before the swap). A file an agent may be writing is refused too: an OpenClaw
+    session is repaired under OpenClaw's own write lock (a stale one is broken only with
+    `break_stale_lock`); any session is refused while it is locked or changed within the
+    quiescence window. The repaired bytes are verified before they replace the original,
+    which stays as a hard-linked backup unless `backup` is false. A file that only grew
+    meanwhile is repaired again with the appended lines (at most `MAX_REDOS` times); any
+    other change leaves it untouched.
     """
     path = Path(path)
     settings = settings or Settings()
@@ -675,6 +677,7 @@ def repair_in_place(
         quiescence=settings.quiescence,
         openclaw=openclaw,
         break_stale_lock=break_stale_lock,
+        allow_writers=force,
     ):
         # Taken again under the locks: another sessionfix run may have just replaced it.
         original = snapshot(path, allow_hard_links=force, follow_symlinks=follow_symlinks)
@@ -687,7 +690,7 @@ def repair_in_place(
         replaced: list[_ReplacedFile] = []
         """Every file an attempt replaced, watched for lines written to it late."""
         while True:
-            attempt = _InPlaceAttempt(target, original, settings, name, progress)
+            attempt = _InPlaceAttempt(target, original, settings, name, progress, force)
             try:
                 result = attempt.run()
             except SessionfixError as exc:
@@ -826,12 +829,14 @@ class _InPlaceAttempt:
         settings: Settings,
         filename: str,
         progress: ProgressCallback | None,
+        allow_writers: bool,
     ) -> None:
         self.target = target
         self.original = original
         self.settings = settings
         self.filename = filename
         self.progress = progress
+        self.allow_writers = allow_writers
         self.digest = b""
 
     def run(self) -> RepairResult:
@@ -864,7 +869,9 @@ class _InPlaceAttempt:
 
                 # A backup is taken even when not asked for, and dropped at the end:
                 # until then, lines written to the old file late are only there.
-                result.backup = replace_file(original, planned.chunks(), verify=verify)
+                result.backup = replace_file(
+                    original, planned.chunks(), verify=verify, allow_writers=self.allow_writers
+                )
             finally:
                 planned.close()
         result.output_size = sizes[0]

@@ -2,9 +2,10 @@
 
 The new content goes to a temp file beside the target (never named `*.jsonl`), is
 flushed to disk with the target's mode and, best effort, its owner; the file is checked
-for changes made since it was read; the original is kept as a hard-linked backup; then
-one `os.replace` swaps the new file in, and the directory is synced so that the rename
-survives a crash. At every moment the path holds either the original or the new bytes.
+for changes made since it was read and for other processes holding it open for writing;
+the original is kept as a hard-linked backup; then one `os.replace` swaps the new file in,
+and the directory is synced so that the rename survives a crash. At every moment the path
+holds either the original or the new bytes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import BinaryIO, Final
 import xxhash
 
 from sessionfix.errors import SessionfixError, described
+from sessionfix.writers import find_writer
 
 TEMP_MARK = ".sessionfix-tmp-"
 BACKUP_MARK = ".sessionfix-bak-"
@@ -33,6 +35,11 @@ class WriteRefused(SessionfixError):
 
 class WriteFailed(SessionfixError):
     """Writing the new content failed (a full disk, an I/O error): the original stays."""
+
+
+class OpenForWriting(WriteRefused):
+    """Another process holds the file open for writing: what it writes after a swap would
+    reach only the backup."""
 
 
 class FileChanged(WriteRefused):
@@ -119,11 +126,13 @@ def replace_file(
     backup: bool = True,
     now: datetime | None = None,
     verify: Callable[[Path], None] | None = None,
+    allow_writers: bool = False,
 ) -> Path | None:
     """Replace the file `original` was taken of with `chunks`; return the backup's path.
 
     `verify` is called with the temp file once it is complete and synced; if it raises,
-    nothing is replaced.
+    nothing is replaced. Another process holding the file open for writing refuses the
+    swap unless `allow_writers`.
 
     Raises `FileChanged` (nothing written) when the file is not what the snapshot saw,
     `WriteFailed` when the new content cannot be written (a full disk). Any failure
@@ -144,14 +153,16 @@ def replace_file(
             temp.unlink()
         raise
     with signals_deferred():
-        backup_path = _swap(original, temp, backup, now)
+        backup_path = _swap(original, temp, backup, now, allow_writers)
     # A signal that arrived during the swap is raised here, with nothing left to undo.
     sync_directory(target.parent)
     return backup_path
 
 
-def _swap(original: Snapshot, temp: Path, backup: bool, now: datetime | None) -> Path | None:
-    """Steps 8-10: backup link, last check, rename; undone entirely if any fails."""
+def _swap(
+    original: Snapshot, temp: Path, backup: bool, now: datetime | None, allow_writers: bool
+) -> Path | None:
+    """Steps 8-10: backup link, last checks, rename; undone entirely if any fails."""
     target = original.path
     backup_path: Path | None = None
     try:
@@ -162,6 +173,8 @@ def _swap(original: Snapshot, temp: Path, backup: bool, now: datetime | None) ->
                 _check_unchanged(original)  # a file gone meanwhile is a change
                 raise
         # Checked as late as possible: a write after this point reaches the old inode.
+        if not allow_writers:
+            refuse_writers(target)
         _check_unchanged(original)
         try:
             os.replace(temp, target)
@@ -177,6 +190,21 @@ def _swap(original: Snapshot, temp: Path, backup: bool, now: datetime | None) ->
                 backup_path.unlink()
         raise
     return backup_path
+
+
+def refuse_writers(path: Path, shown: Path | None = None) -> None:
+    """Raise `OpenForWriting` when another process holds the file at `path` (resolved)
+    open for writing."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # gone: the check of changes says so
+    writer = find_writer(path.name, st.st_dev, st.st_ino)
+    if writer is not None:
+        raise OpenForWriting(
+            f"{shown or path}: open for writing by pid {writer.pid} ({writer.name}); an agent "
+            "may still append to it (--force to rewrite anyway)"
+        )
 
 
 _DEFERRED: Final = frozenset(
