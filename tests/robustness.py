@@ -43,6 +43,8 @@ REPAIR_NOTES: Final = (
     "Would fix ",
 )
 """What `repair` may print on stderr besides the error: its summary line."""
+RESTORE_NOTES: Final = ("Restored ", "sessionfix: warning: ")
+"""What `restore` may print on stderr besides the error: its summary or one warning."""
 INPUT_NAME: Final = "<input>"
 """The filename the library repairs are run under: diagnostics of the input carry it,
 those of later passes over the written result carry the output's name."""
@@ -169,7 +171,11 @@ def assert_contract(run: Run) -> None:
         assert len(errors) == 1, shown
     else:
         assert errors == [], shown
-    allowed: tuple[str, ...] = {"scan": SCAN_NOTES, "repair": REPAIR_NOTES}.get(run.argv[0], ())
+    allowed: tuple[str, ...] = {
+        "scan": SCAN_NOTES,
+        "repair": REPAIR_NOTES,
+        "restore": RESTORE_NOTES,
+    }.get(run.argv[0], ())
     assert all(line.startswith(allowed) for line in others), shown
     assert len(others) <= 1, shown
 

@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import orjson
 import pytest
 
 from sessionfix import Settings
 from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.render import escape
 
+from .conftest import FIXTURES
 from .diffs import apply_diff
 from .robustness import (
     LONG_AGO,
@@ -49,6 +52,7 @@ HEADER: Final = (
     dumps({"type": "session", "version": 3, "id": HEADER_ID, "timestamp": stamp(0), "cwd": "/p"})
     + "\n"
 ).encode()
+CLONES: Final = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
 BAD_UTF8: Final = b"\xff\xfe\xc3\x28"
 """Bytes that are not UTF-8: two never-valid bytes and a broken two-byte sequence."""
 
@@ -580,6 +584,57 @@ def test_an_entry_id_with_a_newline_stays_on_its_line(
     run = run_cli(["check", "--no-progress", path], capsysbinary, seconds=LIMIT)
     assert run.code == 1
     assert not any(line.startswith("FAKE") for line in run.out.splitlines()), run.out
+
+
+# ---- files named like backups -----------------------------------------------------------------
+
+
+def test_things_named_like_backups_are_never_restored_by_default(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """Beside a session (a newline in its name) with one real backup: entries named like
+    its backups that are none (a folder, a FIFO, a symbolic link, a stamp that is no
+    date, a record in capitals) are not listed; one named the old way, dated far ahead,
+    is listed as unverified. Listing opens no FIFO; the default restore puts the real
+    backup back, with one warning line; a damaged one is refused, nothing changed."""
+    path = write(tmp_path, CLONES.read_bytes(), "two\nlines.jsonl")
+    repaired = run_cli(["repair", "-q", "--in-place", "--quiescence", "0", path], capsysbinary)
+    assert repaired.code == 0
+    (real,) = [p for p in path.parent.iterdir() if ".sessionfix-bak-" in p.name]
+    mark = path.name + ".sessionfix-bak-"
+    hex16 = "0123456789abcdef"
+    (path.parent / f"{mark}20990101T000000Z-3-{hex16}-{hex16}").mkdir()
+    os.mkfifo(path.parent / f"{mark}20990101T000001Z")
+    (path.parent / f"{mark}20990101T000002Z").symlink_to(path.name)
+    (path.parent / f"{mark}99999999T999999Z").write_bytes(CLONES.read_bytes())
+    (path.parent / f"{mark}20990101T000003Z-9-{hex16.upper()}-{hex16}").write_bytes(b"x")
+    old_style = path.parent / f"{mark}20990101T000004Z"
+    old_style.write_bytes(b"junk\n")
+    listed = run_cli(
+        ["restore", "--list", "--output-format", "json", path], capsysbinary, seconds=LIMIT
+    )
+    assert [(Path(b["path"]).name, b["status"]) for b in orjson.loads(listed.out)] == [
+        (old_style.name, "unverified"),
+        (real.name, "verified"),
+    ]
+    before = tree_state(path.parent)
+    restored = run_cli(["restore", "-q", "--quiescence", "0", path], capsysbinary, seconds=LIMIT)
+    assert restored.code == 0
+    assert restored.err_lines == [
+        f"sessionfix: warning: {escape(str(path))}: passed over 1 newer backup(s) that do not "
+        "verify or are dated ahead of the clock (restore --list shows them)"
+    ]
+    assert path.read_bytes() == CLONES.read_bytes()
+    (added,) = tree_state(path.parent).keys() - before.keys()
+    assert added.startswith(mark)
+    os.truncate(real, 10)
+    before = tree_state(path.parent)
+    refused = run_cli(
+        ["restore", "--backup", real.name, "--quiescence", "0", path], capsysbinary, seconds=LIMIT
+    )
+    assert refused.code == 2
+    assert "is damaged" in refused.errors[0]
+    assert_unchanged(before, tree_state(path.parent), "restore of a damaged backup")
 
 
 # ---- where repair -o writes ----------------------------------------------------------------

@@ -10,13 +10,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import xxhash
 
 from sessionfix.discovery import discover
 from sessionfix.writing import (
+    BackupName,
+    BackupRecord,
     FileChanged,
     WriteFailed,
     WriteRefused,
     backup_name,
+    read_backup_name,
     remove_dead_temps,
     replace_file,
     snapshot,
@@ -26,6 +30,10 @@ from sessionfix.writing import (
 ORIGINAL = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}\n'
 REPAIRED = ORIGINAL + b'{"type":"label","id":"a","parentId":null,"targetId":"s","label":"x"}\n'
 WHEN = datetime(2026, 11, 22, 6, 30, 5, tzinfo=UTC)
+RECORD = BackupRecord(
+    len(ORIGINAL), xxhash.xxh3_64_hexdigest(ORIGINAL), xxhash.xxh3_64_hexdigest(REPAIRED)
+)
+"""What the backup of ORIGINAL replaced by REPAIRED records."""
 
 
 @pytest.fixture
@@ -45,7 +53,10 @@ def test_replaces_content_keeps_mode_and_links_a_byte_identical_backup(session: 
     backup = replace_file(snapshot(session), [REPAIRED[:10], REPAIRED[10:]], now=WHEN)
     assert session.read_bytes() == REPAIRED
     assert stat.S_IMODE(os.stat(session).st_mode) == 0o640
-    assert backup == session.with_name("abc.jsonl.sessionfix-bak-20261122T063005Z")
+    assert backup == session.with_name(
+        f"abc.jsonl.sessionfix-bak-20261122T063005Z-{len(ORIGINAL)}-{RECORD.digest}-{RECORD.result}"
+    )
+    assert read_backup_name(session.name, backup.name) == BackupName(WHEN, 0, RECORD)
     assert backup.read_bytes() == ORIGINAL
     assert os.stat(backup).st_ino == before.st_ino
     assert _leftovers(session.parent) == []
@@ -54,10 +65,11 @@ def test_replaces_content_keeps_mode_and_links_a_byte_identical_backup(session: 
 
 
 def test_a_taken_backup_name_gets_a_number(session: Path) -> None:
-    session.with_name(backup_name(session, WHEN)).write_bytes(b"older backup")
+    """Any backup stamped the same second, whatever it records, takes its serial: the
+    serial orders the backups of one second."""
+    session.with_name(backup_name(session, WHEN, serial=1)).write_bytes(b"older backup")
     backup = replace_file(snapshot(session), [REPAIRED], now=WHEN)
-    assert backup is not None
-    assert backup.name.endswith("T063005Z-1")
+    assert backup == session.with_name(backup_name(session, WHEN, RECORD, serial=2))
     assert backup.read_bytes() == ORIGINAL
 
 
@@ -154,7 +166,7 @@ def test_an_interrupt_during_the_swap_waits_until_it_is_done(
     with pytest.raises(KeyboardInterrupt):
         replace_file(snapshot(session), [REPAIRED], now=WHEN)
     assert session.read_bytes() == REPAIRED
-    backup = session.with_name(backup_name(session, WHEN))
+    backup = session.with_name(backup_name(session, WHEN, RECORD))
     assert backup.read_bytes() == ORIGINAL
 
 
@@ -180,3 +192,26 @@ def test_a_leftover_temp_link_is_not_another_hard_link(session: Path) -> None:
     os.link(session, leftover)
     assert snapshot(session).path == session.resolve()
     assert remove_dead_temps(session) == [leftover]
+
+
+HEX = "0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("suffix", "expected"),
+    [
+        ("20261122T063005Z", BackupName(WHEN, 0, None)),
+        ("20261122T063005Z-7", BackupName(WHEN, 7, None)),
+        (f"20261122T063005Z-67-{HEX}-{HEX}", BackupName(WHEN, 0, BackupRecord(67, HEX, HEX))),
+        (f"20261122T063005Z-2-0-{HEX}-{HEX}", BackupName(WHEN, 2, BackupRecord(0, HEX, HEX))),
+        ("99999999T999999Z", None),  # no date
+        (f"20261122T063005Z-67-{HEX.upper()}-{HEX}", None),
+        (f"20261122T063005Z-67-{HEX}-{HEX}.jsonl", None),
+        (f"20261122T063005Z-67-{HEX}", None),
+        ("20261122T063005Z-", None),
+        ("", None),
+    ],
+)
+def test_backup_names_are_read_strictly(suffix: str, expected: BackupName | None) -> None:
+    assert read_backup_name("abc.jsonl", "abc.jsonl.sessionfix-bak-" + suffix) == expected
+    assert read_backup_name("ab.jsonl", "abc.jsonl.sessionfix-bak-" + suffix) is None

@@ -1,30 +1,40 @@
 """The backups an in-place repair keeps, and putting one back.
 
-A backup is a hard link to the replaced file named `<name>.sessionfix-bak-<UTC stamp>`,
-with `-N` added when the name was taken (cli-and-safety.md §8.2 step 9). Restoring one
-writes its bytes over the session by the same safe-replace recipe, so the version it
-replaces becomes a backup in its turn: a restore can itself be undone.
+A backup is a hard link to the replaced file, named
+`<name>.sessionfix-bak-<UTC stamp>[-N]-<size>-<digest>-<result>` (cli-and-safety.md §8.2
+step 9): its first `size` bytes have the xxh3-64 `digest`, and `result` is that of the
+content that replaced it. The name is made with the link, so the record can be neither
+missing nor half-written. A backup is restored by default only when it verifies and is
+not dated ahead of the clock; a damaged one never. Restoring writes the backup's bytes
+over the session by the same safe-replace recipe, so the version it replaces becomes a
+backup in its turn: a restore can itself be undone.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import os
-import re
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final
+
+import xxhash
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import is_openclaw_location
 from sessionfix.locks import rewrite_access, sidecar_lock
 from sessionfix.settings import DEFAULT_QUIESCENCE
 from sessionfix.writing import (
-    BACKUP_MARK,
+    BackupRecord,
+    FileChanged,
     WriteFailed,
     file_digest,
+    read_backup_name,
     remove_dead_temps,
     replace_file,
     snapshot,
@@ -32,12 +42,33 @@ from sessionfix.writing import (
     write_temp,
 )
 
-_STAMP: Final = re.compile(r"(\d{8}T\d{6}Z)(?:-(\d+))?")
+FUTURE_SKEW: Final = timedelta(minutes=5)
+"""How far ahead of the clock a backup's stamp may be and still be taken for the newest
+(a clock stepped back since it was taken)."""
 _BLOCK: Final = 1 << 20
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
 
 
 class NoBackup(SessionfixError):
     """There is no backup to restore (or not the one named)."""
+
+
+class DamagedBackup(SessionfixError):
+    """The backup does not hold the bytes its name records: it is not restored."""
+
+
+class Status(enum.Enum):
+    """Whether a backup holds what its name records."""
+
+    VERIFIED = "verified"
+    DAMAGED = "damaged"
+    """Shorter than recorded, or other bytes: never restored."""
+    UNVERIFIED = "unverified"
+    """Named by an older sessionfix, with nothing recorded to check: restored only when
+    named."""
+    FUTURE = "future"
+    """Verified, but dated ahead of the clock: restored only when named."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +77,13 @@ class Backup:
 
     path: Path
     taken: datetime
-    """When the repair that kept it ran (UTC, to the second)."""
+    """When the run that kept it replaced the file (UTC, to the second)."""
     serial: int
     """The `-N` that tells apart backups taken in the same second."""
     size: int
+    """Its size now (a writer may have appended to it since)."""
+    record: BackupRecord | None
+    status: Status
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,31 +97,26 @@ class Restored:
     it was not kept)."""
     changed: bool
     """False when the session already held the backup's bytes."""
+    warning: str | None = None
+    """What the user should know: the backup could not be checked, or newer ones that
+    do not verify were passed over."""
 
 
-def list_backups(session: str | Path) -> list[Backup]:
-    """The backups of `session`, newest first."""
-    session = Path(session)
-    directory = Path(os.path.realpath(session.parent))
-    prefix = session.name + BACKUP_MARK
-    found: list[Backup] = []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError as exc:
-        raise InputError(f"{directory}: cannot list ({described(exc)})") from None
-    for entry in entries:
-        if not entry.name.startswith(prefix):
-            continue
-        match = _STAMP.fullmatch(entry.name[len(prefix) :])
-        if match is None or not entry.is_file(follow_symlinks=False):
-            continue
-        try:
-            taken = datetime.strptime(match[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-            size = entry.stat().st_size
-        except (ValueError, OSError):  # not a real stamp, or gone meanwhile
-            continue
-        found.append(Backup(Path(entry.path), taken, int(match[2] or 0), size))
-    return sorted(found, key=lambda b: (b.taken, b.serial), reverse=True)
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A file named as a backup of the session, not yet checked."""
+
+    path: Path
+    taken: datetime
+    serial: int
+    record: BackupRecord | None
+
+
+def list_backups(session: str | Path, *, now: datetime | None = None) -> list[Backup]:
+    """The backups of `session`, newest first, each checked against its record (which
+    reads each one whole)."""
+    now = now or datetime.now(UTC)
+    return [b for found in _found(Path(session)) if (b := _checked(found, now)) is not None]
 
 
 def restore(
@@ -99,19 +128,25 @@ def restore(
     force: bool = False,
     follow_symlinks: bool = False,
     break_stale_lock: bool = False,
+    now: datetime | None = None,
 ) -> Restored:
-    """Put back the newest backup of `session` (or the one named `backup`).
+    """Put back the newest verified backup of `session` (or the one named `backup`).
 
     The guards of an in-place repair apply (locks, quiescence, links, other processes
-    holding the session open for writing). The version
-    replaced is kept as a backup unless `keep_current` is false; a session that no
-    longer exists is created again from the backup.
+    holding the session open for writing), except that a session that still holds
+    exactly what the last sessionfix run wrote is not held back by the quiescence
+    window. A damaged backup is refused. The version replaced is kept as a backup unless
+    `keep_current` is false; a session that no longer exists is created again.
     """
     session = Path(session)
+    now = now or datetime.now(UTC)
+    found = _found(session)
+    chosen, warning = _choose(session, found, backup, now)
     try:
-        return _restore(
+        restored = _restore(
             session,
-            _choose(session, backup),
+            chosen,
+            lambda: _newest_verified(found, now),
             keep_current=keep_current,
             quiescence=quiescence,
             force=force,
@@ -120,11 +155,113 @@ def restore(
         )
     except OSError as exc:
         raise WriteFailed(f"{session}: cannot restore ({described(exc)})") from None
+    return dataclasses.replace(restored, warning=warning)
+
+
+def _found(session: Path) -> list[_Found]:
+    """The files named as backups of `session`, newest first by their names."""
+    directory = Path(os.path.realpath(session.parent))
+    found: list[_Found] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError as exc:
+        raise InputError(f"{directory}: cannot list ({described(exc)})") from None
+    for entry in entries:
+        name = read_backup_name(session.name, entry.name)
+        if name is None:
+            continue
+        with suppress(OSError):
+            if entry.is_file(follow_symlinks=False):
+                found.append(_Found(Path(entry.path), name.taken, name.serial, name.record))
+    return sorted(found, key=lambda b: (b.taken, b.serial), reverse=True)
+
+
+def _checked(found: _Found, now: datetime) -> Backup | None:
+    """`found` with its status (None when it is gone, or no longer a regular file)."""
+    try:
+        # Never through a link, never waiting on a FIFO put in its place meanwhile.
+        fd = os.open(found.path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            size = st.st_size
+            record = found.record
+            if record is None:
+                status = Status.UNVERIFIED
+            elif file_digest(handle, record.size) != record.digest:
+                status = Status.DAMAGED
+            elif found.taken > now + FUTURE_SKEW:
+                status = Status.FUTURE
+            else:
+                status = Status.VERIFIED
+    except OSError:
+        return None
+    return Backup(found.path, found.taken, found.serial, size, found.record, status)
+
+
+def _choose(
+    session: Path, found: list[_Found], backup: str | Path | None, now: datetime
+) -> tuple[Backup, str | None]:
+    """The backup to restore, and a warning to give with it."""
+    if backup is None:
+        passed = 0
+        for candidate in found:
+            checked = _checked(candidate, now)
+            if checked is None:
+                continue
+            if checked.status is Status.VERIFIED:
+                warning = None
+                if passed:
+                    warning = (
+                        f"passed over {passed} newer backup(s) that do not verify or are dated "
+                        "ahead of the clock (restore --list shows them)"
+                    )
+                return checked, warning
+            passed += 1
+        if not passed:
+            raise NoBackup(f"{session}: no sessionfix backup beside it")
+        raise NoBackup(
+            f"{session}: no verified sessionfix backup beside it ({passed} that do not "
+            "verify: restore --list shows them; --backup NAME restores an unverified one)"
+        )
+    wanted = Path(backup).name
+    for candidate in found:
+        if candidate.path.name == wanted and (checked := _checked(candidate, now)) is not None:
+            if checked.status is Status.DAMAGED:
+                raise DamagedBackup(f"{session}: {_damage(checked)}; not restored")
+            if checked.status is Status.UNVERIFIED:
+                return checked, (
+                    f"{wanted} records nothing to check its bytes against (an older "
+                    "sessionfix named it); restored as it is"
+                )
+            return checked, None
+    raise NoBackup(f"{session}: no backup named {wanted} beside it")
+
+
+def _damage(backup: Backup) -> str:
+    """What is wrong with a damaged backup, in a few words."""
+    assert backup.record is not None
+    name, recorded = backup.path.name, backup.record.size
+    if backup.size < recorded:
+        return (
+            f"{name} is damaged (it holds {backup.size} of the {recorded} bytes its name records)"
+        )
+    return f"{name} is damaged (its bytes are not those its name records)"
+
+
+def _newest_verified(found: list[_Found], now: datetime) -> Backup | None:
+    for candidate in found:
+        checked = _checked(candidate, now)
+        if checked is not None and checked.status is Status.VERIFIED:
+            return checked
+    return None
 
 
 def _restore(
     session: Path,
     chosen: Backup,
+    last_run: Callable[[], Backup | None],
     *,
     keep_current: bool,
     quiescence: float,
@@ -138,16 +275,42 @@ def _restore(
     original = snapshot(session, allow_hard_links=force, follow_symlinks=follow_symlinks)
     if os.path.samefile(original.path, chosen.path):
         return Restored(session, chosen, None, changed=False)
+    path = original.path
+    ours: list[os.stat_result] = []
+
+    def written_by_us() -> bool:
+        """Whether the session holds exactly what the last sessionfix run wrote (then its
+        recent change is no sign of an agent); the state it was seen in is kept."""
+        newest = last_run()
+        if newest is None or newest.record is None:
+            return False
+        try:
+            with open(path, "rb") as handle:
+                before = os.fstat(handle.fileno())
+                held = file_digest(handle)
+                after = os.fstat(handle.fileno())
+        except OSError:
+            return False
+        if held != newest.record.result or _state(after) != _state(before):
+            return False
+        ours.append(before)
+        return True
+
     with rewrite_access(
-        original.path,
+        path,
         shown=session,
         quiescence=quiescence,
         openclaw=is_openclaw_location(original.path),
         break_stale_lock=break_stale_lock,
         allow_writers=force,
+        written_by_us=written_by_us,
     ):
         original = snapshot(session, allow_hard_links=force, follow_symlinks=follow_symlinks)
-        wanted = _digest(chosen.path)
+        if ours and not original.matches(ours[0]):
+            raise FileChanged(
+                f"{session}: changed while being restored; left untouched", grew=False
+            )
+        wanted = _verified_digest(session, chosen)
         if original.size == chosen.size and _digest(original.path) == wanted:
             return Restored(session, chosen, None, changed=False)
 
@@ -165,26 +328,38 @@ def _restore(
     return Restored(session, chosen, kept, changed=True)
 
 
-def _choose(session: Path, backup: str | Path | None) -> Backup:
-    backups = list_backups(session)
-    if backup is None:
-        if not backups:
-            raise NoBackup(f"{session}: no sessionfix backup beside it")
-        return backups[0]
-    wanted = Path(backup).name
-    for candidate in backups:
-        if candidate.path.name == wanted:
-            return candidate
-    raise NoBackup(f"{session}: no backup named {wanted} beside it")
+def _state(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _verified_digest(session: Path, backup: Backup) -> str:
+    """The digest of the whole backup, checking again (under the locks, in the same
+    read) that it holds what its name records."""
+    whole = xxhash.xxh3_64()
+    recorded = xxhash.xxh3_64()
+    left = 0 if backup.record is None else backup.record.size
+    for block in _blocks(backup.path):
+        whole.update(block)
+        if left:
+            recorded.update(block[:left])
+            left -= min(left, len(block))
+    if backup.record is not None and (left or recorded.hexdigest() != backup.record.digest):
+        raise DamagedBackup(
+            f"{session}: {backup.path.name} changed since it was checked; not restored"
+        )
+    return whole.hexdigest()
 
 
 def _recreate(session: Path, source: Backup) -> Restored:
     """The session is gone: write the backup's bytes to its path, never over a file."""
     target = Path(os.path.realpath(session.parent)) / session.name
     remove_dead_temps(target)
+    wanted = _verified_digest(session, source)
     st = os.stat(source.path)
     temp = write_temp(target, _blocks(source.path), st.st_mode & 0o7777, st.st_uid, st.st_gid)
     try:
+        if _digest(temp) != wanted:
+            raise WriteFailed(f"{session}: the restored copy differs from {source.path}")
         os.link(temp, target)  # fails rather than replace a file that appeared meanwhile
         sync_directory(target.parent)
     except FileExistsError:
@@ -204,7 +379,7 @@ def _blocks(path: Path) -> Iterator[bytes]:
         raise InputError(f"{path}: cannot read ({described(exc)})") from None
 
 
-def _digest(path: Path) -> bytes:
+def _digest(path: Path) -> str:
     try:
         with open(path, "rb") as handle:
             return file_digest(handle)

@@ -966,7 +966,11 @@ def restore(
         typer.Option("--backup", help="The backup to restore (its file name); default newest."),
     ] = None,
     list_only: Annotated[
-        bool, typer.Option("--list", help="Show the session's backups, newest first.")
+        bool,
+        typer.Option(
+            "--list",
+            help="Show the session's backups, newest first, each verified against its record.",
+        ),
     ] = False,
     output_format: Annotated[
         RuleOutput,
@@ -987,7 +991,9 @@ def restore(
 ) -> None:
     """Put back a backup that repair --in-place kept (the newest, or --backup NAME).
 
-    The version it replaces is kept as a backup in its turn, so a restore can be undone.
+    Only a backup that holds the bytes its name records is restored by default; a damaged
+    one never. The version it replaces is kept as a backup in its turn, so a restore can
+    be undone.
     """
     options = locals()
     raise typer.Exit(_guard(lambda: _restore_command(**options)))
@@ -1023,14 +1029,19 @@ def _restore_command(
         with _writing("to standard output"):
             if output_format is RuleOutput.JSON:
                 rows = [
-                    {"path": _text(b.path), "taken": b.taken.isoformat(), "size": b.size}
+                    {
+                        "path": _text(b.path),
+                        "taken": b.taken.isoformat(),
+                        "size": b.size,
+                        "status": b.status.value,
+                    }
                     for b in found
                 ]
                 out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
             else:
                 for b in found:
                     fields = (escape(_text(b.path)), f"{b.taken:%Y-%m-%d %H:%M:%S} UTC")
-                    line = "\t".join((*fields, human_bytes(b.size)))
+                    line = "\t".join((*fields, human_bytes(b.size), b.status.value))
                     out.write(line.encode() + b"\n")
             out.flush()
         if not found and not quiet:
@@ -1045,6 +1056,8 @@ def _restore_command(
         follow_symlinks=follow_symlinks,
         break_stale_lock=break_stale_lock,
     )
+    if restored.warning is not None:
+        _warning(f"{session}: {restored.warning}")
     if not quiet:
         if not restored.changed:
             _note(f"{session} already holds {restored.source.path.name}; nothing to do.")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -54,27 +54,39 @@ def rewrite_access(
     openclaw: bool,
     break_stale_lock: bool = False,
     allow_writers: bool = False,
+    written_by_us: Callable[[], bool] | None = None,
 ) -> Iterator[None]:
     """Everything that must hold before a session is rewritten (cli-and-safety.md §8.1).
 
     Other sessionfix runs wait on the sidecar lock. OpenClaw's write lock is held on an
     OpenClaw session, and on any session beside which such a lock exists. A session an
-    agent may be writing is refused: locked, changed within `quiescence` seconds, or held
-    open for writing by another process (unless `allow_writers`).
+    agent may be writing is refused: locked, changed within `quiescence` seconds (unless
+    `written_by_us` says that change was sessionfix's own), or held open for writing by
+    another process (unless `allow_writers`).
     """
     name = shown or session
     with sidecar_lock(session):
         if openclaw or lock_path(session).exists():
             with openclaw_write_lock(session, break_stale=break_stale_lock, shown=name):
-                _refuse_busy(session, name, quiescence, allow_writers)
+                _refuse_busy(session, name, quiescence, allow_writers, written_by_us)
                 yield
             return
-        _refuse_busy(session, name, quiescence, allow_writers)
+        _refuse_busy(session, name, quiescence, allow_writers, written_by_us)
         yield
 
 
-def _refuse_busy(session: Path, shown: Path, quiescence: float, allow_writers: bool) -> None:
-    reason = busy_reason(session, quiescence)
+def _refuse_busy(
+    session: Path,
+    shown: Path,
+    quiescence: float,
+    allow_writers: bool,
+    written_by_us: Callable[[], bool] | None,
+) -> None:
+    reason = _lock_reason(session)
+    if reason is None:
+        reason = _recent_reason(session, quiescence, None)
+        if reason is not None and written_by_us is not None and written_by_us():
+            reason = None
     if reason is not None:
         raise NotQuiescent(f"{shown}: {reason}; left untouched")
     if not allow_writers:
@@ -141,10 +153,18 @@ def lock_state(session: Path, *, now: float | None = None) -> LockState:
 def busy_reason(session: Path, quiescence: float, *, mtime: float | None = None) -> str | None:
     """Why an agent may be writing `session` now (a live lock, a change within the
     `quiescence` window before `mtime`, default the file's), or None when it is at rest."""
+    return _lock_reason(session) or _recent_reason(session, quiescence, mtime)
+
+
+def _lock_reason(session: Path) -> str | None:
     lock = lock_state(session)
     if lock.live and lock.path not in _held:
         owner = f" by pid {lock.pid}" if lock.pid is not None else ""
         return f"session is locked{owner}"
+    return None
+
+
+def _recent_reason(session: Path, quiescence: float, mtime: float | None) -> str | None:
     if mtime is None:
         try:
             mtime = os.stat(session).st_mtime

@@ -49,6 +49,8 @@ from sessionfix.writing import (
     WriteRefused,
     chown_best_effort,
     file_digest,
+    read_backup_name,
+    record_result,
     remove_dead_temps,
     replace_file,
     snapshot,
@@ -689,6 +691,8 @@ def repair_in_place(
         """The account of the attempts that replaced the file so far."""
         replaced: list[_ReplacedFile] = []
         """Every file an attempt replaced, watched for lines written to it late."""
+        written: str | None = None
+        """The digest of what the file holds as this run left it (None: not known)."""
         while True:
             attempt = _InPlaceAttempt(target, original, settings, name, progress, force)
             try:
@@ -697,7 +701,7 @@ def repair_in_place(
                 if earlier is not None:
                     # The file already holds the repair: say what is left, not "untouched".
                     earlier.unsettled = _why_unsettled(exc)
-                    return _finished(earlier, replaced, redone, backup)
+                    return _finished(earlier, target, replaced, redone, backup, written)
                 if not isinstance(exc, FileChanged):
                     raise
                 if not exc.grew or not attempt.prefix_unchanged():
@@ -712,19 +716,24 @@ def repair_in_place(
                     ) from None
             else:
                 if result.backup is not None:
+                    written = _result_digest(target, result.backup)
                     replaced.append(_ReplacedFile(result.backup, original.size, attempt.digest))
                     # An append opened before the rename lands on the old file: let the
                     # ones in flight land before looking for them.
                     time.sleep(SWAP_SETTLE_SECONDS)
+                elif earlier is not None and original.size == earlier.output_size:
+                    written = attempt.digest  # the lines carried over needed no change
                 earlier = result if earlier is None else _merged(earlier, result)
                 carried = sum(_carry_late_lines(late, target, earlier) for late in replaced)
+                if carried:
+                    written = None
                 if not carried or redone == MAX_REDOS or earlier.unsettled:
                     if carried and not earlier.unsettled:
                         earlier.unsettled = (
                             f"{carried} bytes written during the last swap were carried over "
                             "unchecked"
                         )
-                    return _finished(earlier, replaced, redone, backup)
+                    return _finished(earlier, target, replaced, redone, backup, written)
             redone += 1
             original = snapshot(target, allow_hard_links=force)
 
@@ -737,8 +746,8 @@ class _ReplacedFile:
     backup: Path
     read: int
     """How many of its bytes the attempt read (and repaired)."""
-    digest: bytes
-    """xxh3-128 of those bytes."""
+    digest: str
+    """Their `file_digest`."""
     carried: int = 0
     """Bytes past `read` already carried over to the session."""
     checked: bool = False
@@ -783,19 +792,35 @@ def _carry_late_lines(late: _ReplacedFile, target: Path, result: RepairResult) -
 
 
 def _finished(
-    result: RepairResult, replaced: list[_ReplacedFile], redone: int, backup: bool
+    result: RepairResult,
+    target: Path,
+    replaced: list[_ReplacedFile],
+    redone: int,
+    backup: bool,
+    written: str | None,
 ) -> RepairResult:
     """Keep the backup of the original if asked (or if lines written late are only
-    there); drop the links to the intermediate files, whose late lines are carried."""
+    there), its name recording what the file now holds when that is known (`written`);
+    drop the links to the intermediate files, whose late lines are carried."""
     result.redone = redone
     for number, late in enumerate(replaced):
         if late.kept or (number == 0 and (backup or result.unsettled)):
+            if number == 0 and written is not None:
+                renamed = record_result(target, late.backup, written)
+                if result.backup == late.backup:
+                    result.backup = renamed
             continue
         with suppress(OSError):
             late.backup.unlink()
     if not backup and not result.unsettled:
         result.backup = None
     return result
+
+
+def _result_digest(target: Path, backup: Path) -> str | None:
+    """The digest of the content that replaced a backup, as its name records it."""
+    name = read_backup_name(target.name, backup.name)
+    return None if name is None or name.record is None else name.record.result
 
 
 def _why_unsettled(error: SessionfixError) -> str:
@@ -837,14 +862,17 @@ class _InPlaceAttempt:
         self.filename = filename
         self.progress = progress
         self.allow_writers = allow_writers
-        self.digest = b""
+        self.digest = ""
 
     def run(self) -> RepairResult:
         original = self.original
         with open(self.target, "rb") as old:
             if os.fstat(old.fileno()).st_ino != original.inode:
                 raise FileChanged(f"{self.target}: replaced meanwhile", grew=False)
-            self.digest = file_digest(old, original.size)
+            digest = file_digest(old, original.size)
+            if digest is None:
+                raise FileChanged(f"{self.target}: changed while being read", grew=False)
+            self.digest = digest
             planned = plan_repair(
                 self.target, self.settings, filename=self.filename, progress=self.progress
             )
@@ -870,7 +898,11 @@ class _InPlaceAttempt:
                 # A backup is taken even when not asked for, and dropped at the end:
                 # until then, lines written to the old file late are only there.
                 result.backup = replace_file(
-                    original, planned.chunks(), verify=verify, allow_writers=self.allow_writers
+                    original,
+                    planned.chunks(),
+                    verify=verify,
+                    original_digest=self.digest,
+                    allow_writers=self.allow_writers,
                 )
             finally:
                 planned.close()

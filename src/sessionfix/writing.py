@@ -3,14 +3,16 @@
 The new content goes to a temp file beside the target (never named `*.jsonl`), is
 flushed to disk with the target's mode and, best effort, its owner; the file is checked
 for changes made since it was read and for other processes holding it open for writing;
-the original is kept as a hard-linked backup; then one `os.replace` swaps the new file in,
-and the directory is synced so that the rename survives a crash. At every moment the path
-holds either the original or the new bytes.
+the original is kept as a hard-linked backup whose name records what it holds and what
+replaced it; then one `os.replace` swaps the new file in, and the directory is synced so
+that the rename survives a crash. At every moment the path holds either the original or
+the new bytes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 from collections.abc import Callable, Iterable, Iterator
@@ -18,7 +20,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, overload
 
 import xxhash
 
@@ -126,21 +128,34 @@ def replace_file(
     backup: bool = True,
     now: datetime | None = None,
     verify: Callable[[Path], None] | None = None,
+    original_digest: str | None = None,
     allow_writers: bool = False,
 ) -> Path | None:
     """Replace the file `original` was taken of with `chunks`; return the backup's path.
 
     `verify` is called with the temp file once it is complete and synced; if it raises,
-    nothing is replaced. Another process holding the file open for writing refuses the
-    swap unless `allow_writers`.
+    nothing is replaced. The backup's name records `original_digest` (the `file_digest`
+    of the original's bytes, computed here when not given) and that of the new content.
+    Another process holding the file open for writing refuses the swap unless
+    `allow_writers`.
 
     Raises `FileChanged` (nothing written) when the file is not what the snapshot saw,
     `WriteFailed` when the new content cannot be written (a full disk). Any failure
     leaves the original in place and no temp file behind.
     """
     target = original.path
+    if backup and original_digest is None:
+        original_digest = _snapshot_digest(original)
+    written = xxhash.xxh3_64()
+
+    def hashed() -> Iterator[bytes]:
+        for chunk in chunks:
+            written.update(chunk)
+            yield chunk
+
     try:
-        temp = write_temp(target, chunks, original.mode, original.uid, original.gid)
+        temp = write_temp(target, hashed(), original.mode, original.uid, original.gid)
+        as_written = os.stat(temp)
     except OSError as exc:
         raise WriteFailed(
             f"{target}: cannot write the new file beside it ({described(exc)}); left untouched"
@@ -148,27 +163,68 @@ def replace_file(
     try:
         if verify is not None:
             verify(temp)
+        record = None
+        if original_digest is not None:
+            record = BackupRecord(
+                original.size, original_digest, _digest_after(temp, as_written, written)
+            )
     except BaseException:
         with suppress(OSError):
             temp.unlink()
         raise
     with signals_deferred():
-        backup_path = _swap(original, temp, backup, now, allow_writers)
+        backup_path = _swap(original, temp, record if backup else None, now, allow_writers)
     # A signal that arrived during the swap is raised here, with nothing left to undo.
     sync_directory(target.parent)
     return backup_path
 
 
+def _snapshot_digest(original: Snapshot) -> str:
+    """`file_digest` of the file as the snapshot saw it (`FileChanged` when it is not)."""
+    found = None
+    try:
+        with open(original.path, "rb") as handle:
+            if original.matches(os.fstat(handle.fileno())):
+                found = file_digest(handle, original.size)
+    except OSError as exc:
+        _check_unchanged(original)
+        raise WriteFailed(
+            f"{original.path}: cannot read it ({described(exc)}); left untouched"
+        ) from None
+    if found is None:
+        _check_unchanged(original)
+        raise FileChanged(f"{original.path}: changed while being read; left untouched", grew=False)
+    return found
+
+
+def _digest_after(temp: Path, as_written: os.stat_result, written: xxhash.xxh3_64) -> str:
+    """The digest of the temp file: the one taken while writing it, unless `verify`
+    replaced it since (a second repair pass), then read again."""
+    current = os.stat(temp)
+    if (current.st_ino, current.st_size, current.st_mtime_ns) == (
+        as_written.st_ino,
+        as_written.st_size,
+        as_written.st_mtime_ns,
+    ):
+        return written.hexdigest()
+    with open(temp, "rb") as handle:
+        return file_digest(handle)
+
+
 def _swap(
-    original: Snapshot, temp: Path, backup: bool, now: datetime | None, allow_writers: bool
+    original: Snapshot,
+    temp: Path,
+    record: BackupRecord | None,
+    now: datetime | None,
+    allow_writers: bool,
 ) -> Path | None:
     """Steps 8-10: backup link, last checks, rename; undone entirely if any fails."""
     target = original.path
     backup_path: Path | None = None
     try:
-        if backup:
+        if record is not None:
             try:
-                backup_path = _link_backup(target, now or datetime.now(UTC))
+                backup_path = _link_backup(target, now or datetime.now(UTC), record)
             except WriteFailed:
                 _check_unchanged(original)  # a file gone meanwhile is a change
                 raise
@@ -247,20 +303,28 @@ def write_temp(target: Path, chunks: Iterable[bytes], mode: int, uid: int, gid: 
     return temp
 
 
-def file_digest(handle: BinaryIO, size: int | None = None) -> bytes:
-    """xxh3-128 of an open file's first `size` bytes (all of it by default), read in
-    pieces; a file shorter than `size` gets a digest no full read can have."""
-    digest = xxhash.xxh3_128()
+@overload
+def file_digest(handle: BinaryIO) -> str: ...
+
+
+@overload
+def file_digest(handle: BinaryIO, size: int) -> str | None: ...
+
+
+def file_digest(handle: BinaryIO, size: int | None = None) -> str | None:
+    """xxh3-64 (hex) of an open file's first `size` bytes (all of it by default), read in
+    pieces; None when the file is shorter than `size`."""
+    digest = xxhash.xxh3_64()
     handle.seek(0)
     left = size
     while left is None or left > 0:
         block = handle.read(_DIGEST_BLOCK if left is None else min(left, _DIGEST_BLOCK))
         if not block:
-            return b"short" if left else digest.digest()
+            return None if left else digest.hexdigest()
         digest.update(block)
         if left is not None:
             left -= len(block)
-    return digest.digest()
+    return digest.hexdigest()
 
 
 _DIGEST_BLOCK: Final = 1 << 20
@@ -325,16 +389,70 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def backup_name(target: Path, when: datetime) -> str:
-    stamp = when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{target.name}{BACKUP_MARK}{stamp}"
+@dataclass(frozen=True, slots=True)
+class BackupRecord:
+    """What a backup's name records: its first `size` bytes have the `file_digest`
+    `digest` (a writer may append to the replaced file later), and `result` is the
+    `file_digest` of the content that replaced it."""
+
+    size: int
+    digest: str
+    result: str
 
 
-def _link_backup(target: Path, when: datetime) -> Path:
-    """Step 9: a hard link to the original inode, `-N` added when the name is taken."""
-    base = backup_name(target, when)
-    for attempt in range(1000):
-        candidate = target.with_name(base if attempt == 0 else f"{base}-{attempt}")
+@dataclass(frozen=True, slots=True)
+class BackupName:
+    """A backup's name, read: `<session>.sessionfix-bak-<UTC stamp>[-N][-<size>-<digest>-
+    <result>]` (the record is absent from the names of sessionfix 0.1 and earlier)."""
+
+    taken: datetime
+    serial: int
+    """The `-N` that tells apart backups taken in the same second."""
+    record: BackupRecord | None
+
+
+_BACKUP_SUFFIX: Final = re.compile(
+    r"(\d{8}T\d{6}Z)(?:-(\d{1,9}))?(?:-(\d{1,20})-([0-9a-f]{16})-([0-9a-f]{16}))?"
+)
+_STAMP_FORMAT: Final = "%Y%m%dT%H%M%SZ"
+
+
+def backup_name(
+    target: Path, when: datetime, record: BackupRecord | None = None, serial: int = 0
+) -> str:
+    """The name of a backup of `target` taken at `when` (step 9), recording `record`."""
+    name = f"{target.name}{BACKUP_MARK}{when.astimezone(UTC).strftime(_STAMP_FORMAT)}"
+    if serial:
+        name += f"-{serial}"
+    if record is not None:
+        name += f"-{record.size}-{record.digest}-{record.result}"
+    return name
+
+
+def read_backup_name(session_name: str, name: str) -> BackupName | None:
+    """What the name of a backup of the session `session_name` says, or None when it is
+    not one."""
+    prefix = session_name + BACKUP_MARK
+    if not name.startswith(prefix):
+        return None
+    match = _BACKUP_SUFFIX.fullmatch(name, len(prefix))
+    if match is None:
+        return None
+    try:
+        taken = datetime.strptime(match[1], _STAMP_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    record = None if match[3] is None else BackupRecord(int(match[3]), match[4], match[5])
+    return BackupName(taken, int(match[2] or 0), record)
+
+
+def _link_backup(target: Path, when: datetime, record: BackupRecord) -> Path:
+    """Step 9: a hard link to the original inode, named with what it holds (so that the
+    record can never be missing or half-written), `-N` added after the stamp when a
+    backup already has it: the serial orders backups taken in the same second."""
+    first = _next_serial(target, when)
+    for serial in range(first, first + 1000):
+        candidate = target.with_name(backup_name(target, when, record, serial))
         try:
             os.link(target, candidate)
         except FileExistsError:
@@ -344,7 +462,38 @@ def _link_backup(target: Path, when: datetime) -> Path:
                 f"{target}: cannot keep a backup ({described(exc)}); left untouched"
             ) from None
         return candidate
-    raise WriteRefused(f"{target}: too many backups named {base}")
+    raise WriteRefused(f"{target}: too many backups named {backup_name(target, when, record)}")
+
+
+def _next_serial(target: Path, when: datetime) -> int:
+    """The first serial after those of `target`'s backups stamped `when`."""
+    stamped = backup_name(target, when)
+    serials = [-1]
+    with suppress(OSError), os.scandir(target.parent) as entries:
+        for entry in entries:
+            if entry.name.startswith(stamped):
+                name = read_backup_name(target.name, entry.name)
+                if name is not None:
+                    serials.append(name.serial)
+    return max(serials) + 1
+
+
+def record_result(target: Path, backup: Path, result: str) -> Path:
+    """Name `target`'s backup anew so that it records `result` as the digest of what
+    replaced it (the repair ended with other bytes than its first swap wrote); return
+    its path, the old one if that fails. Linked before unlinked: never without a name."""
+    name = read_backup_name(target.name, backup.name)
+    if name is None or name.record is None or name.record.result == result:
+        return backup
+    record = BackupRecord(name.record.size, name.record.digest, result)
+    renamed = backup.with_name(backup_name(target, name.taken, record, name.serial))
+    try:
+        os.link(backup, renamed)
+    except OSError:
+        return backup
+    with suppress(OSError):
+        backup.unlink()
+    return renamed
 
 
 def chown_best_effort(path: Path, uid: int, gid: int) -> None:
