@@ -251,6 +251,7 @@ def _damage(backup: Backup) -> str:
 
 
 def _newest_verified(found: list[_Found], now: datetime) -> Backup | None:
+    """The backup the last sessionfix run kept: its record says what that run wrote."""
     for candidate in found:
         checked = _checked(candidate, now)
         if checked is not None and checked.status is Status.VERIFIED:
