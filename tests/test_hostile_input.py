@@ -31,6 +31,7 @@ from sessionfix.render import escape
 
 from .conftest import FIXTURES
 from .diffs import apply_diff
+from .pi_loader import load_with_pi
 from .robustness import (
     LONG_AGO,
     Entry,
@@ -300,6 +301,213 @@ def test_invalid_utf8_outside_strings(tmp_path: Path, capsysbinary: Capture, dam
     exercise(path, capsysbinary)
     assert_nothing_lost(tmp_path, data, unsafe=False)
     assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+# ---- escaped surrogates and raw bytes in rewritten records -------------------------------
+
+ESCAPED: Final = rb"\udc9f"
+"""A lone-surrogate escape: `JSON.parse` gives U+DC9F."""
+RAW: Final = b"\x9f"
+"""The same low byte, raw: not UTF-8, so pi's lenient decoding gives U+FFFD."""
+ODD_TEXT: Final = (
+    b"a" + ESCAPED + b"b a" + RAW + b"b " + rb"\udbff" + RAW + b" " + b"\xed\xb2\x9f" + rb" \ud800"
+)
+"""Escaped and raw forms side by side, an escaped high surrogate before a raw byte, a
+surrogate's UTF-8 bytes (three invalid bytes), and a lone high surrogate escape."""
+ODD_MEMBER: Final = b'"k' + ESCAPED + b'":"' + RAW + b'","k' + RAW + b'":"' + ESCAPED + b'"'
+"""Both forms in keys and in values."""
+
+
+def odd_line(fields: str, message: str) -> bytes:
+    """A pi entry (compact, in the writer's key order) with `ODD_MEMBER` among the entry's
+    and the message's fields; `ODD` in either stands for `ODD_TEXT`."""
+    line = '{"type":"message",' + fields + ',"ODD_MEMBER","message":' + message + "}"
+    return line.encode().replace(b'"ODD_MEMBER"', ODD_MEMBER).replace(b"ODD", ODD_TEXT)
+
+
+def odd_session() -> tuple[bytes, dict[int, bytes]]:
+    """A pi session whose rewritten records hold `ODD_TEXT` and `ODD_MEMBER`: a stale read
+    (SF301 replaces its text), a user message re-linked past a dropped clone (SF201), an
+    assistant with leaked `partialJson` (SF601). Returns the file and, by line index,
+    what each rewritten line must become: its own bytes but for the intended change."""
+    ts = '"timestamp":"2026-07-24T06:21:0{n}.000Z"'
+    long_text = "file contents " * 20
+    lines = [
+        HEADER.rstrip(b"\n"),
+        odd_line(
+            '"id":"b0000001","parentId":null,' + ts.format(n=1),
+            '{"role":"user","content":[{"type":"text","text":"read it"}],"timestamp":1}',
+        ),
+        odd_line(
+            '"id":"b0000002","parentId":"b0000001",' + ts.format(n=2),
+            '{"role":"assistant","content":[{"type":"toolCall","id":"toolu_r","name":"read",'
+            '"arguments":{"path":"notes.txt"}}],"stopReason":"toolUse","timestamp":2}',
+        ),
+        odd_line(
+            '"id":"b0000003","parentId":"b0000002",' + ts.format(n=3),
+            '{"role":"toolResult","toolCallId":"toolu_r","toolName":"read","content":[{"type":'
+            f'"text","text":"{long_text}ODD"}}],"details":{{"ODD":"ODD"}},"isError":false,'
+            '"timestamp":3}',
+        ),
+        odd_line(
+            '"id":"b0000004","parentId":"b0000003",' + ts.format(n=4),
+            '{"role":"assistant","content":[{"type":"toolCall","id":"toolu_w","name":"write",'
+            '"arguments":{"path":"notes.txt","content":"new"}}],"stopReason":"toolUse",'
+            '"timestamp":4}',
+        ),
+        odd_line(
+            '"id":"b0000005","parentId":"b0000004",' + ts.format(n=5),
+            '{"role":"toolResult","toolCallId":"toolu_w","toolName":"write","content":[{"type":'
+            '"text","text":"Successfully wrote 3 bytes"}],"isError":false,"timestamp":5}',
+        ),
+        *[
+            odd_line(
+                f'"id":"b000000{n}","parentId":"b000000{n - 1}",' + ts.format(n=n),
+                '{"role":"user","content":[{"type":"text","text":"again ODD"}],"timestamp":6}',
+            )
+            for n in (6, 7)
+        ],
+        odd_line(
+            '"id":"b0000008","parentId":"b0000007",' + ts.format(n=8),
+            '{"role":"user","content":[{"type":"text","text":"child ODD"}],"ODD":"ODD",'
+            '"timestamp":8}',
+        ),
+        odd_line(
+            '"id":"b0000009","parentId":"b0000008",' + ts.format(n=9),
+            '{"role":"assistant","content":[{"type":"thinking","thinking":"ODD"},{"type":'
+            '"toolCall","id":"toolu_p","name":"bash","arguments":{"ODD":"ODD"},"partialJson":'
+            '"{\\"pa"}],"stopReason":"aborted","timestamp":9}',
+        ),
+    ]
+    placeholder = (
+        b'[{"type":"text","text":"[sessionfix: stale read of notes.txt removed - file was '
+        b'fully rewritten later (call toolu_w); re-read it if needed]"}]'
+    )
+    read_content = lines[3].split(b'"content":', 1)[1].split(b',"details"', 1)[0]
+    rewritten = {
+        3: lines[3].replace(read_content, placeholder),
+        8: lines[8].replace(b'"parentId":"b0000007"', b'"parentId":"b0000006"'),
+        9: lines[9].replace(b',"partialJson":"{\\"pa"', b""),
+    }
+    return b"".join(line + b"\n" for line in lines), rewritten
+
+
+def odd_v1_session() -> tuple[bytes, dict[int, bytes]]:
+    """A pi v1 session: an orphan result (SF401) dropped before a compaction whose kept
+    position then moves down by one, the compaction holding `ODD_TEXT` and `ODD_MEMBER`."""
+    v1_header = HEADER.replace(b'"version":3,', b"").rstrip(b"\n")
+    ts = '"timestamp":"2026-07-24T06:21:0{n}.000Z"'
+    lines = [
+        v1_header,
+        odd_line(ts.format(n=1), '{"role":"user","content":"hi","timestamp":1}'),
+        odd_line(
+            ts.format(n=2),
+            '{"role":"toolResult","toolCallId":"toolu_gone","toolName":"bash","content":'
+            '[{"type":"text","text":"orphan"}],"isError":false,"timestamp":2}',
+        ),
+        odd_line(ts.format(n=3), '{"role":"user","content":"ODD","timestamp":3}'),
+        odd_line(
+            ts.format(n=4),
+            '{"role":"assistant","content":[{"type":"text","text":"ODD"}],"stopReason":"stop",'
+            '"timestamp":4}',
+        ),
+        (
+            '{"type":"compaction",' + ts.format(n=5) + ',"summary":"ODD","ODD_MEMBER",'
+            '"firstKeptEntryIndex":3,"tokensBefore":900}'
+        )
+        .encode()
+        .replace(b'"ODD_MEMBER"', ODD_MEMBER)
+        .replace(b"ODD", ODD_TEXT),
+        odd_line(ts.format(n=6), '{"role":"user","content":"next","timestamp":6}'),
+    ]
+    rewritten = {5: lines[5].replace(b'"firstKeptEntryIndex":3', b'"firstKeptEntryIndex":2')}
+    return b"".join(line + b"\n" for line in lines), rewritten
+
+
+@pytest.mark.parametrize(
+    ("build", "dropped"), [(odd_session, (7,)), (odd_v1_session, (2,))], ids=["v3", "v1"]
+)
+def test_escaped_surrogates_and_raw_bytes_keep_their_values_through_rewrites(
+    tmp_path: Path,
+    capsysbinary: Capture,
+    build: Callable[[], tuple[bytes, dict[int, bytes]]],
+    dropped: tuple[int, ...],
+) -> None:
+    """`\\udc9f` (U+DC9F to `JSON.parse`) and a raw 0x9F byte (U+FFFD to pi) in the keys
+    and values of records that fixes rewrite (a stale read, a re-link, leaked
+    `partialJson`, a v1 kept position): each rewritten line is its input bytes but for
+    the intended change, and pi reads every value as before but for those changes."""
+    data, rewritten = build()
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary)
+    assert outcome.repaired is not None
+    expected = [rewritten.get(n, line) for n, line in enumerate(data.split(b"\n"))]
+    expected = [line for n, line in enumerate(expected) if n not in dropped]
+    assert outcome.repaired.split(b"\n") == expected, "a rewritten record changed beyond its fix"
+
+    original, repaired = tmp_path / "original.jsonl", tmp_path / "repaired.jsonl"
+    original.write_bytes(data)
+    repaired.write_bytes(outcome.repaired)
+    loaded = load_with_pi([original, repaired])
+    assert loaded[original].skipped == loaded[repaired].skipped == ()
+    before, after = loaded[original].messages, loaded[repaired].messages
+    if build is odd_v1_session:
+        # The same summary, and the kept range still starts at the same entry.
+        assert after == before
+        assert before[0]["summary"] == ODD_VALUE
+        return
+    assert before[2].pop("content") != after[2].pop("content")
+    for block in before[-1]["content"]:
+        block.pop("partialJson", None)
+    del before[6]  # the dropped clone
+    assert after == before
+    assert before[6]["content"][0]["text"] == "child " + ODD_VALUE
+
+
+ODD_VALUE: Final = "a\udc9fb a\ufffdb \udbff\ufffd \ufffd\ufffd\ufffd \ud800"
+"""`ODD_TEXT` as pi reads it."""
+
+
+@pytest.mark.parametrize("odd_id", [b"a" + RAW, b"a" + ESCAPED, rb"a\ud800"], ids=repr)
+def test_a_record_inserted_below_an_odd_id_names_it_exactly(
+    tmp_path: Path, capsysbinary: Capture, odd_id: bytes
+) -> None:
+    """An unanswered call in an assistant entry whose id holds a raw byte or a lone
+    surrogate escape: the synthetic result SF402 inserts below it names that id in the
+    same bytes (`\\udc9f` written raw would name a record pi does not have)."""
+    ts = '"timestamp":"2026-07-24T06:21:0{n}.000Z"'
+    lines = [
+        HEADER.rstrip(b"\n"),
+        '{"type":"message","id":"u1","parentId":null,'
+        + ts.format(n=1)
+        + ',"message":{"role":"user","content":"hi","timestamp":1}}',
+        '{"type":"message","id":"ODD","parentId":"u1",'
+        + ts.format(n=2)
+        + ',"message":{"role":"assistant","content":[{"type":"toolCall","id":"t1","name":'
+        '"bash","arguments":{}}],"stopReason":"toolUse","timestamp":2}}',
+        '{"type":"message","id":"u2","parentId":"ODD",'
+        + ts.format(n=3)
+        + ',"message":{"role":"user","content":"next","timestamp":3}}',
+        '{"type":"message","id":"a2","parentId":"u2",'
+        + ts.format(n=4)
+        + ',"message":{"role":"assistant","content":"ok","stopReason":"stop","timestamp":4}}',
+    ]
+    data = b"".join(
+        (line if isinstance(line, bytes) else line.encode().replace(b"ODD", odd_id)) + b"\n"
+        for line in lines
+    )
+    path = write(tmp_path, data)
+    exercise(path, capsysbinary, light=True)
+    out = tmp_path / "unsafe.jsonl"
+    run = run_cli(["repair", "-q", "--unsafe-fixes", "-o", out, path], capsysbinary)
+    assert run.code == 0
+    repaired = out.read_bytes().split(b"\n")
+    assert b'"parentId":"' + odd_id + b'"' in repaired[3]
+    assert b'"toolCallId":"t1"' in repaired[3]
+    inserted_id = repaired[3].split(b'"id":"', 1)[1].split(b'"', 1)[0]
+    assert repaired[4] == data.split(b"\n")[3].replace(
+        b'"parentId":"' + odd_id + b'"', b'"parentId":"' + inserted_id + b'"'
+    )
 
 
 # ---- NUL bytes -----------------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sessionfix import jsonutil
 
@@ -51,10 +53,41 @@ def test_invalid_utf8_survives_a_rewrite_byte_for_byte() -> None:
 
 @pytest.mark.parametrize(
     "raw",
+    [
+        pytest.param(b'{"a":"a\\udc9fb"}', id="escaped-low-surrogate"),
+        pytest.param(b'{"a":"a\x9fb"}', id="raw-byte"),
+        pytest.param(b'{"a\\udc80":"\x80","a\x80":"\\udc80"}', id="both-in-keys-and-values"),
+        pytest.param(b'{"a":"\\udbff\x9f"}', id="escaped-high-surrogate-then-raw-byte"),
+        pytest.param(b'{"a":"\xed\xb2\x9f \\ud800 \\udfff"}', id="surrogate-bytes-and-escapes"),
+    ],
+)
+def test_a_rewrite_keeps_escaped_surrogates_and_raw_bytes_apart(raw: bytes) -> None:
+    """`\\udc9f` is U+DC9F to `JSON.parse`; a raw 0x9F byte is U+FFFD to pi: a rewrite
+    writes each back as it was, and keys holding one or the other stay two keys."""
+    assert jsonutil.stringify_bytes(jsonutil.loads_preserving(raw)) == raw
+
+
+def test_escaped_surrogates_and_raw_bytes_parse_to_different_values() -> None:
+    assert jsonutil.loads(b'"\\udc9f"') != jsonutil.loads(b'"\x9f"')
+    assert len(jsonutil.loads(b'{"k\\udc9f":1,"k\x9f":2}')) == 2
+
+
+@given(st.binary(max_size=64))
+def test_decoded_text_encodes_back_to_its_bytes(data: bytes) -> None:
+    assert jsonutil.encode_text(jsonutil.decode_text(data)) == data
+
+
+def test_a_lone_surrogate_never_becomes_a_raw_byte() -> None:
+    with pytest.raises(UnicodeEncodeError):
+        jsonutil.encode_text("\udc9f")
+
+
+@pytest.mark.parametrize(
+    "raw",
     [b'{"a":NaN}', b'{"a":Infinity}', b"{'a':1}", b'{"a":1,}', b"", b"[1", b'{"a":1}x'],
 )
 def test_loads_refuses_what_json_parse_refuses(raw: bytes) -> None:
-    with pytest.raises(ValueError):  # noqa: PT011 - each input fails with its own message  # noqa: PT011 - each input fails with its own message
+    with pytest.raises(ValueError):  # noqa: PT011 - each input fails with its own message
         jsonutil.loads(raw)
 
 

@@ -17,7 +17,7 @@ def generate_entry_id(
     """8 lowercase hex digits, like pi's own ids; `n` advances past collisions."""
     n = 0
     while True:
-        material = f"{header_id}\0{anchor_id}\0{rule_code}\0{n}".encode("utf-8", "surrogateescape")
+        material = f"{header_id}\0{anchor_id}\0{rule_code}\0{n}".encode("utf-8", "surrogatepass")
         candidate = f"{xxhash.xxh3_64_intdigest(material):016x}"[:8]
         if not taken(candidate):
             return candidate

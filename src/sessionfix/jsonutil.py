@@ -7,6 +7,7 @@ exact bytes when read and re-written.
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from typing import Any, Final
@@ -14,19 +15,53 @@ from typing import Any, Final
 import orjson
 import xxhash
 
+RAW_BYTE: Final = "\udbff"
+"""In decoded text, an input byte that is not UTF-8 is this code point followed by the
+byte's own, U+DC80..U+DCFF (as `surrogateescape` maps it). Parsed JSON strings can
+never hold that pair otherwise: the parsers join an escaped U+DBFF with an escaped
+low surrogate after it into one code point, so `"\\udc9f"` (a lone surrogate
+`JSON.parse` keeps) and a raw 0x9F byte (which it reads as U+FFFD) stay apart."""
+_RAW_BYTES_CODEC: Final = "sessionfix-raw-bytes"
+
+
+def _raw_bytes_handler(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """Decoding, each invalid byte becomes its `RAW_BYTE` pair; encoding, each pair its
+    byte again, and any other lone surrogate stays an error."""
+    if isinstance(exc, UnicodeDecodeError):
+        invalid = exc.object[exc.start : exc.end]
+        return "".join(RAW_BYTE + chr(0xDC00 + byte) for byte in invalid), exc.end
+    if isinstance(exc, UnicodeEncodeError):
+        # The encoder hands over the whole run of surrogates: only marker pairs encode.
+        run = exc.object[exc.start : exc.end]
+        raw = bytearray()
+        for mark, code in zip(run[0::2], run[1::2], strict=False):
+            if mark != RAW_BYTE or not "\udc80" <= code <= "\udcff":
+                raise exc
+            raw.append(ord(code) - 0xDC00)
+        if len(run) % 2 == 0:
+            return bytes(raw), exc.end
+    raise exc
+
+
+codecs.register_error(_RAW_BYTES_CODEC, _raw_bytes_handler)
+
+
 _STDLIB_DECODER = json.JSONDecoder(
     parse_constant=lambda name: (_ for _ in ()).throw(ValueError(f"{name} is not JSON")),
 )
 
 
 def decode_text(data: bytes) -> str:
-    """Decode UTF-8, keeping invalid bytes as lone surrogates (round-trips exactly)."""
-    return data.decode("utf-8", "surrogateescape")
+    """Decode UTF-8, keeping each invalid byte as a `RAW_BYTE` pair (round-trips exactly)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", _RAW_BYTES_CODEC)
 
 
 def encode_text(text: str) -> bytes:
-    """Inverse of `decode_text`."""
-    return text.encode("utf-8", "surrogateescape")
+    """Inverse of `decode_text`; any other lone surrogate is an error."""
+    return text.encode("utf-8", _RAW_BYTES_CODEC)
 
 
 def loads(data: bytes) -> Any:
@@ -128,23 +163,26 @@ _ESCAPES = {
     "\r": "\\r",
     "\t": "\\t",
 }
-_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udc7f\udd00-\udfff]')
+_NEEDS_ESCAPE = re.compile(RAW_BYTE + '[\udc80-\udcff]|["\\\\\x00-\x1f\ud800-\udfff]')
 
 
 def _escape_char(match: re.Match[str]) -> str:
     char = match.group()
+    if len(char) == 2:  # a raw input byte (RAW_BYTE pair): written back as that byte
+        return char
     return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
 
 
 def _quote(text: str) -> str:
-    # Lone surrogates U+DC80..U+DCFF stand for invalid input bytes (surrogateescape)
-    # and are written back as those bytes; other lone surrogates are escaped, as
-    # JSON.stringify does.
+    # Lone surrogates are escaped, as JSON.stringify does; raw input bytes stay raw.
     return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
 
 
 def stringify(value: Any) -> str:
-    """Serialise like JavaScript's `JSON.stringify(value)`: compact, key order kept."""
+    """Serialise like JavaScript's `JSON.stringify(value)`: compact, key order kept.
+
+    Raw input bytes stay `RAW_BYTE` pairs in the text (`encode_text` writes them).
+    """
     parts: list[str] = []
     _emit(value, parts)
     return "".join(parts)
