@@ -82,6 +82,19 @@ def test_a_lone_surrogate_never_becomes_a_raw_byte() -> None:
         jsonutil.encode_text("\udc9f")
 
 
+def test_member_bytes_are_the_exact_slices_of_each_value() -> None:
+    data = (
+        b' { "a" : [1,{"b":"x]}\\""}] , "m\\u0065ssage":{"c":"\x9f\\udc9f"},'
+        b'"n":-1.5e3 ,"a":true, "z":{} } '
+    )
+    assert jsonutil.member_bytes(data) == {
+        "a": b"true",
+        "message": b'{"c":"\x9f\\udc9f"}',
+        "n": b"-1.5e3",
+        "z": b"{}",
+    }
+
+
 @pytest.mark.parametrize(
     "raw",
     [b'{"a":NaN}', b'{"a":Infinity}', b"{'a':1}", b'{"a":1,}', b"", b"[1", b'{"a":1}x'],

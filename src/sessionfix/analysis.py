@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import compress
 
-from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
 from sessionfix.reader import LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
@@ -57,8 +56,9 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
     """Identical user messages re-appended on the active path (rules.md §4.1).
 
     Copies count only within one compaction window. Messages are first bucketed by a
-    cheap key (their timestamp); only messages sharing a key get their canonical
-    identity computed, and a match is confirmed on the canonical bytes.
+    cheap key (their timestamp); only messages sharing a key are read back, and a copy
+    repeats its survivor's message object byte for byte: values that merely parse
+    equal (`1e2` and `100.0`, `"A"` and `"\\u0041"`) are different messages.
     """
     clones: dict[int, Clone] = {}
     users = ctx.tracking.users
@@ -78,40 +78,25 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
             buckets.setdefault((event.boundaries_before, event.key), []).append(event)
         except TypeError:
             buckets.setdefault((event.boundaries_before, repr(event.key)), []).append(event)
+    copied_bytes = ctx.view.copied_bytes
+    if copied_bytes is None:
+        return clones
     for bucket in buckets.values():
         if len(bucket) < 2:
             continue
         first_seen: dict[bytes, UserEvent] = {}
         for event in bucket:
-            identity = _identity(ctx, event.record)
-            if identity is None:
+            message = copied_bytes(event.record)
+            if message is None:
                 continue
-            survivor = first_seen.setdefault(identity, event)
-            if survivor is not event and _same_message(ctx, survivor.record, event.record):
+            survivor = first_seen.setdefault(message, event)
+            if survivor is not event:
                 clones[event.record] = Clone(
                     event.record,
                     survivor.record,
                     event.assistants_before != survivor.assistants_before,
                 )
     return clones
-
-
-def _identity(ctx: RuleContext, index: int) -> bytes | None:
-    """Digest of the canonical JSON of a message (the whole `message` object)."""
-    try:
-        return jsonutil.identity_hash(ctx.load_record(index).get("message"))
-    except (ValueError, AttributeError):
-        return None
-
-
-def _same_message(ctx: RuleContext, first: int, second: int) -> bool:
-    """Confirm a hash match on the canonical bytes before calling anything a copy."""
-    try:
-        a = ctx.load_record(first).get("message")
-        b = ctx.load_record(second).get("message")
-        return jsonutil.canonical(a) == jsonutil.canonical(b)
-    except (ValueError, AttributeError):
-        return False
 
 
 def survivor_of(ctx: RuleContext, entry_id: str) -> str:
@@ -138,10 +123,11 @@ class CompactionClone:
 
 
 def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
-    """Later compactions on the path equal to an earlier one (rules.md §4.2)."""
+    """Later compactions on the path equal to an earlier one (rules.md §4.2): the same
+    kept entry, and a summary payload that repeats the earlier one byte for byte."""
     view = ctx.view
     found: dict[int, CompactionClone] = {}
-    first_seen: dict[tuple[object, str | None, bytes], int] = {}
+    first_seen: dict[tuple[str | None, bytes], int] = {}
     positions = view.path_positions
     for index in view.in_path_order(view.records_of_kind(Kind.COMPACTION)):
         position = positions[index]
@@ -152,7 +138,7 @@ def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
         # An explicit null and an absent field keep the same (nothing), but a replayed
         # copy repeats the record as it was: they are not copies of each other.
         kept_ref = kept if kept is None or kept == MISSING else survivor_of(ctx, kept)
-        key = (_number_key(facts.tokens_before), kept_ref, facts.identity)
+        key = (kept_ref, facts.identity)
         survivor = first_seen.get(key)
         if survivor is None:
             first_seen[key] = index
@@ -165,28 +151,13 @@ def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
     return found
 
 
-def _number_key(value: object) -> bytes:
-    try:
-        return jsonutil.canonical(value)
-    except ValueError:
-        return repr(value).encode()
-
-
 def _same_payload(ctx: RuleContext, first: int, second: int) -> bool:
-    def payload(index: int) -> bytes:
-        record = ctx.load_record(index)
-        return jsonutil.canonical(
-            {
-                key: record[key]
-                for key in ("summary", "details", "fromHook", "tokensBefore")
-                if key in record
-            }
-        )
-
-    try:
-        return payload(first) == payload(second)
-    except (ValueError, TypeError, AttributeError):
+    """Confirm a digest match on the bytes themselves before calling anything a copy."""
+    copied_bytes = ctx.view.copied_bytes
+    if copied_bytes is None:
         return False
+    payload = copied_bytes(first)
+    return payload is not None and payload == copied_bytes(second)
 
 
 def _context_unchanged(

@@ -154,6 +154,74 @@ def loads_preserving(data: bytes) -> Any:
         raise ValueError("nesting too deep") from None
 
 
+# ---- exact bytes of members ---------------------------------------------------------
+
+_STRING_BYTES: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SCALAR_BYTES: Final = re.compile(
+    rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null"
+)
+_NESTING_BYTES: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_OPENERS: Final = frozenset(b"[{")
+_WS_BYTES: Final = b" \t\r\n"
+
+
+def member_bytes(data: bytes) -> dict[str, bytes]:
+    """The exact bytes of each member's value of the JSON object `data`, by key (the
+    last of repeated keys, as `JSON.parse` keeps it), at any depth and whatever the
+    encoding inside strings. For a record already known to parse; ValueError if not
+    an object."""
+    members: dict[str, bytes] = {}
+    pos = _skip_ws_bytes(data, 0)
+    if data[pos : pos + 1] != b"{":
+        raise ValueError("not a JSON object")
+    pos = _skip_ws_bytes(data, pos + 1)
+    if data[pos : pos + 1] == b"}":
+        return members
+    while True:
+        key = _STRING_BYTES.match(data, pos)
+        if key is None:
+            raise ValueError(f"expecting a property name at byte {pos + 1}")
+        pos = _skip_ws_bytes(data, key.end())
+        if data[pos : pos + 1] != b":":
+            raise ValueError(f"expecting ':' at byte {pos + 1}")
+        start = _skip_ws_bytes(data, pos + 1)
+        end = _value_end(data, start)
+        members[loads(key.group())] = data[start:end]
+        pos = _skip_ws_bytes(data, end)
+        if data[pos : pos + 1] == b"}":
+            return members
+        if data[pos : pos + 1] != b",":
+            raise ValueError(f"expecting ',' or '}}' at byte {pos + 1}")
+        pos = _skip_ws_bytes(data, pos + 1)
+
+
+def _value_end(data: bytes, pos: int) -> int:
+    """Where the JSON value starting at `pos` ends: strings are skipped whole, brackets
+    counted, so the depth costs nothing but the count."""
+    if data[pos : pos + 1] == b'"':
+        match = _STRING_BYTES.match(data, pos)
+    elif data[pos : pos + 1] in (b"[", b"{"):
+        depth = 0
+        for token in _NESTING_BYTES.finditer(data, pos):
+            char = data[token.start()]
+            if char != 0x22:
+                depth += 1 if char in _OPENERS else -1
+                if not depth:
+                    return token.end()
+        match = None
+    else:
+        match = _SCALAR_BYTES.match(data, pos)
+    if match is None:
+        raise ValueError(f"expecting a value at byte {pos + 1}")
+    return match.end()
+
+
+def _skip_ws_bytes(data: bytes, pos: int) -> int:
+    while data[pos : pos + 1] and data[pos] in _WS_BYTES:
+        pos += 1
+    return pos
+
+
 _ESCAPES = {
     '"': '\\"',
     "\\": "\\\\",

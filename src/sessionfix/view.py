@@ -107,7 +107,8 @@ class BoundaryFacts:
     """Positional formats: index of the first kept record."""
     tokens_before: object = None
     identity: bytes | None = None
-    """Digest of the summary payload (summary, details, fromHook), for clone detection."""
+    """Digest of the exact bytes of the summary payload (summary, details, fromHook,
+    tokensBefore), for bucketing clones."""
 
 
 class RefKind(enum.Enum):
@@ -303,6 +304,9 @@ class SessionView:
     """`(index, limit, prefix)`: whether a tool result's content is text only, not
     starting with `prefix`, and over `limit` UTF-8 bytes (set by the reader: a scan does
     not decode result contents, so this reads the file)."""
+    copied_bytes: Callable[[int], bytes | None] | None = None
+    """The exact bytes a copy of a record must repeat (a message, a compaction's summary
+    payload), or None when it has none (set by the reader)."""
     _id_cache: dict[int, tuple[str | None, object]] = field(default_factory=dict)
     duplicate_ids: list[tuple[int, int]] = field(default_factory=list)
     """(first occurrence, later occurrence) for every repeated id."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+import xxhash
 from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from sessionfix import jsonutil
@@ -592,6 +593,7 @@ class PiAdapter:
         source = RecordSource(self.path)
         view.read_ids = partial(_read_ids, source, view)
         view.result_text_exceeds = partial(_result_text_exceeds, source, view)
+        view.copied_bytes = partial(_read_copied_bytes, source, view)
         view.finish()
 
     # ---- decoding ----------------------------------------------------------------
@@ -764,14 +766,8 @@ class PiAdapter:
         index = record.firstKeptEntryIndex
         identity = None
         if kind is Kind.COMPACTION:
-            try:
-                whole = jsonutil.loads(data)
-                payload = {
-                    key: whole[key] for key in ("summary", "details", "fromHook") if key in whole
-                }
-                identity = jsonutil.identity_hash(payload)
-            except ValueError:
-                identity = None
+            payload = _copied_bytes(data)
+            identity = None if payload is None else xxhash.xxh3_128_digest(payload)
         facts = BoundaryFacts(
             first_kept=kept,
             first_kept_index=index
@@ -784,6 +780,54 @@ class PiAdapter:
         if isinstance(kept, str) and kept != MISSING:
             references = (Reference("firstKeptEntryId", kept, RefKind.FORWARD),)
         return facts, references
+
+
+class _Copied(Struct, gc=False):
+    """The members a copy of a record repeats byte for byte: a message entry's message;
+    a compaction's summary payload (without ids, timestamps or tokensAfter, as PR
+    #89387 compares them)."""
+
+    type: Any = None
+    message: Raw = _NO_RAW
+    summary: Raw = _NO_RAW
+    details: Raw = _NO_RAW
+    fromHook: Raw = _NO_RAW
+    tokensBefore: Raw = _NO_RAW
+
+
+_COPIED_DECODER: Final = msgspec.json.Decoder(_Copied)
+_PAYLOAD_NAMES: Final = ("summary", "details", "fromHook", "tokensBefore")
+_COPIED_NAMES: Final = ("message", *_PAYLOAD_NAMES)
+_COPIED_OF: Final = attrgetter(*_COPIED_NAMES)
+
+
+def _copied_bytes(data: bytes) -> bytes | None:
+    """The exact bytes of what a copy of this record repeats (`_Copied`), the last of
+    repeated keys as `JSON.parse` keeps it; None when there is nothing to compare."""
+    try:
+        record = _COPIED_DECODER.decode(data)
+        kind = record.type
+        members = {name: bytes(raw) for name, raw in _members(record) if raw is not _NO_RAW}
+    except (ValueError, RecursionError):
+        # Beyond the typed decoder (invalid UTF-8, a lone surrogate escape, nesting past
+        # its depth): the same slices, found by the byte scanner.
+        try:
+            members = jsonutil.member_bytes(data)
+            kind = jsonutil.loads(members.get("type", b"null"))
+        except ValueError:
+            return None
+    if kind == "compaction":
+        payload = {name: Raw(members[name]) for name in _PAYLOAD_NAMES if name in members}
+        return msgspec.json.encode(payload)
+    return members.get("message")
+
+
+def _members(record: _Copied) -> zip[tuple[str, Raw]]:
+    return zip(_COPIED_NAMES, _COPIED_OF(record), strict=True)
+
+
+def _read_copied_bytes(source: RecordSource, view: SessionView, index: int) -> bytes | None:
+    return _copied_bytes(source.read(*view.span(index)))
 
 
 def _path_argument(arguments: Raw) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 
@@ -16,12 +15,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     different: set[str] = set()
     for first, later in view.duplicate_ids:
         entry_id = str(view.entry_id(later))
-        try:
-            identical = jsonutil.canonical(ctx.load_record(first)) == jsonutil.canonical(
-                ctx.load_record(later)
-            )
-        except ValueError:
-            identical = False
+        # Only a byte-for-byte repeat is a copy: records that merely parse equal (`1e2`
+        # and `100.0`, repeated keys, `-0`) or that pi reads differently (an escaped
+        # surrogate and a raw byte) are different records (rules.md §4).
+        identical = ctx.read_record(first) == ctx.read_record(later)
         pairs.append((first, later, identical))
         last_holder[entry_id] = max(later, last_holder.get(entry_id, later))
         if not identical:
