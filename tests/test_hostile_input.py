@@ -1318,27 +1318,120 @@ def test_deeply_nested_values_do_not_crash(
     assert_nothing_lost(tmp_path, data, unsafe=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jsonutil.loads gives up past orjson's depth limit (1024) and Python's recursion "
-    "limit, so reader._classify reports a valid record as SF008, and --unsafe-fixes "
-    "deletes a line JSON.parse (pi) reads",
-)
-def test_a_deeply_nested_record_is_not_unparsable(tmp_path: Path, capsysbinary: Capture) -> None:
-    """A record nested 5,000 deep is exactly one JSON object; pi's JSON.parse reads it
-    (V8's parser is iterative), so scan must not call it unparsable (SF008) and an
-    unsafe repair must not drop it."""
-    nested = "[" * 5_000 + '"x"' + "]" * 5_000
-    record = (
-        '{"type":"message","id":"deep0001","parentId":null,"timestamp":"'
-        + stamp(1)
-        + '","message":{"role":"user","content":'
-        + nested
-        + ',"timestamp":1784874099000}}'
+def nested(depth: int) -> str:
+    """Arrays and objects nested `depth` levels deep (as JSON text)."""
+    return '[{"k":' * (depth // 2) + '"x"' + "}]" * (depth // 2)
+
+
+def deep_session(depth: int) -> tuple[bytes, list[bytes]]:
+    """A pi session with records nested `depth` levels deep: a user message mid-file, an
+    assistant whose content and write call carry deep values (the write supersedes a
+    read: SF301), a user message whose parent is a dropped clone (SF201 re-links it),
+    and a deep record glued to the line before it (SF001).
+
+    Returns the file and the lines its safe repair must consist of."""
+    deep = nested(depth)
+    ts = '"timestamp":"2026-07-24T06:21:{n:02d}.000Z"'
+
+    def entry(n: int, parent: int | None, message: str) -> bytes:
+        link = "null" if parent is None else f'"d{parent:07d}"'
+        return (
+            f'{{"type":"message","id":"d{n:07d}","parentId":{link},{ts.format(n=n)},'
+            f'"message":{message}}}'
+        ).encode()
+
+    def user(text: str, content: str = "") -> str:
+        return (
+            f'{{"role":"user","content":[{{"type":"text","text":"{text}"}}{content}],'
+            '"timestamp":1784874064000}'
+        )
+
+    read = (
+        '{"role":"assistant","content":[{"type":"toolCall","id":"toolu_r","name":"read",'
+        '"arguments":{"path":"notes.txt"}}],"stopReason":"toolUse","timestamp":1}'
     )
-    path = write(tmp_path, HEADER + record.encode() + b"\n")
-    run = run_cli(["check", "--output-format", "concise", path], capsysbinary, seconds=LIMIT)
-    assert " SF008 " not in run.out, run.out
+    result = (
+        '{{"role":"toolResult","toolCallId":"toolu_{0}","toolName":"{1}","content":[{{"type":'
+        '"text","text":"{2}"}}],"isError":false,"timestamp":1}}'
+    )
+    write_call = (
+        '{"role":"assistant","content":[{"type":"text","text":"writing","deep":DEEP},'
+        '{"type":"toolCall","id":"toolu_w","name":"write","arguments":{"path":"notes.txt",'
+        '"content":"new","deep":DEEP}}],"stopReason":"toolUse","timestamp":1}'
+    ).replace("DEEP", deep)
+    lines = [
+        HEADER.rstrip(b"\n"),
+        entry(1, None, user("first")),
+        entry(2, 1, read),
+        entry(3, 2, result.format("r", "read", "file contents " * 20)),
+        entry(4, 3, user("deep mid-file", ',{"type":"text","text":"x","deep":' + deep + "}")),
+        entry(5, 4, write_call),
+        entry(6, 5, result.format("w", "write", "Successfully wrote 3 bytes")),
+        entry(7, 6, user("again")),
+        entry(8, 7, user("again")),
+        entry(9, 8, user("deep child of a clone", ',{"type":"x","deep":' + deep + "}")),
+        entry(10, 9, '{"role":"assistant","content":"done","stopReason":"stop","timestamp":1}'),
+        entry(11, 10, user("deep and glued", ',{"type":"x","deep":' + deep + "}")),
+    ]
+    data = b"".join(line + b"\n" for line in [*lines[:10], lines[10] + lines[11]])
+    placeholder = (
+        b'"content":[{"type":"text","text":"[sessionfix: stale read of notes.txt removed - file '
+        b'was fully rewritten later (call toolu_w); re-read it if needed]"}]'
+    )
+    repaired = [
+        *lines[:3],
+        lines[3].replace(
+            b'"content":[{"type":"text","text":"' + b"file contents " * 20 + b'"}]', placeholder
+        ),
+        *lines[4:8],
+        lines[9].replace(b'"parentId":"d0000008"', b'"parentId":"d0000007"'),
+        *lines[10:],
+    ]
+    return data, repaired
+
+
+@pytest.mark.parametrize("depth", [5_000, 100_000])
+def test_a_deeply_nested_record_is_read_and_kept(
+    tmp_path: Path, capsysbinary: Capture, depth: int
+) -> None:
+    """`JSON.parse` (V8's parser is iterative) reads a record at any depth, and so does pi:
+    no deep record is called unparsable (SF008) or dropped, even with --unsafe-fixes;
+    each is read whole (its tool calls pair, its write supersedes a read), split off a
+    glued line and re-linked like any other, and its bytes stay as they were."""
+    data, expected = deep_session(depth)
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary, light=True)
+    found = {line.split()[1] for line in outcome.runs["check"].out.splitlines() if " SF" in line}
+    assert found - {"SF603"} == {"SF001", "SF201", "SF301"}
+    assert outcome.repaired is not None
+    assert outcome.repaired.split(b"\n") == [*expected, b""]
+    unsafe = tmp_path / "unsafe.jsonl"
+    run = run_cli(["repair", "-q", "--unsafe-fixes", "-o", unsafe, path], capsysbinary)
+    assert run.code == 0
+    assert unsafe.read_bytes() == outcome.repaired
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+def test_a_number_with_more_digits_than_python_converts_is_read(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """A 5,000-digit integer (past Python's int/str limit of 4,300 digits) in a field the
+    scan decodes: `JSON.parse` reads it (as Infinity), so the record is no SF008 and an
+    unsafe repair keeps it as it is."""
+    record = (
+        '{"type":"message","id":"big00001","parentId":null,"timestamp":"'
+        + stamp(1)
+        + '","message":{"role":"user","content":"hi","timestamp":'
+        + "1" * 5_000
+        + "}}\n"
+    ).encode()
+    data = HEADER + record
+    path = write(tmp_path, data)
+    exercise(path, capsysbinary, light=True)
+    out = tmp_path / "unsafe.jsonl"
+    run = run_cli(["repair", "--unsafe-fixes", "-o", out, path], capsysbinary)
+    assert run.code == 0
+    assert out.read_bytes() == data
 
 
 # ---- the checks themselves -----------------------------------------------------------------

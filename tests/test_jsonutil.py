@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Final
 
 import pytest
 from hypothesis import given
@@ -111,10 +113,81 @@ def test_loads_accepts_what_json_parse_accepts(raw: bytes) -> None:
     assert isinstance(jsonutil.loads(raw), dict)
 
 
-def test_deep_nesting_is_a_value_error_not_a_crash() -> None:
-    deep = b"[" * 100_000 + b"]" * 100_000
-    with pytest.raises(ValueError, match=r"nesting|recursion"):
-        jsonutil.loads(b'{"a":' + deep + b"}")
+DEEP: Final = 20_000
+
+
+def deep(depth: int = DEEP) -> bytes:
+    """A record holding arrays and objects nested `depth` levels deep."""
+    return b'{"a":' + b'[{"k":' * depth + b'"x"' + b"}]" * depth + b',"b":-0.0e0}'
+
+
+def test_any_depth_parses_as_json_parse_reads_it() -> None:
+    """V8's `JSON.parse` reads any depth; past the recursive parsers' limits the
+    iterative one gives the same values."""
+    value = jsonutil.loads(deep())
+    assert list(value) == ["a", "b"]
+    assert value["b"] == 0.0
+    inner = value["a"]
+    for _ in range(DEEP - 1):
+        inner = inner[0]["k"]
+    assert inner == [{"k": "x"}]
+
+
+def _number(lexeme: str, integer: bool) -> tuple[str, bool]:
+    return lexeme, integer
+
+
+_STDLIB = json.JSONDecoder(
+    parse_int=lambda lexeme: _number(lexeme, True),
+    parse_float=lambda lexeme: _number(lexeme, False),
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{ "b" : [ 1 , -0.5e-3 , 1E+2 , 0 , -0 , 12345678901234567890123 ] , "a" : { } } ',
+        '{"k":1,"j":[],"k":{"x":[true,false,null]}}',
+        '["\\u0041\\ud83d\\ude00\\udc9f\\/\\n", "\u2028\udbff\udc9f", ""]',
+        '"just a string"',
+        "-1.5",
+    ],
+)
+def test_the_iterative_parser_gives_the_stdlib_values(text: str) -> None:
+    value, end = jsonutil.decode_deep(text, 0, _number)
+    assert (value, end) == _STDLIB.raw_decode(text, 0)
+
+
+def test_any_depth_is_rewritten_byte_for_byte() -> None:
+    record = deep()
+    assert jsonutil.stringify_bytes(jsonutil.loads_preserving(record)) == record
+
+
+def test_member_bytes_at_any_depth() -> None:
+    assert jsonutil.member_bytes(deep()) == {"a": deep()[5:-12], "b": b"-0.0e0"}
+
+
+def test_deep_glued_records_split_at_their_boundaries() -> None:
+    text = jsonutil.decode_text(deep() + b" " + deep(3) + deep())
+    values, stop = jsonutil.split_values(text)
+    assert stop == len(text)
+    assert [end - start for start, end, _ in values] == [len(deep()), len(deep(3)), len(deep())]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [deep()[:-1], deep().replace(b'"x"', b"x"), deep() + b"x", deep().replace(b"}]", b"]}", 1)],
+    ids=["cut-off", "bad-value", "trailing", "crossed-brackets"],
+)
+def test_deep_garbage_is_still_refused(raw: bytes) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - each input fails with its own message
+        jsonutil.loads(raw)
+    with pytest.raises(ValueError):  # noqa: PT011
+        jsonutil.loads_preserving(raw)
+
+
+def test_an_integer_past_python_digit_limit_is_the_double_json_parse_makes() -> None:
+    assert jsonutil.loads(b'{"a":' + b"1" * 5000 + b"}") == {"a": float("inf")}
 
 
 @pytest.mark.parametrize(

@@ -133,10 +133,10 @@ def test_a_fifo_is_refused(tmp_path: Path) -> None:
     [
         # A long torn record full of nested objects: every `{"` parses to the end and fails.
         b'{"type":"message","message":{"content":[' + b",".join([b'{"type":"t"}'] * 3000),
-        # Nesting deeper than any parser allows.
-        b'{"a":' * 3000 + b"1" + b"}" * 3000,
+        # Nesting deeper than the recursive parsers go, broken at its end.
+        b'{"a":' * 3000 + b"1" + b"}" * 2999 + b"]",
     ],
-    ids=["torn-nested", "too-deep"],
+    ids=["torn-nested", "deep-and-broken"],
 )
 def test_recovering_a_record_from_damage_parses_a_bounded_amount(
     body: bytes, monkeypatch: pytest.MonkeyPatch
@@ -153,6 +153,23 @@ def test_recovering_a_record_from_damage_parses_a_bounded_amount(
     assert outcome.damaged is not None
     assert outcome.recoverable is None
     assert sum(parsed) <= (RECOVERY_BUDGET + 2) * len(body)
+
+
+def test_a_record_nested_past_every_recursive_parser_is_a_record() -> None:
+    """`JSON.parse` reads any depth, so a deep record is one record, not damage."""
+    body = b'{"a":' * 3000 + b'"x"' + b"}" * 3000
+    outcome = classify_line(body)
+    assert outcome.findings == []
+    assert outcome.damaged is None
+    assert [(r.start, r.end) for r in outcome.records] == [(0, len(body))]
+
+
+def test_a_deep_line_names_where_it_breaks() -> None:
+    """Not orjson's depth limit: the place where the deep line stops being JSON."""
+    body = b'{"a":' * 3000 + b"1" + b"}" * 2000 + b"]" + b"}" * 999
+    outcome = classify_line(body)
+    assert outcome.damaged == (0, len(body))
+    assert outcome.damaged_reason == f"expecting ',' or '}}' at column {len(body) - 999}"
 
 
 def test_invalid_utf8_outside_a_string_is_named_as_such() -> None:

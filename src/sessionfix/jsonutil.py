@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -46,9 +47,19 @@ def _raw_bytes_handler(exc: UnicodeError) -> tuple[str | bytes, int]:
 codecs.register_error(_RAW_BYTES_CODEC, _raw_bytes_handler)
 
 
-_STDLIB_DECODER = json.JSONDecoder(
-    parse_constant=lambda name: (_ for _ in ()).throw(ValueError(f"{name} is not JSON")),
-)
+def _int_or_double(lexeme: str) -> int | float:
+    """An integer lexeme's value; past Python's digit limit, the double `JSON.parse` makes."""
+    try:
+        return int(lexeme)
+    except ValueError:
+        return float(lexeme)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_STDLIB_DECODER = json.JSONDecoder(parse_int=_int_or_double, parse_constant=_refuse_constant)
 
 
 def decode_text(data: bytes) -> str:
@@ -67,9 +78,10 @@ def encode_text(text: str) -> bytes:
 def loads(data: bytes) -> Any:
     """Parse one JSON value strictly, as `JSON.parse` would accept it.
 
-    orjson first; it rejects lone-surrogate escapes and invalid UTF-8 that
-    `JSON.parse` accepts, so the stdlib parser gets a second chance (with
-    NaN/Infinity refused, which `JSON.parse` also refuses).
+    orjson first; it rejects lone-surrogate escapes, invalid UTF-8 and numbers beyond
+    a double that `JSON.parse` accepts, and nesting past 1,024 levels that it reads
+    too, so the stdlib parser gets a second chance (with NaN/Infinity refused, which
+    `JSON.parse` also refuses), and past its recursion limit an iterative parser.
     """
     try:
         return orjson.loads(data)
@@ -77,15 +89,24 @@ def loads(data: bytes) -> Any:
         if not any(word in exc.msg for word in _SECOND_CHANCE):
             # Plain syntax: JSON.parse rejects it too (no need to decode a huge line).
             raise ValueError(exc.msg) from None
-    try:
-        return _STDLIB_DECODER.decode(decode_text(data))
-    except RecursionError:
-        raise ValueError("nesting too deep") from None
+    return _parse(decode_text(data), _STDLIB_DECODER, _number_value)
 
 
 _SECOND_CHANCE: Final = ("surrogate", "UTF-8", "infinity", "depth")
 """orjson refusals that `JSON.parse` may accept: lone surrogates, invalid UTF-8 (read
 leniently), numbers beyond a double (Infinity), nesting past orjson's 1,024 levels."""
+
+
+def _parse(text: str, decoder: json.JSONDecoder, number: _NumberParser) -> Any:
+    """`decoder.decode(text)`, or the iterative parser where recursion runs out."""
+    try:
+        return decoder.decode(text)
+    except RecursionError:
+        pass
+    value, end = decode_deep(text, _skip_ws(text, 0), number)
+    if _skip_ws(text, end) != len(text):
+        raise ValueError(f"extra data at column {end + 1}")
+    return value
 
 
 def split_values(text: str) -> tuple[list[tuple[int, int, Any]], int]:
@@ -98,8 +119,11 @@ def split_values(text: str) -> tuple[list[tuple[int, int, Any]], int]:
     pos = _skip_ws(text, 0)
     while pos < len(text):
         try:
-            value, end = _STDLIB_DECODER.raw_decode(text, pos)
-        except (ValueError, RecursionError):
+            try:
+                value, end = _STDLIB_DECODER.raw_decode(text, pos)
+            except RecursionError:
+                value, end = decode_deep(text, pos, _number_value)
+        except ValueError:
             break
         values.append((pos, end, value))
         pos = _skip_ws(text, end)
@@ -140,18 +164,118 @@ class RawNumber(str):
 
 
 _PRESERVING_DECODER = json.JSONDecoder(
-    parse_float=RawNumber,
-    parse_int=RawNumber,
-    parse_constant=lambda name: (_ for _ in ()).throw(ValueError(f"{name} is not JSON")),
+    parse_float=RawNumber, parse_int=RawNumber, parse_constant=_refuse_constant
 )
 
 
 def loads_preserving(data: bytes) -> Any:
     """Parse for rewriting: key order and number lexemes are kept exactly."""
-    try:
-        return _PRESERVING_DECODER.decode(decode_text(data))
-    except RecursionError:
-        raise ValueError("nesting too deep") from None
+    return _parse(decode_text(data), _PRESERVING_DECODER, _raw_number)
+
+
+# ---- any depth -------------------------------------------------------------------------
+
+_NumberParser = Callable[[str, bool], Any]
+"""Makes a number from its lexeme and whether it is an integer."""
+
+
+def _number_value(lexeme: str, integer: bool) -> Any:
+    return _int_or_double(lexeme) if integer else float(lexeme)
+
+
+def _raw_number(lexeme: str, integer: bool) -> Any:
+    return RawNumber(lexeme)
+
+
+_NUMBER_LEXEME: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_LITERAL_VALUES: Final[dict[str, Any]] = {"null": None, "true": True, "false": False}
+_LITERAL_OF: Final = {word[0]: word for word in _LITERAL_VALUES}
+_scanstring: Final[Callable[[str, int, bool], tuple[str, int]]] = vars(json.decoder)["scanstring"]
+"""The stdlib decoder's own string scanner (not in its typed interface)."""
+
+
+def decode_deep(text: str, pos: int, number: _NumberParser) -> tuple[Any, int]:
+    """The JSON value at `pos` and the index after it, parsed without recursion.
+
+    `JSON.parse` reads any depth; the recursive parsers stop near a thousand levels.
+    This one gives the values the stdlib parser would (strings through its own
+    `scanstring`, keys last-wins), at Python speed: it only runs where they give up.
+    """
+    containers: list[Any] = []
+    """Open arrays and objects, innermost last."""
+    keys: list[str] = []
+    """The key whose value comes next, per open object."""
+    value: Any
+    # Whitespace is skipped inline: compact records have none, and this loop runs once
+    # per token.
+    while True:
+        if text[pos : pos + 1] in _WS:
+            pos = _skip_ws(text, pos)
+        char = text[pos : pos + 1]
+        if char == "[" or char == "{":
+            pos += 1
+            if text[pos : pos + 1] in _WS:
+                pos = _skip_ws(text, pos)
+            if text[pos : pos + 1] == ("]" if char == "[" else "}"):
+                value = [] if char == "[" else {}
+                pos += 1
+            elif char == "[":
+                containers.append([])
+                continue
+            else:
+                containers.append({})
+                key, pos = _member_key(text, pos)
+                keys.append(key)
+                continue
+        elif char == '"':
+            value, pos = _scanstring(text, pos + 1, True)
+        elif (word := _LITERAL_OF.get(char)) is not None and text.startswith(word, pos):
+            value = _LITERAL_VALUES[word]
+            pos += len(word)
+        else:
+            match = _NUMBER_LEXEME.match(text, pos)
+            if match is None:
+                raise ValueError(f"expecting a value at column {pos + 1}")
+            value = number(match.group(), match.lastindex is None)
+            pos = match.end()
+        # A value is complete: place it, closing every container that ends after it.
+        while containers:
+            container = containers[-1]
+            if text[pos : pos + 1] in _WS:
+                pos = _skip_ws(text, pos)
+            char = text[pos : pos + 1]
+            if type(container) is list:
+                container.append(value)
+                if char == ",":
+                    pos += 1
+                    break
+                if char != "]":
+                    raise ValueError(f"expecting ',' or ']' at column {pos + 1}")
+            else:
+                container[keys[-1]] = value
+                if char == ",":
+                    keys[-1], pos = _member_key(text, pos + 1)
+                    break
+                if char != "}":
+                    raise ValueError(f"expecting ',' or '}}' at column {pos + 1}")
+                keys.pop()
+            pos += 1
+            value = containers.pop()
+        else:
+            return value, pos
+
+
+def _member_key(text: str, pos: int) -> tuple[str, int]:
+    """An object member's key at `pos` (whitespace before it allowed) and the index
+    after its colon."""
+    pos = _skip_ws(text, pos)
+    if text[pos : pos + 1] != '"':
+        raise ValueError(f"expecting a property name at column {pos + 1}")
+    key, pos = _scanstring(text, pos + 1, True)
+    pos = _skip_ws(text, pos)
+    if text[pos : pos + 1] != ":":
+        raise ValueError(f"expecting ':' at column {pos + 1}")
+    return key, pos + 1
 
 
 # ---- exact bytes of members ---------------------------------------------------------
@@ -222,6 +346,8 @@ def _skip_ws_bytes(data: bytes, pos: int) -> int:
     return pos
 
 
+# ---- writing -------------------------------------------------------------------------
+
 _ESCAPES = {
     '"': '\\"',
     "\\": "\\\\",
@@ -252,7 +378,11 @@ def stringify(value: Any) -> str:
     Raw input bytes stay `RAW_BYTE` pairs in the text (`encode_text` writes them).
     """
     parts: list[str] = []
-    _emit(value, parts)
+    try:
+        _emit(value, parts)
+    except RecursionError:
+        parts.clear()
+        _emit_deep(value, parts)
     return "".join(parts)
 
 
@@ -295,6 +425,38 @@ def _emit(value: Any, out: list[str]) -> None:
         out.append("]")
     else:
         raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+class _Text(str):
+    """Output text queued by `_emit_deep` (not a string value to quote)."""
+
+    __slots__ = ()
+
+
+def _emit_deep(value: Any, out: list[str]) -> None:
+    """`_emit` without recursion, for values nested deeper than Python recurses."""
+    todo: list[Any] = [value]
+    while todo:
+        item = todo.pop()
+        if type(item) is _Text:
+            out.append(item)
+        elif isinstance(item, dict):
+            todo.append(_Text("}"))
+            members = list(item.items())
+            for position in range(len(members) - 1, -1, -1):
+                key, member = members[position]
+                todo.append(member)
+                todo.append(_Text(("," if position else "") + _quote(str(key)) + ":"))
+            todo.append(_Text("{"))
+        elif isinstance(item, list | tuple):
+            todo.append(_Text("]"))
+            for position in range(len(item) - 1, -1, -1):
+                todo.append(item[position])
+                if position:
+                    todo.append(_Text(","))
+            todo.append(_Text("["))
+        else:
+            _emit(item, out)
 
 
 def _js_number(value: float) -> str:

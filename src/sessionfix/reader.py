@@ -101,8 +101,11 @@ class SlowLine:
     recoverable: tuple[int, int] | None = None
 
 
-def _parse_error(data: bytes) -> tuple[str, bool]:
-    """Why `data` does not parse, and whether it is a record cut off before its end."""
+def _parse_error(data: bytes, error: str | None = None) -> tuple[str, bool]:
+    """Why `data` does not parse, and whether it is a record cut off before its end.
+
+    `error` is what `jsonutil.loads` said about `data`, if it was asked already.
+    """
     if data.lstrip()[:1] == b"{" and jsonutil.is_truncated_object(jsonutil.decode_text(data)):
         return "truncated: the record stops mid-value", True
     if not data.isascii():
@@ -113,7 +116,15 @@ def _parse_error(data: bytes) -> tuple[str, bool]:
     try:
         orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        return _short_reason(exc.msg, exc.pos, len(data)), False
+        if "depth" not in exc.msg:
+            return _short_reason(exc.msg, exc.pos, len(data)), False
+        if error is None:  # orjson stops at 1,024 levels: the iterative parser goes on
+            try:
+                jsonutil.loads(data)
+            except ValueError as deep:
+                error = str(deep)
+        if error is not None:
+            return error, False
     return "not a JSON object", False
 
 
@@ -172,10 +183,11 @@ def _classify(body: bytes) -> SlowLine:
     if content.strip() == b"undefined":
         result.findings.append((LineIssue.UNDEFINED, {}))
         return result
+    error = None
     try:
         value: Any = jsonutil.loads(content)
-    except ValueError:
-        value = _NOT_PARSED
+    except ValueError as exc:
+        value, error = _NOT_PARSED, str(exc)
     if value is not _NOT_PARSED:
         if isinstance(value, dict):
             result.records.append(SplitRecord(value, start, end))
@@ -184,7 +196,7 @@ def _classify(body: bytes) -> SlowLine:
             result.json_kind = _json_kind(value)
             result.damaged_reason = f"a JSON {result.json_kind}, not an object"
         return result
-    _split_glued(content, start, result)
+    _split_glued(content, start, result, error)
     return result
 
 
@@ -203,11 +215,12 @@ def _json_kind(value: Any) -> str:
     return "number"
 
 
-def _split_glued(content: bytes, base: int, result: SlowLine) -> None:
-    """Recover the JSON objects at the start of a line that does not parse as one."""
+def _split_glued(content: bytes, base: int, result: SlowLine, error: str | None) -> None:
+    """Recover the JSON objects at the start of a line that does not parse as one
+    (`error`: why it does not)."""
     if content.lstrip()[:1] != b"{":
         # No object starts the line: all of it is damaged (and a huge line is not decoded).
-        _damaged_from(content, base, 0, result)
+        _damaged_from(content, base, 0, result, error)
         return
     text = jsonutil.decode_text(content)
     values, stop = jsonutil.split_values(text)
@@ -224,18 +237,20 @@ def _split_glued(content: bytes, base: int, result: SlowLine) -> None:
             SplitRecord(value, base + byte_at(char_start), base + byte_at(char_end))
         )
     if stop < len(text):
-        _damaged_from(content, base, byte_at(stop), result)
+        _damaged_from(content, base, byte_at(stop), result, None if stop else error)
     if len(result.records) >= 2 or (result.records and result.damaged is not None):
         result.findings.append((LineIssue.GLUED, {}))
 
 
-def _damaged_from(content: bytes, base: int, start: int, result: SlowLine) -> None:
+def _damaged_from(
+    content: bytes, base: int, start: int, result: SlowLine, error: str | None = None
+) -> None:
     """Record that `content` is damaged from byte `start` on, and any complete record
-    that ends it."""
+    that ends it (`error`: why the damaged bytes do not parse, if known)."""
     damaged_start = base + start
     result.damaged = (damaged_start, base + len(content))
     tail = content[start:] if start else content
-    result.damaged_reason, result.damaged_truncated = _parse_error(tail)
+    result.damaged_reason, result.damaged_truncated = _parse_error(tail, error)
     recovered = _recoverable_tail(tail)
     if recovered is not None:
         result.recoverable = (damaged_start + recovered[0], damaged_start + recovered[1])

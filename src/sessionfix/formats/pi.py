@@ -229,14 +229,18 @@ def _loose_content(content: object) -> str | list[_CallBlock] | None:
             continue
         block = _CallBlock(type=item.get("type"), id=item.get("id"), name=item.get("name"))
         if "arguments" in item:
-            try:
-                block.arguments = Raw(jsonutil.canonical(item["arguments"]))
-            except ValueError:
-                block.arguments = Raw(b"null")
+            block.arguments = _loose_arguments(item["arguments"])
         if "partialJson" in item:
             block.partialJson = Raw(b'""')
         blocks.append(block)
     return blocks
+
+
+def _loose_arguments(arguments: object) -> Raw:
+    """The part of a call's parsed arguments the rules read (the path), as JSON: the
+    rest may be nested deeper than a serialiser recurses."""
+    path = arguments.get("path") if isinstance(arguments, dict) else None
+    return Raw(jsonutil.canonical({"path": path if isinstance(path, str) else None}))
 
 
 _TYPE_OF: Final = attrgetter("type")
@@ -565,7 +569,11 @@ class PiAdapter:
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
     ) -> None:
+        """Index a record the reader's slow path parsed (its ids kept: reading them back
+        would parse it again)."""
+        index = len(self.view.kinds)
         self.ingest(_loose_record(value), data, row, column, offset, len(data))
+        self.view.remember_ids(index, value.get("id"), value.get("parentId", MISSING))
 
     def replay(self, index: int, data: bytes) -> None:
         """Feed the tracker one record again (path order), without touching the view."""
