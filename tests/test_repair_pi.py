@@ -3,20 +3,30 @@
 are loaded with pi's own session code (`tests/pi/load.mjs`).
 
 - A repair with unsafe fixes loads in pi with no skipped line, no hang and no error,
-  except for lines sessionfix reports and has no fix for.
+  except for lines sessionfix reports and has no fix for; a repair with safe fixes never
+  makes pi hang or throw where it did not on the original.
 - Where pi reads the original whole and the applied fixes do not re-link or re-cut
   anything, pi's context of the repair is the original's with exactly the intended
   changes: dropped copies and orphans gone, changed records (stale reads, leaked
   `partialJson`) changed, nothing else.
 - A glued line gives pi back every record it lost.
+
+Which cases each test takes is decided when the tests are collected, from sessionfix's
+own reading and repair of each session (fast and deterministic), so that every
+collected test asserts something: pi reads an original whole unless scan finds a line
+`JSON.parse` rejects, a `null` line (pi throws) or a parent cycle on the leaf's path
+(pi's walk hangs); the first test checks that prediction against pi for every session.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import shutil
+import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,11 +38,12 @@ from sessionfix.diagnostics import Applicability, EditOp
 from sessionfix.jsonutil import loads
 from sessionfix.reader import LineIssue
 from sessionfix.repair import plan_repair, repair_to
+from sessionfix.scanner import read_session
 
 from .conftest import CORPUS, FIXTURES
 from .pi_loader import PiLoad, load_with_pi
 from .test_fixtures import _settings
-from .test_pi_loader import SESSIONS, _name
+from .test_pi_loader import SESSIONS, _first_content_row, _lost_to_json_parse, _name
 
 EXACT_CONTEXT_CODES = frozenset(
     {"SF005", "SF006", "SF007", "SF009", "SF102", "SF104", "SF108", "SF201", "SF202"}
@@ -65,6 +76,30 @@ class Repaired:
     passes: dict[bool, int] = field(default_factory=dict)
     """1, or 2 when fixes applied to the first result (a re-linked entry became a clone,
     a dropped orphan left a dangling parent a re-link can now fix)."""
+    pi_hangs: bool = False
+    pi_throws: bool = False
+    pi_skips: tuple[int, ...] = ()
+    """What pi will do with the original, as sessionfix's scan predicts it: hang (a
+    parent cycle on the leaf's path), throw (a `null` line), skip these lines."""
+
+    @property
+    def recovers_glued_records(self) -> bool:
+        """The file has a glued line, and the safe repair splits it."""
+        return self.glued_records > 0 and "SF001" in self.codes[False]
+
+    @property
+    def pi_reads_whole(self) -> bool:
+        return not (self.pi_hangs or self.pi_throws or self.pi_skips)
+
+    def exact(self, unsafe: bool) -> bool:
+        """pi reads the original whole and the applied fixes only drop or change records
+        in place: pi's context of the repair can be told exactly."""
+        return (
+            self.pi_reads_whole
+            and self.codes[unsafe] <= EXACT_CONTEXT_CODES
+            and not self.recut[unsafe]
+            and self.passes[unsafe] == 1
+        )
 
 
 def _case_settings(path: Path) -> tuple[Settings, str]:
@@ -98,8 +133,42 @@ def _repair_all(root: Path) -> dict[Path, Repaired]:
             item.remaining_rows[unsafe] = {
                 d.row for d in result.remaining if d.code in LINE_CODES_PI_SKIPS
             }
+        _predict_pi(item, path)
         found[path] = item
     return found
+
+
+def _predict_pi(item: Repaired, path: Path) -> None:
+    scanned = read_session(path)
+    findings = scanned.lines.findings
+    first_row = _first_content_row(path)
+    item.pi_hangs = scanned.view.cycle_on_path
+    item.pi_throws = any(f.json_kind == "null" for f in findings)
+    item.pi_skips = tuple(sorted({f.row for f in findings if _lost_to_json_parse(f, first_row)}))
+
+
+def _repaired_once() -> dict[Path, Repaired]:
+    """Every session repaired once per test run, at collection (the cases of each test
+    depend on it); the files live until the interpreter exits."""
+    if not _REPAIRED:
+        root = Path(tempfile.mkdtemp(prefix="sessionfix-repair-pi-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        _REPAIRED.update(_repair_all(root))
+    return _REPAIRED
+
+
+_REPAIRED: dict[Path, Repaired] = {}
+
+
+def _cases(chosen: Callable[[Repaired, bool], bool]) -> list[Any]:
+    """(session, unsafe) pairs whose repair `chosen` takes, with readable ids."""
+    repaired = _repaired_once()
+    return [
+        pytest.param(path, unsafe, id=f"{'unsafe' if unsafe else 'safe'}-{_name(path)}")
+        for path in SESSIONS
+        for unsafe in (False, True)
+        if chosen(repaired[path], unsafe)
+    ]
 
 
 def _leaves_context(view: Any, survivor: int, code: str) -> bool:
@@ -140,8 +209,8 @@ def _record_plan(item: Repaired, planned: Any, unsafe: bool) -> None:
 
 
 @pytest.fixture(scope="module")
-def repairs(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Repaired]:
-    return _repair_all(tmp_path_factory.mktemp("repairs"))
+def repairs() -> dict[Path, Repaired]:
+    return _repaired_once()
 
 
 @pytest.fixture(scope="module")
@@ -166,34 +235,37 @@ def _replace_last(messages: list[Any], old: Any, new: Any) -> bool:
     return False
 
 
-@pytest.mark.parametrize("path", SESSIONS, ids=_name)
-@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize(("path", "unsafe"), _cases(lambda item, unsafe: True))
 def test_pi_loads_the_repair_whole(
     path: Path, unsafe: bool, repairs: dict[Path, Repaired], loads_of: dict[Path, PiLoad]
 ) -> None:
+    """pi opens every repair; only a safe one may still hang or throw, and only where
+    the original does (breaking a cycle or dropping a `null` line is unsafe). What pi
+    does with the original is what the partition of the other tests predicted."""
     item = repairs[path]
     loaded = loads_of[item.unsafe if unsafe else item.safe]
     original = loads_of[item.original]
-    if not unsafe and (original.hang or original.error):
-        pytest.skip("only unsafe fixes break parent cycles and drop `null` lines")
-    assert not loaded.hang, "pi hangs on the repaired file"
-    assert loaded.error is None, loaded.error
+    assert (original.hang, original.error is not None) == (item.pi_hangs, item.pi_throws)
+    if not (original.hang or original.error):
+        assert original.skipped == item.pi_skips
+    assert not loaded.hang or (original.hang and not unsafe), "pi hangs on the repaired file"
+    if unsafe or original.error is None:
+        assert loaded.error is None, loaded.error
     if unsafe:
         assert set(loaded.skipped) <= item.remaining_rows[True]
 
 
-@pytest.mark.parametrize("path", SESSIONS, ids=_name)
-@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize(("path", "unsafe"), _cases(Repaired.exact))
 def test_pi_context_changes_exactly_as_intended(
     path: Path, unsafe: bool, repairs: dict[Path, Repaired], loads_of: dict[Path, PiLoad]
 ) -> None:
+    """Where pi reads the original whole and the fixes only drop or change records in
+    place, pi's context of the repair is the original's with exactly those changes."""
     item = repairs[path]
     original = loads_of[item.original]
     repaired = loads_of[item.unsafe if unsafe else item.safe]
     codes = item.codes[unsafe]
-    exact = codes <= EXACT_CONTEXT_CODES and not item.recut[unsafe] and item.passes[unsafe] == 1
-    if original.hang or original.error or original.skipped or not exact:
-        pytest.skip("pi does not read the original whole, or a fix re-links or re-cuts")
+    assert (original.hang, original.error, original.skipped) == (False, None, ())
     expected = [json.loads(json.dumps(m)) for m in original.messages]
     for record in item.dropped[unsafe]:
         if isinstance(record, dict) and "message" in record:
@@ -210,16 +282,18 @@ def test_pi_context_changes_exactly_as_intended(
     assert repaired.messages == expected
 
 
-@pytest.mark.parametrize("path", SESSIONS, ids=_name)
+@pytest.mark.parametrize(
+    "path",
+    [path for path in SESSIONS if _repaired_once()[path].recovers_glued_records],
+    ids=_name,
+)
 def test_a_glued_line_gives_pi_back_every_record(
     path: Path, repairs: dict[Path, Repaired], loads_of: dict[Path, PiLoad]
 ) -> None:
+    """Splitting a glued line gives pi back every record of it that it skipped."""
     item = repairs[path]
     original = loads_of[item.original]
-    if not item.glued_records or "SF001" not in item.codes[False]:
-        pytest.skip("no glued line")
-    if original.hang or original.error:
-        pytest.skip("pi cannot open the original")
+    assert (original.hang, original.error) == (False, None)
     repaired = loads_of[item.safe]
     recovered = sum(item.records_on_row[row] for row in original.skipped)
     assert recovered >= item.glued_records
