@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
-import xxhash
 
 RAW_BYTE: Final = "\udbff"
 """In decoded text, an input byte that is not UTF-8 is this code point followed by the
@@ -150,11 +149,6 @@ def canonical(value: Any) -> bytes:
     except RecursionError:
         raise ValueError("nesting too deep") from None
     return text.encode("utf-8", "surrogatepass")
-
-
-def identity_hash(value: Any) -> bytes:
-    """128-bit xxh3 digest of the canonical JSON of `value`, for bucketing copies."""
-    return xxhash.xxh3_128_digest(canonical(value))
 
 
 class RawNumber(str):

@@ -237,7 +237,7 @@ def _split_glued(content: bytes, base: int, result: SlowLine, error: str | None)
             SplitRecord(value, base + byte_at(char_start), base + byte_at(char_end))
         )
     if stop < len(text):
-        _damaged_from(content, base, byte_at(stop), result, None if stop else error)
+        _damaged_from(content, base, byte_at(stop), result, None if objects else error)
     if len(result.records) >= 2 or (result.records and result.damaged is not None):
         result.findings.append((LineIssue.GLUED, {}))
 
