@@ -31,7 +31,7 @@ from sessionfix.render import escape
 
 from .conftest import FIXTURES
 from .diffs import apply_diff
-from .pi_loader import load_with_pi
+from .pi_loader import load_with_pi, require_pi
 from .robustness import (
     LONG_AGO,
     Entry,
@@ -1409,7 +1409,33 @@ def test_a_deeply_nested_record_is_read_and_kept(
     run = run_cli(["repair", "-q", "--unsafe-fixes", "-o", unsafe, path], capsysbinary)
     assert run.code == 0
     assert unsafe.read_bytes() == outcome.repaired
-    assert_nothing_lost(tmp_path, data, unsafe=True)
+    assert json_parse_failures(unsafe) == (len(expected), 0)
+
+
+JSON_PARSE_EACH_LINE: Final = """
+const text = require("node:fs").readFileSync(process.argv[1], "utf8");
+const lines = text.split("\\n").filter((line) => line.trim());
+let failed = 0;
+for (const line of lines) {
+    try { JSON.parse(line); } catch { failed += 1; }
+}
+console.log(JSON.stringify([lines.length, failed]));
+"""
+
+
+def json_parse_failures(path: Path) -> tuple[int, int]:
+    """How many non-blank lines of `path` Node.js reads, and how many of them its
+    `JSON.parse` (pi's parser) rejects."""
+    require_pi()
+    run = subprocess.run(
+        ["node", "-e", JSON_PARSE_EACH_LINE, str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=LIMIT,
+    )
+    lines, failed = json.loads(run.stdout)
+    return lines, failed
 
 
 def test_a_number_with_more_digits_than_python_converts_is_read(
