@@ -33,10 +33,35 @@ ls -A "$DIR"
 """
 
 
-def test_a_real_full_filesystem_leaves_the_original(tmp_path: Path) -> None:
+def _private_tmpfs() -> str | None:
+    """Why this machine cannot mount a private tmpfs (None when it can), decided once at
+    collection: `unshare` into a user and mount namespace and mount one."""
     unshare = shutil.which("unshare")
     if unshare is None:
-        pytest.skip("unshare(1) is not installed")
+        return "unshare(1) is not installed"
+    probe = 'd=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs "$d" && umount "$d"; rmdir "$d"'
+    try:
+        done = subprocess.run(
+            [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except OSError as exc:
+        return f"unshare failed: {exc}"
+    if done.returncode != 0:
+        return f"no private tmpfs here: {done.stderr.strip()[:200]}"
+    return None
+
+
+NO_PRIVATE_TMPFS = _private_tmpfs()
+
+
+@pytest.mark.skipif(NO_PRIVATE_TMPFS is not None, reason=str(NO_PRIVATE_TMPFS))
+def test_a_real_full_filesystem_leaves_the_original(tmp_path: Path) -> None:
+    unshare = shutil.which("unshare")
+    assert unshare is not None
     source = tmp_path / "source.jsonl"
     source.write_bytes(_session_bytes())
     assert source.stat().st_size < 192 * 1024 < 2 * source.stat().st_size  # fits once only
@@ -51,8 +76,8 @@ def test_a_real_full_filesystem_leaves_the_original(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
-    if done.returncode != 0 or "no-mount" in done.stdout:
-        pytest.skip(f"no private tmpfs here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    assert "no-mount" not in done.stdout, done.stderr
     lines = done.stdout.split()
     assert "rc=2" in lines
     assert "original-kept" in lines
@@ -63,9 +88,8 @@ def test_a_real_full_filesystem_leaves_the_original(tmp_path: Path) -> None:
     assert "left untouched" in stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
 def test_standard_output_on_a_full_device(tmp_path: Path) -> None:
-    if not Path("/dev/full").exists():
-        pytest.skip("no /dev/full")
     session = tmp_path / "s.jsonl"
     session.write_bytes(_session_bytes())
     with open("/dev/full", "wb") as full:

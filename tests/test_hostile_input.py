@@ -724,12 +724,10 @@ def test_a_symlink_loop_is_refused(tmp_path: Path, capsysbinary: Capture) -> Non
     refused_everywhere(loop, capsysbinary)
 
 
-@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+@pytest.mark.parametrize("device", [d for d in ("/dev/zero", "/dev/null") if Path(d).exists()])
 def test_a_device_is_refused(tmp_path: Path, capsysbinary: Capture, device: str) -> None:
     """A character device (an endless /dev/zero) is no session: refused, not read
     forever. Run from a folder of its own, so that `repair -o` has somewhere to write."""
-    if not Path(device).exists():
-        pytest.skip(f"no {device}")
     folder = tmp_path / "run"
     folder.mkdir()
     out = folder / "out.jsonl"
