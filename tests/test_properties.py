@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import signal
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +22,8 @@ from sessionfix.jsonutil import loads
 from sessionfix.paths import normalize
 from sessionfix.render import diagnostic_json
 
-from .sessions import sessions
+from .robustness import time_limit
+from .sessions import Session, sessions
 
 
 def _diagnostics(path: Path, **options: Any) -> list[dict[str, Any]]:
@@ -89,17 +94,127 @@ def test_small_reads_agree_with_one_read(
         assert _diagnostics(path, jobs=1) == whole
 
 
+def _index(path: Path, **options: Any) -> tuple[Any, ...]:
+    """Everything a read produces that rules see: the index columns, sparse facts, the
+    line report and the conversation facts."""
+    scanned = read_session(path, **options)
+    view = scanned.view
+    columns = tuple(
+        bytes(getattr(view, name))
+        for name in ("rows", "offsets", "sizes", "kinds", "roles", "flags", "id_keys")
+    )
+    facts = (view.columns, view.leaked, view.boundaries, view.references, view.notes)
+    derived = (list(view.parents), list(view.active_path), view.leaf, view.linear)
+    lines = scanned.lines
+    report = (
+        [(f.issue, f.row, f.offset, f.length, f.detail, f.span) for f in lines.findings],
+        bytes(lines.crlf_rows),
+        (lines.line_count, lines.size, lines.final_newline, lines.last_row),
+    )
+    tracking = scanned.tracking
+    events = (
+        [(g.assistant, g.answers, g.ended_by) for g in tracking.unanswered],
+        [(e.index, e.call_id) for e in tracking.orphans],
+        list(tracking.reads),
+        list(tracking.writes),
+        list(tracking.users),
+    )
+    return columns, facts, derived, report, events
+
+
+def _parallel(patch: pytest.MonkeyPatch, task_bytes: int) -> None:
+    """Byte ranges of `task_bytes`, two workers even for a small file, and the id
+    check shared out between workers too."""
+    patch.setattr(scanner_module, "TASK_BYTES", task_bytes)
+    patch.setattr(scanner_module, "WORKER_MIN_BYTES", 1)
+    patch.setattr(scanner_module, "PARALLEL_KEYS_MIN", 0)
+
+
 @given(data=sessions(), task_bytes=st.sampled_from([64, 300, 2000]))
 def test_parallel_byte_ranges_agree_with_one_pass(
     tmp_path: Path, data: bytes, task_bytes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _write(tmp_path, data)
     sequential = _diagnostics(path, jobs=1)
+    index = _index(path, jobs=1)
     with monkeypatch.context() as patch:
-        patch.setattr(scanner_module, "TASK_BYTES", task_bytes)
+        _parallel(patch, task_bytes)
         patch.setattr(scanner_module, "READ_BYTES", 97)
         parallel = _diagnostics(path, jobs=2)
+        parallel_index = _index(path, jobs=3)
     assert parallel == sequential
+    assert parallel_index == index
+
+
+_READ_RANGE = scanner_module._read_range
+_doomed: Callable[[Any], bool] = bool
+
+
+def _dying_reader(task: Any) -> Any:
+    """The byte-range reader, killing its own process on the tasks `_doomed` picks."""
+    if _doomed(task):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _READ_RANGE(task)
+
+
+@pytest.mark.parametrize("death", ["first", "middle", "last", "every"])
+def test_a_worker_that_dies_leaves_the_read_to_one_process(
+    tmp_path: Path, death: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed mid-read (out of memory, say) neither hangs the read nor changes
+    what it finds: the file is read again in one process, and the progress reported
+    still adds up to the file's size."""
+    data = _conversation(60)
+    path = _write(tmp_path, data)
+    sequential = _index(path, jobs=1)
+    doomed = {
+        "first": lambda task: task.start == 0,
+        "middle": lambda task: task.start < len(data) // 2 <= task.end,
+        "last": lambda task: task.end == len(data),
+        "every": lambda task: True,
+    }[death]
+    parallel_read = scanner_module._read_parallel
+    gave_up: list[bool] = []
+
+    def spied(*args: Any) -> Any:
+        found = parallel_read(*args)
+        gave_up.append(found is None)
+        return found
+
+    progress: list[int] = []
+    with monkeypatch.context() as patch:
+        _parallel(patch, 500)
+        patch.setattr(sys.modules[__name__], "_doomed", doomed)
+        patch.setattr(scanner_module, "_read_range", _dying_reader)
+        patch.setattr(scanner_module, "_read_parallel", spied)
+        with time_limit(60):
+            parallel = _index(path, jobs=2, progress=progress.append)
+    assert gave_up == [True]
+    assert parallel == sequential
+    assert sum(progress) == len(data)
+
+
+def _conversation(turns: int) -> bytes:
+    """A linear session of `turns` turns, each a user message, a read and its result."""
+    session = Session()
+    for turn in range(turns):
+        session.user(f"turn {turn}")
+        session.assistant([(f"call_{turn}", "read", {"path": f"src/f{turn % 7}.py"})])
+        session.result(f"call_{turn}", "read", "contents " * (turn % 13))
+        session.assistant([])
+    return session.text().encode()
+
+
+def test_worker_count() -> None:
+    """Workers only where each has a share worth forking for, whatever --jobs asks."""
+    count = scanner_module.worker_count
+    share = scanner_module.WORKER_MIN_BYTES
+    assert count(2 << 20, 2) == 1
+    assert count(2 * share - 1, 2) == 1
+    assert count(2 * share, 2) == 2
+    assert count(100 * share, 2) == 2
+    assert count(3 * share, 16) == 3
+    assert count(100 * share, 1) == 1
 
 
 @pytest.mark.parametrize("repeat_at", [1, 20, 38])
@@ -120,7 +235,7 @@ def test_parallel_reading_finds_a_repeated_id_in_an_unbroken_chain(
     sequential = _diagnostics(path, jobs=1)
     assert "SF104" in {d["code"] for d in sequential}
     with monkeypatch.context() as patch:
-        patch.setattr(scanner_module, "TASK_BYTES", 300)
+        _parallel(patch, 300)
         assert _diagnostics(path, jobs=2) == sequential
 
 

@@ -10,8 +10,8 @@ concatenated in file order.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,15 +33,22 @@ from sessionfix.reader import (
 )
 from sessionfix.tracking import PathTracker, Tracking
 from sessionfix.view import SessionView, all_distinct
+from sessionfix.workers import OrderedWorkers, WorkerDied, can_fork
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
 
 READ_BYTES = 256 << 10
+SEARCH_BYTES = 1 << 20
 _PLUS_ONE = (1).__add__
-PARALLEL_MIN_BYTES = 48 << 20
-"""Below this, starting worker processes costs more than it saves."""
-TASK_BYTES = 24 << 20
+TASK_BYTES = 8 << 20
+"""The byte range a worker reads at a time: its results are what the parent holds
+twice while it takes them over (pickled and unpickled)."""
+WORKER_MIN_BYTES = 24 << 20
+"""At most one worker per this many bytes of a file: below two of them, forking and
+joining cost more than a second process saves."""
+PARALLEL_KEYS_MIN = 1 << 20
+"""Entry ids checked for repeats in the parent below this many; above, in workers."""
 
 ProgressCallback = Callable[[int], None]
 
@@ -75,19 +82,23 @@ class _Pass:
 
     def run(
         self,
-        handle: BinaryIO,
+        fd: int,
         offset: int,
         end: int | None,
         progress: ProgressCallback | None,
     ) -> None:
-        start = reported = offset
+        """Index the lines that start at `offset` or later (and before `end`), reading
+        the open file `fd` at positions of its own (the file offset is left alone)."""
+        start = reported = position = offset
         pending: list[bytes] = []
         final_newline = True
         while True:
-            data = handle.read(READ_BYTES)
+            data = os.pread(fd, READ_BYTES, position)
             if not data:
                 break
+            position += len(data)
             begin = 0
+            stopped = False
             if pending:
                 # The line begun in the previous block goes on its own, so that the
                 # block itself is never copied to join it.
@@ -253,6 +264,21 @@ class _Pass:
         return has_content
 
 
+def find_newline(fd: int, position: int, stop: int | None = None) -> tuple[int, bool]:
+    """Where the first newline at or after `position` (and before `stop`) is, and True;
+    or where the search ended (the end of the file, or `stop`), and False."""
+    while stop is None or position < stop:
+        size = SEARCH_BYTES if stop is None else min(SEARCH_BYTES, stop - position)
+        data = os.pread(fd, size, position)
+        if not data:
+            break
+        found = data.find(b"\n")
+        if found >= 0:
+            return position + found, True
+        position += len(data)
+    return position, False
+
+
 def _line_starts(raw: bytes, limit: int, terminated: bool, begin: int = 0) -> list[int]:
     """Start offsets of the lines of `raw[begin:limit]`, and the end (plus one for the
     newline) of the last: line k is `raw[starts[k] : starts[k + 1] - 1]`."""
@@ -331,19 +357,18 @@ def gc_paused() -> Iterator[None]:
 
 
 def worker_count(size: int, jobs: int | None) -> int:
-    """Processes to read with. Only forked workers share the parent's string hashing,
-    which the id keys of byte ranges read apart must agree on."""
-    if "fork" not in multiprocessing.get_all_start_methods():
+    """Processes to read with: `jobs`, else one per core (up to 8), but at most one per
+    `WORKER_MIN_BYTES`. Only forked workers share the parent's string hashing, which
+    the id keys of byte ranges read apart must agree on."""
+    if not can_fork():
         return 1
-    if jobs is not None:
-        return max(1, jobs)
-    if size < PARALLEL_MIN_BYTES:
-        return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+    if jobs is None:
+        try:
+            jobs = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            jobs = os.cpu_count() or 1
+        jobs = min(jobs, 8)
+    return max(1, min(jobs, size // WORKER_MIN_BYTES))
 
 
 def read_session(
@@ -360,14 +385,14 @@ def read_session(
     handle, info = open_session(path)
     with handle, gc_paused():
         workers = worker_count(info.size, jobs)
-        parallel = _read_parallel(handle, info, forced, workers, progress) if workers > 1 else None
+        counted = _CountedProgress(progress)
+        parallel = _read_parallel(handle, info, forced, workers, counted) if workers > 1 else None
         if parallel is not None:
             adapter, lines, tracker = parallel
         else:
             state = _Pass(None if forced is Format.AUTO else make_adapter(forced, path), path)
             try:
-                handle.seek(0)
-                state.run(handle, 0, None, progress)
+                state.run(handle.fileno(), 0, None, counted.again())
             except OSError as exc:
                 raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
             lines = state.lines
@@ -380,6 +405,37 @@ def read_session(
         view = adapter.view
         tracking = tracker.finish() if view.linear else _replay_path(adapter, handle)
     return ScannedFile(view, lines, info, adapter.editor, tracking)
+
+
+class _CountedProgress:
+    """Passes progress on, counting it, so that a read begun again after a worker died
+    does not report the same bytes twice."""
+
+    def __init__(self, progress: ProgressCallback | None) -> None:
+        self.progress = progress
+        self.reported = 0
+
+    def __call__(self, done: int) -> None:
+        if self.progress is not None:
+            self.reported += done
+            self.progress(done)
+
+    def again(self) -> ProgressCallback | None:
+        """A callback for reading from the start again: silent until it passes what
+        was already reported."""
+        progress, skipped = self.progress, self.reported
+        if progress is None or not skipped:
+            return progress
+        seen = 0
+
+        def resumed(done: int) -> None:
+            nonlocal seen
+            before = seen
+            seen += done
+            if seen > skipped:
+                progress(seen - max(before, skipped))
+
+        return resumed
 
 
 def _replay_path(adapter: FormatAdapter, handle: BinaryIO) -> Tracking:
@@ -404,6 +460,9 @@ def _replay_path(adapter: FormatAdapter, handle: BinaryIO) -> Tracking:
 
 @dataclass(frozen=True, slots=True)
 class _Task:
+    fd: int
+    """The parent's descriptor of the file, inherited by the forked workers: every
+    byte range is read from the file the parent opened, whatever the path names now."""
     path: Path
     start: int
     end: int
@@ -447,57 +506,72 @@ def _read_parallel(
     info: FileInfo,
     forced: Format,
     workers: int,
-    progress: ProgressCallback | None,
+    progress: ProgressCallback,
 ) -> tuple[FormatAdapter, LineReport, PathTracker] | None:
+    """Read byte ranges in forked workers and join their results in file order; None
+    when the file is to be read in one process (no format found up front, or a worker
+    died)."""
     peeked = _peek_format(handle, info.path, forced)
     if peeked is None:
         return None
     fmt, context = peeked
-    count = max(workers, -(-info.size // TASK_BYTES))
+    # As many tasks for each worker, since each works through a fixed share of them.
+    count = workers * -(-info.size // (workers * TASK_BYTES))
     bounds = [info.size * k // count for k in range(count + 1)]
+    fd = handle.fileno()
     tasks = [
-        _Task(info.path, bounds[k], bounds[k + 1], fmt, None if k == 0 else context)
+        _Task(fd, info.path, bounds[k], bounds[k + 1], fmt, None if k == 0 else context)
         for k in range(count)
     ]
     merged = make_adapter(fmt, info.path, context)
     lines = LineReport()
     tracker: PathTracker | None = None
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        for task, chunk in zip(tasks, pool.imap(_read_range, tasks), strict=True):
-            row_offset = lines.line_count
-            base = len(merged.view)
-            merged.view.extend(chunk.view, row_offset)
-            lines.extend(chunk.lines, row_offset)
-            if tracker is None:
-                tracker = chunk.tracker
-            else:
-                tracker.absorb(chunk.tracker, base)
-            if progress is not None:
+    try:
+        with OrderedWorkers(_read_range, tasks, workers) as chunks:
+            for task, chunk in zip(tasks, chunks, strict=True):
+                row_offset = lines.line_count
+                base = len(merged.view)
+                merged.view.extend(chunk.view, row_offset)
+                lines.extend(chunk.lines, row_offset)
+                if tracker is None:
+                    tracker = chunk.tracker
+                else:
+                    tracker.absorb(chunk.tracker, base)
+                del chunk
                 progress(task.end - task.start)
-        view = merged.view
-        if view.key_buckets is not None:
-            shares = [view.key_buckets[k::workers] for k in range(workers)]
-            view.keys_distinct = all(pool.map(all_distinct, shares))
-            view.key_buckets = None
+    except WorkerDied:
+        return None
+    view = merged.view
+    if view.key_buckets is not None:
+        view.keys_distinct = _buckets_distinct(view.key_buckets, workers)
+        view.key_buckets = None
     assert tracker is not None
     return merged, lines, tracker
 
 
+def _buckets_distinct(buckets: list[array[float]], workers: int) -> bool:
+    """`all_distinct` over the buckets, shared out between forked workers."""
+    if sum(map(len, buckets)) < PARALLEL_KEYS_MIN:
+        return all_distinct(buckets)
+    shares = [buckets[k::workers] for k in range(workers)]
+    try:
+        with OrderedWorkers(all_distinct, shares, workers) as results:
+            return all(results)
+    except WorkerDied:
+        return all_distinct(buckets)
+
+
 def _read_range(task: _Task) -> _Chunk:
     """Worker: decode the lines that start inside [start, end)."""
-    gc.disable()
     adapter = make_adapter(task.format, task.path, task.context)
     state = _Pass(adapter, task.path)
     try:
-        with open(task.path, "rb") as handle:
-            start = task.start
-            if start > 0:
-                handle.seek(start - 1)
-                if handle.read(1) != b"\n":
-                    start += len(handle.readline())
-            handle.seek(start)
-            if start < task.end:
-                state.run(handle, start, task.end, None)
+        start = task.start
+        if start > 0 and os.pread(task.fd, 1, start - 1) != b"\n":
+            newline, found = find_newline(task.fd, start, task.end)
+            start = newline + 1 if found else task.end
+        if start < task.end:
+            state.run(task.fd, start, task.end, None)
     except OSError as exc:
         raise InputError(f"{task.path}: read failed ({exc.strerror or exc})") from None
     view = adapter.view

@@ -263,9 +263,10 @@ def refuse_writers(path: Path, shown: Path | None = None) -> None:
         )
 
 
-_DEFERRED: Final = frozenset(
+HELD_SIGNALS: Final = frozenset(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
+"""The signals that end a run (the command turns SIGTERM and SIGHUP into interrupts)."""
 
 
 @contextmanager
@@ -275,7 +276,7 @@ def signals_deferred() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on Windows
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
     try:
         yield
     finally:

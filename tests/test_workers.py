@@ -1,0 +1,187 @@
+"""The forked worker set: results in order, errors and deaths reported, signals kept
+from workers, nothing printed by them, and no worker left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sessionfix.errors import InputError
+from sessionfix.workers import OrderedWorkers, WorkerDied
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="worker processes are counted through /proc"
+)
+
+
+def _children() -> set[int]:
+    pid = os.getpid()
+    found: set[int] = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as handle:
+            found.update(int(child) for child in handle.read().split())
+    return found
+
+
+@pytest.fixture
+def no_worker_left() -> Iterator[None]:
+    before = _children()
+    yield
+    assert _children() <= before, "a worker process outlived its worker set"
+
+
+def square(value: int) -> int:
+    return value * value
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7])
+def test_results_come_in_task_order(count: int, no_worker_left: None) -> None:
+    tasks = list(range(23))
+    with OrderedWorkers(square, tasks, count) as results:
+        assert list(results) == [value * value for value in tasks]
+
+
+def test_large_results_travel_whole(no_worker_left: None) -> None:
+    """Results larger than a pipe holds, from several workers at once."""
+    tasks = [(index, 3 << 20) for index in range(5)]
+    with OrderedWorkers(lambda task: bytes([task[0]]) * task[1], tasks, 2) as results:
+        for index, result in enumerate(results):
+            assert result == bytes([index]) * (3 << 20)
+
+
+def failing(value: int) -> int:
+    if value == 5:
+        raise InputError(f"task {value} failed")
+    return value
+
+
+def test_a_task_error_is_raised_at_its_turn(no_worker_left: None) -> None:
+    seen: list[int] = []
+    with (
+        pytest.raises(InputError, match="task 5 failed"),
+        OrderedWorkers(failing, list(range(9)), 2) as results,
+    ):
+        seen.extend(results)
+    assert seen == [0, 1, 2, 3, 4]
+
+
+class Unpicklable(Exception):
+    def __reduce__(self) -> str | tuple[object, ...]:
+        raise TypeError("cannot pickle")
+
+
+def raising_unpicklable(value: int) -> int:
+    raise Unpicklable("odd")
+
+
+def test_an_error_that_cannot_travel_is_described(no_worker_left: None) -> None:
+    with (
+        pytest.raises(RuntimeError, match="Unpicklable: odd"),
+        OrderedWorkers(raising_unpicklable, [1, 2], 2) as results,
+    ):
+        list(results)
+
+
+def dying(value: int) -> int:
+    if value == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return value
+
+
+def test_a_dead_worker_is_reported_not_waited_for(no_worker_left: None) -> None:
+    with pytest.raises(WorkerDied), OrderedWorkers(dying, list(range(8)), 2) as results:
+        list(results)
+
+
+def chatty(value: int) -> int:
+    print("to stdout", value)
+    print("to stderr", value, file=sys.stderr)
+    os.write(2, b"raw to stderr\n")
+    return value
+
+
+def test_workers_never_write_to_the_terminal(capfd: pytest.CaptureFixture[str]) -> None:
+    with OrderedWorkers(chatty, [1, 2, 3], 2) as results:
+        assert list(results) == [1, 2, 3]
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+
+
+def dispositions(value: int) -> tuple[object, ...]:
+    return (
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+        signal.getsignal(signal.SIGHUP),
+        signal.pthread_sigmask(signal.SIG_BLOCK, []),
+    )
+
+
+def test_workers_ignore_sigint_and_die_of_sigterm(no_worker_left: None) -> None:
+    """The parent's handlers (as `sessionfix.cli.run` installs them) are not inherited:
+    a worker must never turn SIGTERM into an exception it could raise holding a lock."""
+    previous = {
+        number: signal.signal(number, signal.default_int_handler)
+        for number in (signal.SIGTERM, signal.SIGHUP)
+    }
+    try:
+        with OrderedWorkers(dispositions, [0, 1], 2) as results:
+            for found in results:
+                assert found[:3] == (signal.SIG_IGN, signal.SIG_DFL, signal.SIG_DFL)
+                assert not {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} & set(found[3])
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def sleepy(value: int) -> int:
+    time.sleep(60)
+    return value
+
+
+def test_an_interrupted_parent_kills_and_reaps_its_workers(no_worker_left: None) -> None:
+    """KeyboardInterrupt (what SIGINT and, in the command, SIGTERM raise) while the
+    parent waits: every worker is gone before the exception leaves the block."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt), OrderedWorkers(sleepy, [1, 2, 3], 3) as results:
+            list(results)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - started < 10
+
+
+def test_stopping_early_kills_the_rest(no_worker_left: None) -> None:
+    with OrderedWorkers(square, list(range(50)), 2) as results:
+        for value in results:
+            if value > 10:
+                break
+
+
+def reads_inherited(task: tuple[int, int]) -> bytes:
+    fd, offset = task
+    return os.pread(fd, 4, offset)
+
+
+def test_tasks_are_inherited_not_sent(tmp_path: Path, no_worker_left: None) -> None:
+    """A task may hold what cannot be pickled or sent, such as an open descriptor."""
+    path = tmp_path / "data"
+    path.write_bytes(b"0123456789abcdef")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with OrderedWorkers(reads_inherited, [(fd, 0), (fd, 4), (fd, 8)], 2) as results:
+            assert list(results) == [b"0123", b"4567", b"89ab"]
+    finally:
+        os.close(fd)
