@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Final
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -222,3 +223,51 @@ def test_split_values_recovers_glued_objects_with_their_spans() -> None:
 
 def test_canonical_form_ignores_key_order() -> None:
     assert jsonutil.canonical({"b": 1, "a": {"d": 1, "c": 2}}) == b'{"a":{"c":2,"d":1},"b":1}'
+
+
+JSONISH = st.lists(
+    st.sampled_from(
+        [
+            *(b"{", b"}", b"[", b"]", b'"', b'"k"', b":", b",", b" ", b"\n", b"\t", b"1"),
+            *(b"-2.5e3", b"true", b"nul", b"x", b"\\", b"\\u12", b"\xc3\xa9", b"\xff"),
+            *(b"\xed\xa0\x80", b"\xe2"),
+        ]
+    ),
+    max_size=40,
+).map(b"".join)
+
+
+def _full(data: bytes) -> tuple[str, int] | None:
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return exc.msg, exc.pos
+    return None
+
+
+@given(data=JSONISH, probe=st.integers(1, 12))
+def test_a_long_input_refused_early_is_refused_the_same_way(
+    data: bytes, probe: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal found in the first `_PROBE_BYTES` (here a few bytes) is the one orjson
+    gives for the whole input (of valid UTF-8, which `refusal` is given); `loads`
+    parses exactly what it parsed before."""
+    try:
+        expected: object = jsonutil.loads(data)
+    except ValueError:
+        expected = ValueError
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        utf8 = False  # orjson refuses the whole input for that before looking at syntax
+    else:
+        utf8 = True
+    with monkeypatch.context() as patch:
+        patch.setattr(jsonutil, "_PROBE_BYTES", probe)
+        if utf8:
+            assert jsonutil.refusal(data) == _full(data)
+        try:
+            found: object = jsonutil.loads(data)
+        except ValueError:
+            found = ValueError
+    assert found == expected

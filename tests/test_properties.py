@@ -146,6 +146,33 @@ def test_parallel_byte_ranges_agree_with_one_pass(
     assert parallel_index == index
 
 
+@given(
+    data=sessions(),
+    read_bytes=st.sampled_from([1, 61, 500]),
+    long_line_bytes=st.sampled_from([0, 1, 150]),
+    jobs=st.sampled_from([1, 2]),
+)
+def test_long_lines_read_in_one_piece_agree_with_joined_blocks(
+    tmp_path: Path,
+    data: bytes,
+    read_bytes: int,
+    long_line_bytes: int,
+    jobs: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A line longer than LONG_LINE_BYTES is read again in one piece instead of joined
+    from the blocks it spans: same index, same diagnostics, in one process or several."""
+    path = _write(tmp_path, data)
+    whole = _diagnostics(path, jobs=1)
+    index = _index(path, jobs=1)
+    with monkeypatch.context() as patch:
+        _parallel(patch, 300)
+        patch.setattr(scanner_module, "READ_BYTES", read_bytes)
+        patch.setattr(scanner_module, "LONG_LINE_BYTES", long_line_bytes)
+        assert _diagnostics(path, jobs=jobs) == whole
+        assert _index(path, jobs=jobs) == index
+
+
 _READ_RANGE = scanner_module._read_range
 _doomed: Callable[[Any], bool] = bool
 

@@ -82,18 +82,67 @@ def loads(data: bytes) -> Any:
     too, so the stdlib parser gets a second chance (with NaN/Infinity refused, which
     `JSON.parse` also refuses), and past its recursion limit an iterative parser.
     """
+    early = _early_refusal(data)
+    if early is not None:
+        raise ValueError(early[0])
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        if not any(word in exc.msg for word in _SECOND_CHANCE):
+        if not _second_chance(exc.msg):
             # Plain syntax: JSON.parse rejects it too (no need to decode a huge line).
             raise ValueError(exc.msg) from None
     return _parse(decode_text(data), _STDLIB_DECODER, _number_value)
 
 
+def refusal(data: bytes) -> tuple[str, int] | None:
+    """orjson's message and character position for `data` (valid UTF-8) it does not
+    parse; None if it parses."""
+    early = _early_refusal(data)
+    if early is not None:
+        return early
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return exc.msg, exc.pos
+    return None
+
+
 _SECOND_CHANCE: Final = ("surrogate", "UTF-8", "infinity", "depth")
 """orjson refusals that `JSON.parse` may accept: lone surrogates, invalid UTF-8 (read
 leniently), numbers beyond a double (Infinity), nesting past orjson's 1,024 levels."""
+_PROBE_BYTES: Final = 1 << 20
+_UNFINISHED: Final = ("end of data", "empty")
+"""orjson refusals of a first MiB that the rest of the input may settle."""
+
+
+def _second_chance(message: str) -> bool:
+    return any(word in message for word in _SECOND_CHANCE)
+
+
+def _early_refusal(data: bytes) -> tuple[str, int] | None:
+    """For an input over a MiB: a plain syntax error that orjson finds in its first MiB
+    after any leading whitespace (message, character position), which is then the error
+    of the whole input, since parsing goes left to right. Saves parsing the rest, and
+    the copy of all of it as text that orjson's error carries."""
+    if len(data) <= _PROBE_BYTES:
+        return None
+    found = _NON_SPACE.search(data)
+    if found is None:
+        return None
+    start = found.start()
+    cut = min(start + _PROBE_BYTES, len(data))
+    while start < cut < len(data) and data[cut] & 0xC0 == 0x80:  # never split a UTF-8 sequence
+        cut -= 1
+    try:
+        orjson.loads(memoryview(data)[start:cut])
+    except orjson.JSONDecodeError as exc:
+        if not any(word in exc.msg for word in _UNFINISHED) and not _second_chance(exc.msg):
+            return exc.msg, start + exc.pos
+    return None
+
+
+_NON_SPACE: Final = re.compile(rb"[^ \t\r\n]")
+"""JSON's whitespace is these four bytes."""
 
 
 def _parse(text: str, decoder: json.JSONDecoder, number: _NumberParser) -> Any:

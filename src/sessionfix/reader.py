@@ -9,6 +9,7 @@ common case, a line that parses, never reaches this module's slow path.
 
 from __future__ import annotations
 
+import codecs
 import enum
 import os
 import re
@@ -17,8 +18,6 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Final
-
-import orjson
 
 from sessionfix import jsonutil
 from sessionfix.errors import InputError, NotASessionFile
@@ -106,18 +105,16 @@ def _parse_error(data: bytes, error: str | None = None) -> tuple[str, bool]:
 
     `error` is what `jsonutil.loads` said about `data`, if it was asked already.
     """
-    if data.lstrip()[:1] == b"{" and jsonutil.is_truncated_object(jsonutil.decode_text(data)):
+    if _first_byte(data) == b"{" and jsonutil.is_truncated_object(jsonutil.decode_text(data)):
         return "truncated: the record stops mid-value", True
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return f"invalid UTF-8 at byte {exc.start + 1}", False
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        if "depth" not in exc.msg:
-            return _short_reason(exc.msg, exc.pos, len(data)), False
+    invalid = _invalid_utf8_at(data)
+    if invalid is not None:
+        return f"invalid UTF-8 at byte {invalid + 1}", False
+    refused = jsonutil.refusal(data)
+    if refused is not None:
+        message, position = refused
+        if "depth" not in message:
+            return _short_reason(message, position, len(data)), False
         if error is None:  # orjson stops at 1,024 levels: the iterative parser goes on
             try:
                 jsonutil.loads(data)
@@ -126,6 +123,46 @@ def _parse_error(data: bytes, error: str | None = None) -> tuple[str, bool]:
         if error is not None:
             return error, False
     return "not a JSON object", False
+
+
+_NON_SPACE: Final = re.compile(rb"\S")
+"""The bytes `bytes.strip()` keeps (all but ASCII whitespace)."""
+_UTF8_PIECE: Final = 1 << 20
+
+
+def _first_byte(data: bytes) -> bytes:
+    """The first byte that is not whitespace (b"" if none), found without copying."""
+    found = _NON_SPACE.search(data)
+    return b"" if found is None else data[found.start() : found.start() + 1]
+
+
+def _stripped_end(data: bytes) -> int:
+    """`len(data.rstrip())`, without the copy rstrip makes of a huge line."""
+    end = len(data)
+    while end:
+        piece = data[max(0, end - 4096) : end]
+        kept = len(piece.rstrip())
+        if kept:
+            return end - len(piece) + kept
+        end -= len(piece)
+    return 0
+
+
+def _invalid_utf8_at(data: bytes) -> int | None:
+    """The offset of the first byte that is not UTF-8, decoding a MiB at a time (a
+    whole huge line decoded at once would take up to four times its size)."""
+    if data.isascii():
+        return None
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(data)
+    for start in range(0, len(data), _UTF8_PIECE):
+        held = len(decoder.getstate()[0])
+        last = start + _UTF8_PIECE >= len(data)
+        try:
+            decoder.decode(view[start : start + _UTF8_PIECE], final=last)
+        except UnicodeDecodeError as exc:
+            return start - held + exc.start
+    return None
 
 
 def _short_reason(message: str, pos: int, size: int) -> str:
@@ -177,10 +214,10 @@ def _classify(body: bytes) -> SlowLine:
         start, end = start + lead, end - trail
         result.findings.append((LineIssue.NUL, {"nul": placement, "span": (start, end)}))
     content = body[start:end]
-    if not content.strip():
+    if not content or content.isspace():
         result.findings.append((LineIssue.BLANK, {}))
         return result
-    if content.strip() == b"undefined":
+    if len(content) < 64 and content.strip() == b"undefined":
         result.findings.append((LineIssue.UNDEFINED, {}))
         return result
     error = None
@@ -218,7 +255,7 @@ def _json_kind(value: Any) -> str:
 def _split_glued(content: bytes, base: int, result: SlowLine, error: str | None) -> None:
     """Recover the JSON objects at the start of a line that does not parse as one
     (`error`: why it does not)."""
-    if content.lstrip()[:1] != b"{":
+    if _first_byte(content) != b"{":
         # No object starts the line: all of it is damaged (and a huge line is not decoded).
         _damaged_from(content, base, 0, result, error)
         return
@@ -266,7 +303,7 @@ def _recoverable_tail(tail: bytes) -> tuple[int, int] | None:
     Each `{"` is tried in turn; the search gives up once it has parsed a few times the
     line's length, so that a long torn record full of nested objects stays linear.
     """
-    end = len(tail.rstrip())
+    end = _stripped_end(tail)
     budget = RECOVERY_BUDGET * end
     pos = tail.find(b'{"', 1)
     while pos != -1 and budget > 0:

@@ -39,6 +39,8 @@ FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
 
 READ_BYTES = 256 << 10
+LONG_LINE_BYTES = 1 << 20
+"""A line longer than this is read again in one piece rather than joined from blocks."""
 SEARCH_BYTES = 1 << 20
 _PLUS_ONE = (1).__add__
 TASK_BYTES = 8 << 20
@@ -91,6 +93,7 @@ class _Pass:
         the open file `fd` at positions of its own (the file offset is left alone)."""
         start = reported = position = offset
         pending: list[bytes] = []
+        pending_bytes = 0
         final_newline = True
         while True:
             data = os.pread(fd, READ_BYTES, position)
@@ -105,19 +108,38 @@ class _Pass:
                 begin = data.find(b"\n") + 1
                 if not begin:
                     pending.append(data)
+                    pending_bytes += len(data)
+                    if pending_bytes < LONG_LINE_BYTES:
+                        continue
+                    pending = []
+                    pending_bytes = 0
+                    if end is not None and offset >= end:
+                        break
+                    offset, terminated = self._long_line(fd, offset, position)
+                    position = offset
+                    if progress is not None:
+                        progress(offset - reported)
+                        reported = offset
+                    if not terminated:
+                        final_newline = False
+                        break
                     continue
                 pending.append(data[:begin])
                 straddling = b"".join(pending)
                 pending = []
+                pending_bytes = 0
                 offset, stopped = self._block(straddling, len(straddling), offset, end)
+                del straddling
                 if stopped:
                     break
             limit = data.rfind(b"\n") + 1
             if not limit:
                 pending.append(data)
+                pending_bytes += len(data)
                 continue
             if limit < len(data):
                 pending.append(data[limit:])
+                pending_bytes += len(data) - limit
             if begin < limit:
                 offset, stopped = self._block(data, limit, offset, end, begin=begin)
             if progress is not None:
@@ -137,6 +159,21 @@ class _Pass:
         lines.size = offset - start
         lines.final_newline = final_newline
         lines.last_row = self.last_row
+
+    def _long_line(self, fd: int, offset: int, searched: int) -> tuple[int, bool]:
+        """Index the line at `offset`, which runs on past `searched`, reading it once
+        into one object of its own size: the blocks it was seen in are dropped rather
+        than joined (a gigabyte line would otherwise be held two or three times).
+
+        Returns the offset after the line and whether a newline ended it.
+        """
+        stop, terminated = find_newline(fd, searched)
+        crlf = stop > offset and os.pread(fd, 1, stop - 1) == b"\r"
+        if crlf:
+            self.lines.crlf_rows.append(self.row + 1)
+        line = read_exactly(fd, stop - offset - crlf, offset)
+        self._line(line, offset, len(line))
+        return stop + terminated, terminated
 
     def _block(
         self,
@@ -277,6 +314,23 @@ def find_newline(fd: int, position: int, stop: int | None = None) -> tuple[int, 
             return position + found, True
         position += len(data)
     return position, False
+
+
+def read_exactly(fd: int, size: int, offset: int) -> bytes:
+    """`size` bytes at `offset` (fewer at the end of the file), in one object of that
+    size: a single read up to 2 GiB, joined pieces beyond."""
+    data = os.pread(fd, size, offset)
+    if len(data) == size or not data:
+        return data
+    pieces = [data]
+    done = len(data)
+    while done < size:
+        more = os.pread(fd, size - done, offset + done)
+        if not more:
+            break
+        pieces.append(more)
+        done += len(more)
+    return b"".join(pieces)
 
 
 def _line_starts(raw: bytes, limit: int, terminated: bool, begin: int = 0) -> list[int]:
@@ -477,18 +531,27 @@ class _Chunk:
     tracker: PathTracker
 
 
+PEEK_LINE_BYTES = 1 << 20
+"""The first record is looked for only in lines shorter than this: past a longer one,
+the file is read in one process rather than the line read twice."""
+
+
 def detect_format(path: Path) -> Format:
     """The format a scan of `path` detects (from its first record), UNKNOWN if none."""
     handle, _ = open_session(path)
     with handle:
-        peeked = _peek_format(handle, path, Format.AUTO)
+        peeked = _peek_format(handle, path, Format.AUTO, limit=None)
     return Format.UNKNOWN if peeked is None else peeked[0]
 
 
-def _peek_format(handle: BinaryIO, path: Path, forced: Format) -> tuple[Format, object] | None:
+def _peek_format(
+    handle: BinaryIO, path: Path, forced: Format, limit: int | None = PEEK_LINE_BYTES
+) -> tuple[Format, object] | None:
     """Detect the format and what later byte ranges need to know, from the first record."""
     handle.seek(0)
-    for raw in handle:
+    while raw := handle.readline(-1 if limit is None else limit):
+        if limit is not None and len(raw) == limit and not raw.endswith(b"\n"):
+            return None
         outcome = classify_line(raw.rstrip(b"\r\n"))
         if not outcome.records:
             continue

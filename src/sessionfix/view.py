@@ -387,6 +387,7 @@ class SessionView:
         _shift_into(self.leaked, other.leaked, base)
         _shift_into(self.boundaries, other.boundaries, base)
         _shift_into(self.references, other.references, base)
+        _shift_into(self._id_cache, other._id_cache, base)
         for note in other.notes:
             if note not in self.notes:
                 self.notes.append(note)

@@ -153,6 +153,9 @@ _FILE_TOOLS: Final[dict[str, FileAction]] = {
     "write": FileAction.FULL_WRITE,
 }
 _INCOMPLETE_STOPS: Final = frozenset({"error", "aborted"})
+_LARGE_RECORD: Final = 1 << 20
+"""Records from this size on keep their id and parentId in the view: reading a huge
+record back to name it in a diagnostic would hold all of it in memory again."""
 VALID_VERSIONS: Final = (1, 2, 3)
 
 
@@ -644,6 +647,8 @@ class PiAdapter:
             parent_key = hash(("parentId", repr(parent)))
         if column != 1:
             view.columns[index] = column
+        if size >= _LARGE_RECORD:
+            view.remember_ids(index, record.id, MISSING if parent is UNSET else parent)
         self._rows(row)
         self._offsets(offset)
         self._sizes(size)

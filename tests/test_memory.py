@@ -1,0 +1,86 @@
+"""Memory bounds of a read, measured on the console command as users run it.
+
+- A huge line: at most 1.5 times its size plus 64 MB, in all, whether it is a valid
+  record or garbage.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from .robustness import LONG_AGO
+
+LINE_BYTES: Final = 200 << 20
+HEADER: Final = (
+    b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
+)
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="peak sizes are read from wait4 (Linux units)"
+)
+
+
+def peak_bytes(*args: object) -> int:
+    """The peak resident size of the largest process of a `sessionfix` run (it and the
+    workers it waited for), which must exit 0 or 1 and print nothing on stderr."""
+    command = [sys.executable, "-m", "sessionfix", *map(str, args)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    err = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode in (0, 1), f"{args}: exit {process.returncode}: {err[-2000:]!r}"
+    assert err == b"", f"{args}: {err[-2000:]!r}"
+    return usage.ru_maxrss * 1024
+
+
+RECORD_HEAD: Final = (
+    b'{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-07-24T06:21:04.000Z",'
+    b'"message":{"role":"user","content":[{"type":"text","text":"'
+)
+RECORD_TAIL: Final = b'"}],"timestamp":1784874064000}}\n'
+
+
+def write_line(path: Path, head: bytes, fill: bytes, tail: bytes, size: int) -> None:
+    """A header, then one line of `size` bytes: `head`, `fill` repeated, `tail`."""
+    piece = fill * ((1 << 20) // len(fill))
+    remaining = size - len(head) - len(tail)
+    with open(path, "wb") as handle:
+        handle.write(HEADER + head)
+        while remaining > 0:
+            handle.write(piece[:remaining])
+            remaining -= len(piece)
+        handle.write(tail)
+    os.utime(path, (LONG_AGO, LONG_AGO))
+
+
+@pytest.mark.parametrize(
+    ("head", "fill", "tail"),
+    [
+        pytest.param(RECORD_HEAD, b"0123456789abcdef", RECORD_TAIL, id="record"),
+        pytest.param(b"", b"not json, \xc3\xa9", b"\r\n", id="garbage"),
+    ],
+)
+def test_a_huge_line_is_held_once(tmp_path: Path, head: bytes, fill: bytes, tail: bytes) -> None:
+    """`check` and `repair -o` of a file holding a 200 MB line, read in one process and
+    by workers: the line is never joined from its blocks, sliced, stripped or decoded
+    whole, and nothing reads it back to name it."""
+    session = tmp_path / "huge.jsonl"
+    write_line(session, head, fill, tail, LINE_BYTES)
+    limit = LINE_BYTES * 3 // 2 + (64 << 20)
+    out = tmp_path / "out.jsonl"
+    for args in (
+        ["check", "-q", "--jobs", "1", session],
+        ["check", "-q", "--jobs", "2", session],
+        ["repair", "-q", "-o", out, session],
+    ):
+        peak = peak_bytes(*args)
+        assert peak <= limit, f"{args[:3]}: peak {peak >> 20} MiB over {limit >> 20} MiB"
+    session.unlink()
+    out.unlink()
