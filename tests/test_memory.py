@@ -1,7 +1,13 @@
 """Memory bounds of a read, measured on the console command as users run it.
 
+- The index: at most 64 bytes per entry, counted as the peak resident size of the
+  largest process of a `check` minus that of a `check` of a header-only file (the
+  interpreter and its modules), over a million and a half tiny entries.
 - A huge line: at most 1.5 times its size plus 64 MB, in all, whether it is a valid
   record or garbage.
+
+`make bench` reports the same figures on larger files (five million entries, a
+gigabyte line).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import pytest
 
 from .robustness import LONG_AGO
 
+ENTRIES: Final = 1_500_000
+INDEX_BYTES_PER_ENTRY: Final = 64
 LINE_BYTES: Final = 200 << 20
 HEADER: Final = (
     b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
@@ -38,6 +46,34 @@ def peak_bytes(*args: object) -> int:
     assert process.returncode in (0, 1), f"{args}: exit {process.returncode}: {err[-2000:]!r}"
     assert err == b"", f"{args}: {err[-2000:]!r}"
     return usage.ru_maxrss * 1024
+
+
+def tiny_session(path: Path, entries: int) -> None:
+    """A header and `entries` one-line entries of a chain (57 bytes each)."""
+    with open(path, "wb") as handle:
+        handle.write(HEADER)
+        handle.write(b'{"type":"message","id":"00000000","parentId":null}\n')
+        batch = 100_000
+        for first in range(1, entries, batch):
+            handle.write(
+                b"".join(
+                    b'{"type":"message","id":"%08x","parentId":"%08x"}\n' % (n, n - 1)
+                    for n in range(first, min(first + batch, entries))
+                )
+            )
+    os.utime(path, (LONG_AGO, LONG_AGO))
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_index_takes_at_most_64_bytes_an_entry(tmp_path: Path, jobs: str) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(HEADER)
+    session = tmp_path / "tiny.jsonl"
+    tiny_session(session, ENTRIES)
+    baseline = peak_bytes("check", "-q", "--jobs", jobs, empty)
+    peak = peak_bytes("check", "-q", "--jobs", jobs, session)
+    per_entry = (peak - baseline) / ENTRIES
+    assert per_entry <= INDEX_BYTES_PER_ENTRY, f"{per_entry:.1f} bytes an entry"
 
 
 RECORD_HEAD: Final = (

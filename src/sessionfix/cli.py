@@ -1160,12 +1160,31 @@ def _usage_line(error: Exception) -> str:
     return f"{text} (see '{command} --help')" if command else text
 
 
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD = 1 << 20
+
+
+def _pin_mmap_threshold() -> None:
+    """glibc's malloc raises its threshold for mapping a block of its own to the largest
+    block freed so far; after the first large result is freed, growing index columns
+    are copied around the heap, and freed blocks stay resident (a third more memory
+    when a file is read in parallel). A fixed threshold keeps large blocks mapped."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (AttributeError, OSError):  # not glibc
+        return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+
+
 def run() -> None:
     """Console entry point. Exits without tearing down the interpreter's objects: after
     a scan of a large file, freeing them one by one takes a noticeable time.
 
     SIGTERM (and SIGHUP) end a run like Ctrl-C does: the temp file is removed, the locks
     are released, the session is left as it was."""
+    _pin_mmap_threshold()
     for name in ("SIGTERM", "SIGHUP"):
         number = getattr(signal, name, None)
         if number is not None:

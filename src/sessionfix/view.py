@@ -15,7 +15,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, pairwise, repeat
 from operator import add, ge
 from pathlib import Path
 from typing import Final, TypeVar, overload
@@ -163,7 +163,7 @@ def key_of(entry_id: str) -> int:
 
 
 def all_distinct(buckets: Iterable[array[float]]) -> bool:
-    """No key repeats within any bucket of `partition_keys` and none is `NO_ID_KEY`
+    """No key repeats within any bucket of `bucketed_keys` and none is `NO_ID_KEY`
     (keys of different buckets differ by construction)."""
     for bucket in buckets:
         distinct = set(bucket)
@@ -203,6 +203,23 @@ def _bucket_floors() -> list[float]:
 _BUCKET_FLOORS: Final = _bucket_floors()
 KEY_BUCKETS: Final = len(_BUCKET_FLOORS)
 _NO_ID_DOUBLE: Final = as_doubles(array("q", [NO_ID_KEY]))[0]
+_PARTITION_SLICE: Final = 1 << 14
+"""Keys sorted at a time: a sorted slice's floats stay in cache, and memory holds
+8 bytes per key (the buckets) plus one slice, never a float object per key."""
+
+
+def bucketed_keys(keys: array[int], start: int = 0) -> list[array[float]]:
+    """`keys[start:]` as doubles (`as_doubles`), in `KEY_BUCKETS` buckets by their top
+    bits: equal keys always share a bucket, so that buckets can be checked apart."""
+    buckets = [array("d") for _ in range(KEY_BUCKETS)]
+    for first in range(start, len(keys), _PARTITION_SLICE):
+        part = sorted(as_doubles(keys[first : first + _PARTITION_SLICE]))
+        bounds = [bisect_left(part, floor) for floor in _BUCKET_FLOORS]
+        bounds.append(len(part))
+        for bucket, (low, high) in zip(buckets, pairwise(bounds), strict=True):
+            if low < high:
+                bucket.extend(part[low:high])
+    return buckets
 
 
 class Shifted(Sequence[int]):
@@ -593,9 +610,12 @@ class SessionView:
         count = len(keys)
         if count <= start or Kind.LEAF in self.kinds:
             return False
-        parents = self.parent_keys
-        if parents[start] != NULL_KEY or parents[start + 1 :] != keys[start : count - 1]:
+        if self.parent_keys[start] != NULL_KEY:
             return False
+        # Memoryviews compare the columns in place: slices would copy 16 bytes per entry.
+        with memoryview(self.parent_keys) as parents, memoryview(keys) as ids:
+            if parents[start + 1 :] != ids[start : count - 1]:
+                return False
         if not self._entry_keys_unique():
             return False
         self.parents = Shifted(count, start + 1, -1, ROOT)
@@ -603,18 +623,12 @@ class SessionView:
         return True
 
     def partition_keys(self) -> None:
-        """Sort the entry id keys into buckets (as doubles, see `as_doubles`).
+        """Sort the entry id keys into buckets (see `bucketed_keys`).
 
-        Whether all ids of a file are distinct is then decided bucket by bucket, on
-        sets small enough to stay in cache, after byte ranges read in parallel have
-        each partitioned their own keys.
+        Whether all ids of a file are distinct is then decided bucket by bucket, after
+        byte ranges read in parallel have each partitioned their own keys.
         """
-        keys = sorted(as_doubles(self.id_keys[self.first_entry :]))
-        bounds = [bisect_left(keys, floor) for floor in _BUCKET_FLOORS]
-        bounds.append(len(keys))
-        self.key_buckets = [
-            array("d", keys[bounds[bucket] : bounds[bucket + 1]]) for bucket in range(KEY_BUCKETS)
-        ]
+        self.key_buckets = bucketed_keys(self.id_keys, self.first_entry)
 
     def _entry_keys_unique(self) -> bool:
         """Every entry has an id and no two share one."""
@@ -623,7 +637,7 @@ class SessionView:
         buckets = self.key_buckets
         self.key_buckets = None
         if buckets is None:
-            buckets = [as_doubles(self.id_keys[self.first_entry :])]
+            buckets = bucketed_keys(self.id_keys, self.first_entry)
         return all_distinct(buckets)
 
     def _index_referenced(self) -> None:
