@@ -271,3 +271,29 @@ def test_a_long_input_refused_early_is_refused_the_same_way(
         except ValueError:
             found = ValueError
     assert found == expected
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    record=st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=4),
+    compact=st.booleans(),
+)
+def test_every_proper_prefix_of_a_record_is_truncated(
+    record: dict[str, object], compact: bool
+) -> None:
+    """Torn writes cut a record anywhere: inside strings, escapes, numbers, literals."""
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":") if compact else None)
+    for cut in range(1, len(text)):
+        assert jsonutil.is_truncated_object(text[:cut]), text[:cut]
+    assert not jsonutil.is_truncated_object(text)
+    assert not jsonutil.is_truncated_object(text[:-1] + "x")

@@ -178,13 +178,12 @@ def split_values(text: str) -> tuple[list[tuple[int, int, Any]], int]:
     return values, pos
 
 
-_WS = frozenset(" \t\r\n")
+_NOT_WS: Final = re.compile(r"[^ \t\r\n]")
 
 
 def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in _WS:
-        pos += 1
-    return pos
+    found = _NOT_WS.search(text, pos)
+    return len(text) if found is None else found.start()
 
 
 def canonical(value: Any) -> bytes:
@@ -607,11 +606,19 @@ def _after_value(stack: list[str]) -> int:
     return _AFTER_MEMBER if stack[-1] == "{" else _AFTER_ITEM
 
 
+_STRING_SPECIAL: Final = re.compile('["\\\\\x00-\x1f]')
+
+
 def _scan_string(text: str, start: int) -> int:
     """End index after the closing quote; -1 when the text ends inside it; -2 on an error."""
     n = len(text)
     i = start + 1
     while i < n:
+        # Plain characters are skipped in one search (a torn record may hold megabytes).
+        special = _STRING_SPECIAL.search(text, i)
+        if special is None:
+            return -1
+        i = special.start()
         char = text[i]
         if char == '"':
             return i + 1
