@@ -404,6 +404,52 @@ def generate(out: Path, size_mb: int, seed: int = 7) -> Expected:
     return expected
 
 
+TINY_HEADER = orjson.dumps(
+    {"type": "session", "version": 3, "id": HEADER_ID, "timestamp": "2026-07-24T06:21:03.000Z"}
+)
+
+
+def generate_tiny(out: Path, entries: int) -> None:
+    """A header and `entries` of pi's smallest entries, one chain (57 bytes a line):
+    the file where the per-entry index dominates memory."""
+    with open(out, "wb") as handle:
+        handle.write(TINY_HEADER + b"\n")
+        handle.write(b'{"type":"message","id":"00000000","parentId":null}\n')
+        batch = 100_000
+        for first in range(1, entries, batch):
+            handle.write(
+                b"".join(
+                    b'{"type":"message","id":"%08x","parentId":"%08x"}\n' % (n, n - 1)
+                    for n in range(first, min(first + batch, entries))
+                )
+            )
+
+
+HUGE_RECORD_HEAD = (
+    b'{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-07-24T06:21:04.000Z",'
+    b'"message":{"role":"user","content":[{"type":"text","text":"'
+)
+HUGE_RECORD_TAIL = b'"}],"timestamp":1784874064000}}\n'
+
+
+def generate_huge_line(out: Path, line_bytes: int, *, record: bool) -> None:
+    """A header, then one line of `line_bytes`: a valid user message, or garbage (text
+    that is not JSON, some of it not ASCII)."""
+    head, fill, tail = (
+        (HUGE_RECORD_HEAD, b"0123456789abcdef", HUGE_RECORD_TAIL)
+        if record
+        else (b"", b"not json, \xc3\xa9t\xc3\xa9 ", b"\n")
+    )
+    piece = fill * ((1 << 20) // len(fill))
+    remaining = line_bytes - len(head) - len(tail)
+    with open(out, "wb") as handle:
+        handle.write(TINY_HEADER + b"\n" + head)
+        while remaining > 0:
+            handle.write(piece[:remaining])
+            remaining -= len(piece)
+        handle.write(tail)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)

@@ -4,9 +4,16 @@ The floor is a plain loop of `orjson.loads` over the file's lines, measured on t
 same file in the same run. Each command runs in its own process, several times,
 alternating; the best and the median time of each are printed; peak memory is the largest total
 proportional set size (PSS) of the command's process tree, sampled while it runs.
-The generated file is kept in `.bench/` and reused while its parameters match.
 
-    python bench/run.py [--size-mb 1100] [--runs 5]
+Then memory next to its targets: the index's bytes per entry (`check` of millions of
+tiny entries, less a `check` of a header-only file), at most 64; and the peak of a
+`check` of a file holding one huge line (a valid record, and garbage), at most 1.5
+times the line plus 64 MiB.
+
+Generated files are kept in `.bench/` and reused while their generator is unchanged.
+
+    python bench/run.py [--size-mb 1100] [--runs 5] [--tiny-entries N] [--huge-line-mb N]
+    python bench/run.py --memory-only
 """
 
 from __future__ import annotations
@@ -14,13 +21,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from generate import TINY_HEADER, generate_huge_line, generate_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / ".bench"
@@ -40,50 +51,90 @@ with open(sys.argv[1], "rb") as handle:
 class Measure:
     seconds: float
     peak_bytes: int
+    """Sampled peak of the process tree's total PSS."""
     returncode: int
+    largest_bytes: int
+    """Peak resident size of the largest single process (wait4's ru_maxrss), if asked."""
 
 
-def _tree_pss(pid: int) -> int:
-    """Total PSS of a process and its descendants (shared pages counted once, in shares)."""
-    total = 0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
+def _tree(pid: int) -> list[int]:
+    """A process and its descendants."""
+    found = [pid]
+    for current in found:
         try:
-            with open(f"/proc/{current}/smaps_rollup") as handle:
-                for line in handle:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
             with open(f"/proc/{current}/task/{current}/children") as handle:
-                pending.extend(int(child) for child in handle.read().split())
+                found.extend(int(child) for child in handle.read().split())
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-    return total
+    return found
 
 
-def measure(command: list[str]) -> Measure:
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return 0
+
+
+def _tree_pss(pid: int) -> int | None:
+    """Total PSS of a process and its descendants (shared pages counted once, in shares),
+    or None when a process started or ended meanwhile: a page a fork had just shared
+    would be counted once whole and once in shares."""
+    before = _tree(pid)
+    total = sum(map(_pss, before))
+    return total if _tree(pid) == before else None
+
+
+LAUNCHER = """
+import os, subprocess, sys
+process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+print(process.pid, flush=True)
+_, status, usage = os.wait4(process.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024, flush=True)
+"""
+"""Runs a command, printing its pid, then its exit code and peak resident size. The
+peak a process reports includes that of the process it was forked from (recorded at
+exec), so the command is forked from this small one rather than from the bench."""
+
+
+def measure(command: list[str], *, largest: bool = False) -> Measure:
+    """Time and peak memory of a command; with `largest`, also the peak RSS of its
+    largest process, through `LAUNCHER` (whose own start is then timed too)."""
     peak = 0
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    launched = [sys.executable, "-c", LAUNCHER, *command] if largest else command
+    process = subprocess.Popen(
+        launched,
+        stdout=subprocess.PIPE if largest else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    pid = process.pid
+    if largest:
+        assert process.stdout is not None
+        pid = int(process.stdout.readline())
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, _tree_pss(process.pid))
+            peak = max(peak, _tree_pss(pid) or 0)
             done.wait(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    _, stderr = process.communicate()
+    out, stderr = process.communicate()
     elapsed = time.perf_counter() - started
     done.set()
     sampler.join()
-    if process.returncode not in (0, 1):
+    code, maxrss = map(int, out.split()) if largest else (process.returncode, 0)
+    if code not in (0, 1):
         sys.stderr.write(stderr.decode(errors="replace"))
-        raise SystemExit(f"{command[0]} failed with exit code {process.returncode}")
-    return Measure(elapsed, peak, process.returncode)
+        raise SystemExit(f"{command[0]} failed with exit code {code}")
+    return Measure(elapsed, peak, code, maxrss)
 
 
 def ensure_session(size_mb: int) -> tuple[Path, dict[str, object]]:
@@ -135,11 +186,80 @@ def found_counts(session: Path) -> dict[str, int]:
     return {row["code"]: row["count"] for row in json.loads(out)}
 
 
+def ensure_file(name: str, make: Callable[[Path], None]) -> Path:
+    """`.bench/NAME`, made by `make` unless a copy from the same generator is there."""
+    BENCH_DIR.mkdir(exist_ok=True)
+    path = BENCH_DIR / name
+    stamp = path.with_name(path.name + ".stamp")
+    generator = str((ROOT / "bench" / "generate.py").stat().st_mtime_ns)
+    if path.exists() and stamp.exists() and stamp.read_text() == generator:
+        return path
+    print(f"generating {path.relative_to(ROOT)}...", flush=True)
+    make(path)
+    stamp.write_text(generator)
+    return path
+
+
+def memory_report(tiny_entries: int, huge_mb: int) -> None:
+    """The index's bytes per entry, and the peak for a file holding one huge line, next
+    to their targets: at most 64 bytes an entry, and 1.5 times the line plus 64 MiB."""
+    sessionfix = str(Path(sys.executable).with_name("sessionfix"))
+    free = shutil.disk_usage(BENCH_DIR.parent).free
+    while huge_mb > 64 and 2 * (huge_mb << 20) > free // 2:
+        huge_mb //= 2
+        print(f"(not enough free disk for the huge-line files: a {huge_mb} MiB line instead)")
+    empty = ensure_file("header-only.jsonl", lambda out: out.write_bytes(TINY_HEADER + b"\n"))
+    tiny = ensure_file(f"tiny-{tiny_entries}.jsonl", lambda out: generate_tiny(out, tiny_entries))
+    huge = {
+        kind: ensure_file(
+            f"huge-line-{huge_mb}mb-{kind}.jsonl",
+            lambda out, kind=kind: generate_huge_line(out, huge_mb << 20, record=kind == "record"),
+        )
+        for kind in ("record", "garbage")
+    }
+
+    def check(path: Path, *options: str) -> Measure:
+        return measure(
+            [sessionfix, "check", "-q", "--no-progress", *options, str(path)], largest=True
+        )
+
+    print(
+        "memory: peak PSS of the process tree (sampled) and peak RSS of the largest process;"
+        " index figures are less the same for a header-only file"
+    )
+    print(f"{'case':46s} {'PSS':>14s} {'largest':>14s} {'target':>14s}")
+    for options in ((), ("--jobs", "1")):
+        base = check(empty, *options)
+        run = check(tiny, *options)
+        pss = (run.peak_bytes - base.peak_bytes) / tiny_entries
+        rss = (run.largest_bytes - base.largest_bytes) / tiny_entries
+        label = f"index, check {tiny_entries:,} tiny entries {' '.join(options)}"
+        print(f"{label:46s} {pss:8.1f} B/ent {rss:8.1f} B/ent {'<= 64 B/ent':>14s}")
+    limit = (huge_mb << 20) * 3 // 2 + (64 << 20)
+    for kind, path in huge.items():
+        for options in ((), ("--jobs", "1")):
+            run = check(path, *options)
+            label = f"check, one {huge_mb} MiB line ({kind}) {' '.join(options)}"
+            print(
+                f"{label:46s} {run.peak_bytes >> 20:10,} MiB {run.largest_bytes >> 20:10,} MiB"
+                f" {'<= ' + format(limit >> 20, ',') + ' MiB':>14s}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1100)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tiny-entries", type=int, default=5_000_000)
+    parser.add_argument("--huge-line-mb", type=int, default=1024)
+    parser.add_argument(
+        "--memory-only", action="store_true", help="only the memory figures (no timings)"
+    )
     args = parser.parse_args()
+    if args.memory_only:
+        compile_package()
+        memory_report(args.tiny_entries, args.huge_line_mb)
+        return
     session, expected = ensure_session(args.size_mb)
     compile_package()
     size = session.stat().st_size
@@ -215,6 +335,7 @@ def main() -> None:
         "all" if not mismatches else f"MISMATCH {mismatches}",
         f"({', '.join(f'{k} {v}' for k, v in sorted(checks.items()))})",
     )
+    memory_report(args.tiny_entries, args.huge_line_mb)
 
 
 if __name__ == "__main__":
