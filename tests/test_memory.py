@@ -34,18 +34,28 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+LAUNCHER: Final = """
+import os, subprocess, sys
+process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(process.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)
+"""
+"""Runs a command and prints its exit code and peak resident size. The command must be
+forked from a small process: the peak a process reports includes that of the process
+it was forked from, before the exec (here, the test runner)."""
+
+
 def peak_bytes(*args: object) -> int:
     """The peak resident size of the largest process of a `sessionfix` run (it and the
     workers it waited for), which must exit 0 or 1 and print nothing on stderr."""
     command = [sys.executable, "-m", "sessionfix", *map(str, args)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert process.stderr is not None
-    err = process.stderr.read()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode in (0, 1), f"{args}: exit {process.returncode}: {err[-2000:]!r}"
-    assert err == b"", f"{args}: {err[-2000:]!r}"
-    return usage.ru_maxrss * 1024
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, *command], capture_output=True, text=True, check=True
+    )
+    code, peak = map(int, done.stdout.split())
+    assert code in (0, 1), f"{args}: exit {code}: {done.stderr[-2000:]}"
+    assert done.stderr == "", f"{args}: {done.stderr[-2000:]}"
+    return peak
 
 
 def tiny_session(path: Path, entries: int) -> None:
