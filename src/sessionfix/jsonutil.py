@@ -178,6 +178,7 @@ def split_values(text: str) -> tuple[list[tuple[int, int, Any]], int]:
     return values, pos
 
 
+_WS: Final = frozenset(" \t\r\n")
 _NOT_WS: Final = re.compile(r"[^ \t\r\n]")
 
 
