@@ -31,7 +31,7 @@ from .conftest import ROOT
 from .robustness import digest
 
 SIZE_MB: Final = 66
-"""Over 64 MiB: three byte ranges of the scanner's 24 MiB, read by two workers."""
+"""Over 64 MiB, and over the size from which a file is read by worker processes."""
 LIMIT: Final = 90.0
 """Seconds one run may take before it counts as a hung one."""
 INTERRUPTED: Final = "sessionfix: error: interrupted\n"
