@@ -553,6 +553,78 @@ def test_nul_runs(tmp_path: Path, capsysbinary: Capture, case: str) -> None:
         assert b"\0" not in outcome.repaired
 
 
+# ---- records that only look alike --------------------------------------------------------
+
+ALIKE: Final = {
+    "escaped-surrogate-and-raw-byte": (b'"t":"\\udc9f"', b'"t":"\x9f"'),
+    "long-integers": (b'"n":123456789012345678901234567890', b'"n":123456789012345678901234567891'),
+    "exponent-and-decimal": (b'"n":1e2', b'"n":100.0'),
+    "escaped-letter": (b'"t":"A"', b'"t":"\\u0041"'),
+    "repeated-key": (b'"t":"x","t":"y"', b'"t":"y"'),
+    "zero-and-negative-zero": (b'"n":0', b'"n":-0'),
+}
+
+
+@pytest.mark.parametrize("case", ALIKE)
+def test_records_that_parse_alike_are_not_copies(
+    tmp_path: Path, capsysbinary: Capture, case: str
+) -> None:
+    """Two records with one id whose bytes differ are both kept by every repair, even
+    where a parser would call their values equal (or `JSON.parse` would not)."""
+    first, second = ALIKE[case]
+    lines = small_session()
+    # A new user entry below the last, twice with one id: only the payload differs.
+    template = lines[3].replace(b'"id":"a0000003"', b'"id":"b0000001"')
+    template = template.replace(b'"parentId":"a0000002"', b'"parentId":"a0000004"')
+    template = template[:-1] + b",PAYLOAD}"
+    body = [*lines, template.replace(b"PAYLOAD", first), template.replace(b"PAYLOAD", second)]
+    data = b"\n".join(body) + b"\n"
+    path = write(tmp_path, data)
+    outcome = exercise(path, capsysbinary)
+    assert outcome.repaired is not None
+    kept = outcome.repaired.split(b"\n")
+    assert body[-2] in kept
+    assert body[-1] in kept
+    assert_nothing_lost(tmp_path, data, unsafe=True)
+
+
+# ---- a writer holding the session open -------------------------------------------------
+
+
+def test_a_session_held_open_for_writing_is_not_swapped(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """An agent that keeps its session open would append to the replaced file after the
+    swap: `repair --in-place` refuses (one line naming the process) and changes nothing,
+    while every reading command and `-o` still answer."""
+    data = b"\n".join(small_session()) + b"\n\n"
+    path = write(tmp_path, data)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FOR_WRITING, str(path)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == b"open\n"
+        outcome = exercise(path, capsysbinary)
+    finally:
+        holder.kill()
+        holder.wait()
+    refused = outcome.runs["in-place"]
+    assert refused.code == 2
+    assert f"open for writing by pid {holder.pid}" in refused.errors[0]
+    assert path.read_bytes() == data
+    assert outcome.repaired is not None
+
+
+HOLD_FOR_WRITING: Final = (
+    "import sys, time\n"
+    "handle = open(sys.argv[1], 'ab')\n"
+    "print('open', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
 # ---- what --diff shows ---------------------------------------------------------------------
 
 
