@@ -3,6 +3,7 @@ the JSON plan, so that tests can compare both with the bytes `repair -o` writes.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Sequence
 from typing import Any, Final
@@ -63,16 +64,24 @@ def apply_diff(original: bytes, diff: bytes) -> bytes:
 
 
 def apply_plan(original: bytes, plan: Sequence[dict[str, Any]]) -> bytes:
-    """The result of the JSON plan's edits, each row's edits taken once (every
-    diagnostic that changes a row lists the row's whole change)."""
-    by_row: dict[int, list[tuple[str, str]]] = {}
+    """The result of the JSON plan's edits applied to `original`: each changed line is
+    listed once, by one diagnostic, its exact bytes the content (or `content_base64`)
+    followed by its `end`."""
+    by_row: dict[int, list[tuple[str, bytes]]] = {}
     for diagnostic in plan:
-        rows: dict[int, list[tuple[str, str]]] = {}
+        rows: dict[int, list[tuple[str, bytes]]] = {}
         for edit in diagnostic["fix"]["edits"]:
-            rows.setdefault(edit["row"], []).append((edit["op"], edit.get("content", "")))
+            if "content_base64" in edit:
+                line = base64.b64decode(edit["content_base64"])
+                assert line.decode("utf-8", "replace") == edit["content"]
+            else:
+                line = edit.get("content", "").encode()
+            rows.setdefault(edit["row"], []).append(
+                (edit["op"], line + edit.get("end", "").encode())
+            )
         for row, edits in rows.items():
-            known = by_row.setdefault(row, edits)
-            assert known == edits, f"row {row}: two diagnostics list different changes"
+            assert row not in by_row, f"row {row} is listed twice"
+            by_row[row] = edits
     source = split_lines(original)
     result: list[bytes] = []
     for row in range(len(source) + 1):
@@ -81,8 +90,8 @@ def apply_plan(original: bytes, plan: Sequence[dict[str, Any]]) -> bytes:
             if row not in by_row:
                 result.append(line)
                 continue
-        for op, content in by_row.get(row, []):
+        for op, written in by_row.get(row, []):
             assert op in ("replace", "insert_after") or (op == "delete" and row), op
             if op != "delete":
-                result.append(content.encode() + b"\n")
+                result.append(written)
     return b"".join(result)

@@ -55,14 +55,25 @@ def test_the_corpus_is_there(corpus: Path) -> None:
 
 
 def _repair_three_ways(
-    source: Path, spec: dict[str, Any], tmp_path: Path, unsafe: bool
+    source: Path,
+    spec: dict[str, Any],
+    tmp_path: Path,
+    unsafe: bool,
+    variant: str = "as-is",
 ) -> tuple[bytes, bytes, bytes, list[dict[str, Any]]]:
-    """The input, what `repair -o` writes, the exact diff and the JSON plan."""
+    """The input (as it is, with CRLF endings kept, or without its final newline), what
+    `repair -o` writes, the exact diff and the JSON plan."""
     target = tmp_path / "in" / spec.get("filename", "session.jsonl")
     target.parent.mkdir(parents=True)
-    shutil.copyfile(source, target)
-    os.utime(target, (LONG_AGO, LONG_AGO))
+    data = source.read_bytes()
     settings = dataclasses.replace(_settings(spec), unsafe_fixes=unsafe)
+    if variant == "crlf-kept":
+        data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        settings = dataclasses.replace(settings, ignore=(*settings.ignore, "SF006"))
+    elif variant == "no-final-newline":
+        data = data.rstrip(b"\n")
+    target.write_bytes(data)
+    os.utime(target, (LONG_AGO, LONG_AGO))
     written = tmp_path / "out.jsonl"
     repair_to(target, written, settings)
     diff = io.BytesIO()
@@ -88,8 +99,24 @@ def test_the_diff_and_the_plan_give_the_repair(
         return
     assert apply_diff(original, diff) == repaired
     assert apply_plan(original, plan) == repaired
-    for diagnostic in plan:
-        assert diagnostic["fix"]["edits"], f"{diagnostic['code']} lists no edit"
+
+
+FIXTURE_CASES: Final = [case for case in CASES if case[0].startswith("fixtures/")]
+
+
+@pytest.mark.parametrize("variant", ["crlf-kept", "no-final-newline"])
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize(
+    ("name", "source", "spec"), FIXTURE_CASES, ids=[name for name, _, _ in FIXTURE_CASES]
+)
+def test_line_endings_are_in_the_diff_and_the_plan(
+    tmp_path: Path, name: str, source: Path, spec: dict[str, Any], unsafe: bool, variant: str
+) -> None:
+    """The same with every line ending in CRLF (SF006 ignored, so rewritten lines keep
+    CRLF) and without a final newline: the plan's `end` says how each line ends."""
+    original, repaired, diff, plan = _repair_three_ways(source, spec, tmp_path, unsafe, variant)
+    assert apply_diff(original, diff) == repaired
+    assert apply_plan(original, plan) == repaired
 
 
 CLONE_OF_LINE_6: Final = "openclaw/letta-trajectory__pi-cleanup.v3.corrupt.jsonl"

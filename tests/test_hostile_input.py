@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 import stat
 import subprocess
 import sys
@@ -676,6 +677,36 @@ def sqlite_store(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def sqlite_side_file(mode: str) -> Callable[[Path], bytes]:
+    """The write-ahead log or the rollback journal beside an SQLite store whose rows hold
+    pi lines, copied while the store is open: pages of pi records. A journal's header is
+    zeroed once its transaction commits (`persist` mode), so only its pages tell."""
+
+    def build(path: Path) -> bytes:
+        import sqlite3
+
+        store = path.with_name("store.sqlite")
+        text = b"".join(session_lines()).decode()
+        with closing(sqlite3.connect(store)) as db:
+            db.execute(f"PRAGMA journal_mode={mode}")
+            db.execute("PRAGMA wal_autocheckpoint=0")
+            db.execute("CREATE TABLE transcript_events (event_json TEXT)")
+            for _ in range(5):
+                db.execute("INSERT INTO transcript_events VALUES (?)", (text,))
+            db.commit()
+            if mode == "persist":
+                db.execute("UPDATE transcript_events SET event_json = event_json || ' '")
+                db.commit()
+            side = store.with_name(store.name + ("-wal" if mode == "wal" else "-journal"))
+            data = side.read_bytes()
+        for leftover in path.parent.glob("store.sqlite*"):
+            leftover.unlink()
+        path.write_bytes(data)
+        return data
+
+    return build
+
+
 def compressed(kind: str) -> Callable[[Path], bytes]:
     def build(path: Path) -> bytes:
         data = b"".join(session_lines())
@@ -713,8 +744,10 @@ def unlabelled_binary(path: Path) -> bytes:
 
 
 def text_log(path: Path) -> bytes:
-    """A log file with one JSON object among many plain lines."""
-    data = HEADER + b"".join(f"12:00:{k:02d} INFO step {k}\r\n\n".encode() for k in range(30))
+    """A log file with one JSON object (no session record) among many plain lines."""
+    data = b'{"level":"info","msg":"start"}\n' + b"".join(
+        f"12:00:{k:02d} INFO step {k}\r\n\n".encode() for k in range(30)
+    )
     path.write_bytes(data)
     return data
 
@@ -726,7 +759,16 @@ def text_log(path: Path) -> bytes:
         pytest.param(compressed("gzip"), "gzip-compressed data", id="gzip"),
         pytest.param(compressed("zstd"), "zstd-compressed data", id="zstd"),
         pytest.param(tar_archive, "a tar archive", id="tar"),
-        pytest.param(unlabelled_binary, "80 of 81 lines are not JSON objects", id="binary"),
+        pytest.param(sqlite_side_file("wal"), "an SQLite write-ahead log", id="sqlite-wal"),
+        pytest.param(sqlite_side_file("persist"), "SQLite database pages", id="sqlite-journal"),
+        pytest.param(
+            unlabelled_binary,
+            (
+                "binary data: 4952 control bytes no JSON text holds; --format FORMAT reads it as "
+                "a session anyway"
+            ),
+            id="binary",
+        ),
         pytest.param(text_log, "30 of 31 lines are not JSON objects", id="log"),
     ],
 )
@@ -754,6 +796,29 @@ def test_bytes_that_are_not_jsonl_are_never_fixed(
 
         with closing(sqlite3.connect(path)) as db:
             assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_damaged_session_is_still_a_session(tmp_path: Path, capsysbinary: Capture) -> None:
+    """A session whose header is right reads as one however many lines of text junk it
+    holds; binary junk in one (a block of random bytes) is refused unless `--format`
+    says what the file is, and then checked and repaired like any session."""
+    lines = small_session()
+    junk = [b"some text", b"more text", b"and more"]
+    path = write(tmp_path, b"\n".join([*lines[:2], *junk]) + b"\n", "junk.jsonl")
+    outcome = exercise(path, capsysbinary)
+    assert outcome.runs["check"].code == 1
+    assert ": SF008 " in outcome.runs["check"].out
+
+    noise = random.Random(7).randbytes(4096)
+    data = b"\n".join([*lines[:2], noise, *lines[2:]]) + b"\n"
+    spliced = write(tmp_path, data, "spliced.jsonl")
+    refused = run_cli(["check", spliced], capsysbinary, seconds=LIMIT)
+    assert refused.code == 2
+    assert "binary data" in refused.errors[0]
+    assert "--format FORMAT reads it as a session anyway" in refused.errors[0]
+    forced = run_cli(["check", "--format", "pi", spliced], capsysbinary, seconds=LIMIT)
+    assert forced.code == 1
+    assert ": SF008 " in forced.out
 
 
 def test_a_directory_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
@@ -1038,6 +1103,35 @@ def test_a_refused_repair_still_reports_the_findings(
     assert ": SF009 " in run.out
     assert "No problems found" not in run.out
     assert run.out.rstrip().endswith("1 file could not be repaired."), run.out
+
+
+def test_the_report_never_replaces_a_session(tmp_path: Path, capsysbinary: Capture) -> None:
+    """`--output-file` naming a file the command reads or writes (directly, through a
+    link, or found in a scanned folder), a folder that does not exist, or a FIFO no
+    process reads: refused with one line before any work, every file as it was."""
+    path = write(tmp_path, glued_and_unterminated())
+    folder = path.parent
+    link = folder / "link.jsonl"
+    link.symlink_to(path.name)
+    fifo = folder / "fifo"
+    os.mkfifo(fifo)
+    before = tree_state(folder)
+    out = folder / "out.jsonl"
+    runs = [
+        ["check", "--output-file", path, path],
+        ["check", "--output-file", link, path],
+        ["scan", "--output-file", path, folder],
+        ["repair", "--diff", "--output-format", "json", "--output-file", path, path],
+        ["repair", "-o", "-", "--output-file", path, path],
+        ["repair", "-o", out, "--output-file", out, path],
+        ["repair", "--in-place", "--quiescence", "0", "--output-file", path, path],
+        ["repair", "--in-place", "--quiescence", "0", "--output-file", folder / "no" / "r", path],
+        ["check", "--output-file", fifo, path],
+    ]
+    for argv in runs:
+        run = run_cli(argv, capsysbinary, seconds=LIMIT)
+        assert run.code == 2, argv
+        assert_unchanged(before, tree_state(folder), " ".join(map(str, argv)))
 
 
 # ---- output streams and usage errors -------------------------------------------------------

@@ -640,3 +640,22 @@ def test_a_terminated_run_cleans_up(openclaw_session: Path, signal_name: str) ->
     assert stderr == "sessionfix: error: interrupted\n"
     assert openclaw_session.read_bytes() == CLONES.read_bytes()
     assert _listing(openclaw_session.parent) == [openclaw_session.name]
+
+
+def test_a_second_repair_is_not_held_back_by_the_first_ones_write(session: Path) -> None:
+    """Right after a repair, the session holds what sessionfix wrote: running repair
+    again (or naming the file twice) is not refused by the quiescence window. Once an
+    agent has written to it, the window applies again."""
+    first = run("repair", "--in-place", "--quiescence", "0", session)
+    assert first.exit_code == 0, first.stderr
+    repaired = session.read_bytes()
+    again = run("repair", "--in-place", session, session.parent / "." / session.name)
+    assert again.exit_code == 0, again.stderr
+    assert "quiescence" not in again.stderr
+    assert session.read_bytes() == repaired
+    with open(session, "ab") as handle:
+        handle.write(appended(0))
+    refused = run("repair", "--in-place", session)
+    assert refused.exit_code == 2
+    assert "quiescence" in refused.stderr
+    assert session.read_bytes() == repaired + appended(0)

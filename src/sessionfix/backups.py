@@ -277,26 +277,7 @@ def _restore(
     if os.path.samefile(original.path, chosen.path):
         return Restored(session, chosen, None, changed=False)
     path = original.path
-    ours: list[os.stat_result] = []
-
-    def written_by_us() -> bool:
-        """Whether the session holds exactly what the last sessionfix run wrote (then its
-        recent change is no sign of an agent); the state it was seen in is kept."""
-        newest = last_run()
-        if newest is None or newest.record is None:
-            return False
-        try:
-            with open(path, "rb") as handle:
-                before = os.fstat(handle.fileno())
-                held = file_digest(handle)
-                after = os.fstat(handle.fileno())
-        except OSError:
-            return False
-        if held != newest.record.result or _state(after) != _state(before):
-            return False
-        ours.append(before)
-        return True
-
+    own = OwnWrite(path, last_run)
     with rewrite_access(
         path,
         shown=session,
@@ -304,10 +285,10 @@ def _restore(
         openclaw=is_openclaw_location(original.path),
         break_stale_lock=break_stale_lock,
         allow_writers=force,
-        written_by_us=written_by_us,
+        written_by_us=own,
     ):
         original = snapshot(session, allow_hard_links=force, follow_symlinks=follow_symlinks)
-        if ours and not original.matches(ours[0]):
+        if own.seen is not None and not original.matches(own.seen):
             raise FileChanged(
                 f"{session}: changed while being restored; left untouched", grew=False
             )
@@ -327,6 +308,40 @@ def _restore(
             allow_writers=force,
         )
     return Restored(session, chosen, kept, changed=True)
+
+
+class OwnWrite:
+    """Whether a session holds exactly the bytes the last sessionfix run wrote to it, as
+    its newest verified backup records them: then its recent change is no sign of an
+    agent writing. The state the file was seen in is kept (`seen`), so that the caller
+    can require the file it goes on to read to be that one."""
+
+    def __init__(self, session: Path, last_run: Callable[[], Backup | None]) -> None:
+        self.path = session
+        self._last_run = last_run
+        self.seen: os.stat_result | None = None
+
+    @classmethod
+    def of(cls, session: Path, now: datetime | None = None) -> OwnWrite:
+        """The check for `session` (resolved), by the backups beside it."""
+        found = _found(session)
+        return cls(session, lambda: _newest_verified(found, now or datetime.now(UTC)))
+
+    def __call__(self) -> bool:
+        newest = self._last_run()
+        if newest is None or newest.record is None:
+            return False
+        try:
+            with open(self.path, "rb") as handle:
+                before = os.fstat(handle.fileno())
+                held = file_digest(handle)
+                after = os.fstat(handle.fileno())
+        except OSError:
+            return False
+        if held != newest.record.result or _state(after) != _state(before):
+            return False
+        self.seen = before
+        return True
 
 
 def _state(st: os.stat_result) -> tuple[int, int, int]:

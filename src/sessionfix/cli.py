@@ -8,6 +8,7 @@ here and reported as one line on stderr.
 from __future__ import annotations
 
 import enum
+import errno
 import os
 import signal
 import sys
@@ -49,6 +50,8 @@ app = typer.Typer(
 )
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
+MAX_DIFF_CONTEXT = 1 << 30
+"""More context than any file has lines: the whole file is one hunk."""
 
 
 class FailOn(enum.Enum):
@@ -194,6 +197,8 @@ class Presentation:
     """After a repair: how many problems were fixed (for the footer)."""
     to_stderr: bool = False
     """Diagnostics go to stderr because stdout carries another product (a diff, a file)."""
+    report: BinaryIO | None = None
+    """`output_file`, opened before any work (see `_open_report`)."""
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -303,8 +308,33 @@ def _writing(what: str) -> Iterator[None]:
         raise OutputError(f"cannot write {what} ({described(exc)})") from None
 
 
+def _open_report(path: Path, files: Sequence[Path]) -> BinaryIO:
+    """Open --output-file before any work, so that a path it cannot take fails first: never
+    one of the files the command reads or writes (the report would replace it), never a
+    FIFO that no process reads (the write would wait for ever)."""
+    for other in files:
+        if _same_file(path, other) or os.path.realpath(path) == os.path.realpath(other):
+            raise UsageError(f"{path}: is a file the command reads or writes (--output-file)")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
+        os.set_blocking(fd, True)
+    except OSError as exc:
+        reason = "no process reads it" if exc.errno == errno.ENXIO else described(exc)
+        raise OutputError(f"cannot write {path} ({reason})") from None
+    return os.fdopen(fd, "wb")
+
+
+def _with_report(presentation: Presentation, files: Sequence[Path]) -> Presentation:
+    """The presentation with its --output-file opened (see `_open_report`)."""
+    if presentation.output_file is None:
+        return presentation
+    report = _open_report(presentation.output_file, files)
+    return dataclasses_replace(presentation, report=report)
+
+
 @contextmanager
-def _output(path: Path | None, to_stderr: bool = False) -> Iterator[IO[bytes]]:
+def _output(presentation: Presentation) -> Iterator[IO[bytes]]:
+    path, to_stderr = presentation.output_file, presentation.to_stderr
     if path is None:
         if to_stderr:
             if sys.stderr is None:
@@ -317,10 +347,7 @@ def _output(path: Path | None, to_stderr: bool = False) -> Iterator[IO[bytes]]:
             yield stream
             stream.flush()
         return
-    try:
-        handle = open(path, "wb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise OutputError(f"cannot write {path} ({described(exc)})") from None
+    handle = presentation.report or _open_report(path, ())
     with _writing(str(path)), handle:
         yield handle
 
@@ -391,8 +418,7 @@ def _print_report(
     diagnostics: list[Diagnostic], presentation: Presentation, settings: Settings, unreadable: int
 ) -> None:
     fmt = presentation.output_format
-    destination = presentation.output_file
-    with _output(destination, presentation.to_stderr) as out:
+    with _output(presentation) as out:
         if presentation.statistics:
             rows = render.statistics(diagnostics)
             if fmt.is_human:
@@ -497,6 +523,7 @@ def _run_check(
                 errors.append(f"{path}: is a directory (use `sessionfix scan` for directories)")
             else:
                 files.append(path)
+    presentation = _with_report(presentation, files)
     total = 0
     for path in files:
         with suppress(OSError):
@@ -741,6 +768,7 @@ def _repair_command(
         raise UsageError("--exit-zero and --exit-non-zero-on-fix cannot be combined")
     if diff_context < 0:
         raise UsageError("--diff-context must be 0 or more")
+    diff_context = min(diff_context, MAX_DIFF_CONTEXT)
     settings = dataclasses_replace(_settings(**rule_options), prune_to_leaf=prune_to_leaf)
     if output_file is None or diff or output == "-":
         _stdout()
@@ -770,6 +798,9 @@ def _repair_command(
             raise UsageError(f"{path}: is a directory (repair takes session files)")
     if output not in (None, "-") and _same_file(Path(output), files[0]):
         raise UsageError(f"{output}: is the input file (use --in-place to rewrite it)")
+    written = [Path(output)] if output not in (None, "-") else []
+    if not (diff and output_format.is_human):  # a diff as text prints no report
+        presentation = _with_report(presentation, [*files, *written])
     if diff:
         return _run_diff(files, settings, presentation, target)
     return _run_repair(files, settings, presentation, target)
@@ -838,8 +869,10 @@ def _run_diff(
         count = len(would_fix)
         noun = "problem" if count == 1 else "problems"
         files_noun = "file" if changed == 1 else "files"
-        note = f"Would fix {count} {noun} in {changed} {files_noun}." if changed else "No fixes."
-        _note(note)
+        if changed:
+            _note(f"Would fix {count} {noun} in {changed} {files_noun}.")
+        elif not errors:
+            _note("No fixes.")
     if errors:
         return EXIT_ERROR
     return EXIT_PROBLEMS if changed and not presentation.exit_zero else EXIT_OK

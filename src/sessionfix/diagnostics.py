@@ -71,6 +71,11 @@ class Edit:
     """For an insertion: the new record, before its references are resolved."""
     new_id: str | None = field(default=None, compare=False)
     """For an insertion into an id-linked session: the id the new record gets."""
+    raw: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
+    """The line's exact bytes, when `content` is known to be only their text."""
+    end: str | None = field(default=None, compare=False)
+    """The terminator written after the line ("\n", "\r\n", "" for an unterminated last
+    line), where it is known."""
 
     @property
     def content(self) -> str | None:

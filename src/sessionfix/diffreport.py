@@ -115,7 +115,8 @@ def write_diff(
     def shown(line: Line) -> Line:
         return line if exact else (show(line[0], full_lines), line[1])
 
-    out.write(f"--- a/{name}\n+++ b/{name}\n".encode("utf-8", "backslashreplace"))
+    shown_name = escape(name)  # a path is no line of the file: never raw, even for patch
+    out.write(f"--- a/{shown_name}\n+++ b/{shown_name}\n".encode("utf-8", "backslashreplace"))
     writer = _HunkWriter(out, context, shown)
     changes = iter(range(len(trace)))
     pending = next(changes, None)

@@ -107,9 +107,10 @@ def refusal(data: bytes) -> tuple[str, int] | None:
     return None
 
 
-_SECOND_CHANCE: Final = ("surrogate", "UTF-8", "infinity", "depth")
+_SECOND_CHANCE: Final = ("surrogate", "UTF-8", "infinity", "depth", "allocate")
 """orjson refusals that `JSON.parse` may accept: lone surrogates, invalid UTF-8 (read
-leniently), numbers beyond a double (Infinity), nesting past orjson's 1,024 levels."""
+leniently), numbers beyond a double (Infinity), nesting past orjson's 1,024 levels
+(which it may also report as a failure to allocate)."""
 _PROBE_BYTES: Final = 1 << 20
 _UNFINISHED: Final = ("end of data", "empty")
 """orjson refusals of a first MiB that the rest of the input may settle."""

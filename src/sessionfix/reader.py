@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import enum
+import io
 import os
 import re
 import stat
@@ -113,7 +114,7 @@ def _parse_error(data: bytes, error: str | None = None) -> tuple[str, bool]:
     refused = jsonutil.refusal(data)
     if refused is not None:
         message, position = refused
-        if "depth" not in message:
+        if not any(word in message for word in _GIVES_UP):
             return _short_reason(message, position, len(data)), False
         if error is None:  # orjson stops at 1,024 levels: the iterative parser goes on
             try:
@@ -125,6 +126,8 @@ def _parse_error(data: bytes, error: str | None = None) -> tuple[str, bool]:
     return "not a JSON object", False
 
 
+_GIVES_UP: Final = ("depth", "allocate")
+"""orjson refusals that say where it stopped, not what is wrong (deep nesting)."""
 _NON_SPACE: Final = re.compile(rb"\S")
 """The bytes `bytes.strip()` keeps (all but ASCII whitespace)."""
 _UTF8_PIECE: Final = 1 << 20
@@ -344,6 +347,11 @@ class LineReport:
     last_row: int = 0
     """Physical row of the last non-blank line (0 for an empty file)."""
     last_row_parsed: bool = True
+    control_bytes: int = 0
+    """Raw control bytes (other than tab, CR, LF and NUL) in lines that do not parse: no
+    JSON text holds one, and binary data holds many."""
+    foreign: str | None = None
+    """What a line that does not parse shows the file to be (see `foreign_data`)."""
 
     def extend(self, other: LineReport, row_offset: int) -> None:
         """Append the facts of the lines that follow, read separately."""
@@ -355,6 +363,8 @@ class LineReport:
         self.crlf_rows.extend(array("I", [row + row_offset for row in other.crlf_rows]))
         self.line_count += other.line_count
         self.size += other.size
+        self.control_bytes += other.control_bytes
+        self.foreign = self.foreign or other.foreign
         self.final_newline = other.final_newline
         if other.last_row:
             self.last_row = other.last_row + row_offset
@@ -375,11 +385,42 @@ _SIGNATURES: Final = (
     (re.compile(rb"\xff\xd8\xff"), "a JPEG image"),
     (re.compile(rb"GIF8[79]a"), "a GIF image"),
     (re.compile(rb"\xff\xfe|\xfe\xff"), "UTF-16 text"),
-    (re.compile(rb".{257}ustar[\x00 ]", re.DOTALL), "a tar archive"),
+    (re.compile(rb".{257}ustar(?:\x0000|  \x00)", re.DOTALL), "a tar archive"),
+    (re.compile(rb"\x37\x7f\x06[\x82\x83]"), "an SQLite write-ahead log"),
+    (re.compile(rb"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7"), "an SQLite rollback journal"),
 )
 """Leading bytes that no JSONL file starts with (JSON text starts with `{`, whitespace,
 a UTF-8 byte-order mark, or the NUL bytes a crash leaves)."""
-SIGNATURE_BYTES: Final = 264
+SIGNATURE_BYTES: Final = 512
+
+
+_CONTROL: Final = bytes(b for b in range(32) if b not in b"\x00\t\n\r")
+_CONTROL_PIECE: Final = 1 << 20
+
+
+def control_bytes(data: bytes) -> int:
+    """How many raw control bytes (other than tab, CR, LF and NUL) `data` holds; a huge
+    line is looked at a MiB at a time, never copied whole."""
+    count = 0
+    for start in range(0, len(data), _CONTROL_PIECE):
+        piece = data[start : start + _CONTROL_PIECE]
+        count += len(piece) - len(piece.translate(None, _CONTROL))
+    return count
+
+
+_EMBEDDED: Final = ((b"SQLite format 3\x00", "SQLite database pages"),)
+"""Byte strings no JSON text holds (a raw NUL) that only a binary format writes: the
+first page of an SQLite database, also inside its journal or write-ahead log."""
+
+
+def foreign_data(line: bytes) -> str | None:
+    """What a line that does not parse holds, when it is a binary format's data."""
+    if b"\x00" not in line:
+        return None
+    for needle, what in _EMBEDDED:
+        if needle in line:
+            return what
+    return None
 
 
 def binary_signature(head: bytes) -> str | None:
@@ -431,17 +472,24 @@ def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
 
 
 class RecordSource:
-    """Random access to record bytes by offset, for the few records a rule inspects closely."""
+    """Random access to record bytes by offset, for the few records a rule inspects closely.
+
+    Views and diagnostics read through it long after the scan (an id, an excerpt, an
+    edit's content), so it lives as long as they do. Its file is closed by `close()`, or
+    when the source is freed: by the file object's own C finalizer, never by Python code,
+    so that an interrupt can never land inside a finalizer (where Python would print it
+    and lose it)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd: int | None = None
+        self._file: io.FileIO | None = None
 
     def read(self, offset: int, length: int) -> bytes:
         try:
-            fd = self._fd
-            if fd is None:
-                fd = self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            file = self._file
+            if file is None:
+                file = self._file = io.FileIO(self.path, "r")
+            fd = file.fileno()
             data = os.pread(fd, length, offset)
             while len(data) < length:
                 more = os.pread(fd, length - len(data), offset + len(data))
@@ -453,15 +501,12 @@ class RecordSource:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def __enter__(self) -> RecordSource:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
         self.close()

@@ -7,6 +7,7 @@ it reaches a terminal.
 
 from __future__ import annotations
 
+import base64
 import enum
 import re
 from collections import Counter
@@ -254,6 +255,15 @@ def _edit_json(edit: Any) -> dict[str, Any]:
     content = edit.content
     if content is not None:
         data["content"] = content
+    if edit.raw is not None:
+        raw = edit.raw()
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            # JSON text cannot hold the invalid bytes `content` shows as U+FFFD.
+            data["content_base64"] = base64.b64encode(raw).decode("ascii")
+    if edit.end is not None:
+        data["end"] = edit.end
     return data
 
 

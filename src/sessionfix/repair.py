@@ -18,13 +18,14 @@ import stat
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
 from sessionfix import jsonutil
+from sessionfix.backups import OwnWrite
 from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix
 from sessionfix.engine import run_rules
 from sessionfix.errors import SessionfixError, described
@@ -417,7 +418,7 @@ def repair_to(
         result = planned.result()
         temp = temp_path(target)
         try:
-            _write_new(temp, planned.chunks(), mode=planned.mode)
+            _write_new(temp, planned.chunks(), mode=planned.mode, shown=output)
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
             result.output_size = temp.stat().st_size
@@ -544,9 +545,11 @@ class RepairPreview:
 
     def planned(self, filename: str) -> list[Diagnostic]:
         """Every fix the repair applies, in every pass, as the plan of the input: each on
-        the input row it concerns, its edits those of the written result that its
+        the input row it concerns, with the edits of the written result that its
         decisions cause (follow-on changes included: a child re-linked past a dropped
-        record is listed with the drop)."""
+        record is listed with the drop). A line several fixes change is listed once,
+        whole, with the first of them (in the order of the rule catalogue), so that
+        applying every edit of the plan to the input gives the written result."""
         if self.trace is None or self.output is None:
             return []
         trace = self.trace
@@ -556,8 +559,7 @@ class RepairPreview:
         source = self._source = self._source or RecordSource(self.output)
         for k in range(len(trace)):
             change = _edits_of(trace.rows[k], located.get(trace.rows[k], []), source)
-            for cause in trace.causes(k):
-                edits.setdefault(cause, []).extend(change)
+            edits.setdefault(min(trace.causes(k)), []).extend(change)
         listed: list[Diagnostic] = []
         for cause, (diagnostic, row) in enumerate(self._traced):
             fix = diagnostic.fix
@@ -589,25 +591,25 @@ class RepairPreview:
                 self.output.unlink()
 
 
-def _edits_of(row: int, lines: list[tuple[int, int]], source: RecordSource) -> list[Edit]:
+def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource) -> list[Edit]:
     """An input row's change as edits: dropped, replaced by its first new line and the
-    rest inserted after it; lines written before the first row go after row 0."""
+    rest inserted after it; lines written before the first row go after row 0. Each
+    names the terminator written after it, and keeps its exact bytes for the JSON."""
 
-    def content(offset: int, length: int) -> Callable[[], str]:
-        def produce() -> str:
-            return source.read(offset, length).removesuffix(b"\r").decode("utf-8", "replace")
+    def edit(op: EditOp, line: tuple[int, int, str]) -> Edit:
+        offset, length, end = line
 
-        return produce
+        def raw() -> bytes:
+            return source.read(offset, length)
+
+        return Edit(op, row, lambda: raw().decode("utf-8", "replace"), raw=raw, end=end)
 
     if row == PREFIX_ROW:
-        return [Edit(EditOp.INSERT_AFTER, 0, content(*line)) for line in lines]
+        return [edit(EditOp.INSERT_AFTER, line) for line in lines]
     if not lines:
         return [Edit(EditOp.DELETE, row)]
     first, *rest = lines
-    return [
-        Edit(EditOp.REPLACE, row, content(*first)),
-        *(Edit(EditOp.INSERT_AFTER, row, content(*line)) for line in rest),
-    ]
+    return [edit(EditOp.REPLACE, first), *(edit(EditOp.INSERT_AFTER, line) for line in rest)]
 
 
 def preview_repair(
@@ -673,6 +675,7 @@ def repair_in_place(
     target = original.path
     name = filename or str(path)
     openclaw = settings.format is Format.OPENCLAW or is_openclaw_location(target)
+    own = OwnWrite.of(target)
     with rewrite_access(
         target,
         shown=path,
@@ -680,11 +683,14 @@ def repair_in_place(
         openclaw=openclaw,
         break_stale_lock=break_stale_lock,
         allow_writers=force,
+        written_by_us=own,
     ):
         # Taken again under the locks: another sessionfix run may have just replaced it.
         original = snapshot(path, allow_hard_links=force, follow_symlinks=follow_symlinks)
         if original.path != target:
             raise FileChanged(f"{name}: its link changed while waiting; left untouched", grew=False)
+        if own.seen is not None and not original.matches(own.seen):
+            raise FileChanged(f"{name}: changed while being repaired; left untouched", grew=False)
         remove_dead_temps(target)
         redone = 0
         earlier: RepairResult | None = None
@@ -940,9 +946,11 @@ def _write_new(
     exclusive: bool = True,
     mode: int = 0o600,
     sync: bool = False,
+    shown: Path | None = None,
 ) -> None:
     """Write a new file, its mode that of the session it repairs (synced to disk if
-    `sync`: it is about to replace one that was)."""
+    `sync`: it is about to replace one that was); errors name `shown`, the path the
+    user gave, when the file is a temporary one beside it."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_EXCL if exclusive else 0)
     try:
         fd = os.open(path, flags, 0o600)
@@ -955,4 +963,6 @@ def _write_new(
                 handle.flush()
                 os.fsync(handle.fileno())
     except OSError as exc:
-        raise WriteFailed(f"{path}: cannot write the repaired file ({described(exc)})") from None
+        raise WriteFailed(
+            f"{shown or path}: cannot write the repaired file ({described(exc)})"
+        ) from None

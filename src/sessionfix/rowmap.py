@@ -157,42 +157,49 @@ class RepairTrace:
             return row
         return self.starts[k] + self.counts[k] + row - self.rows[k] - 1
 
-    def locate(self, output: BinaryIO) -> dict[int, list[tuple[int, int]]]:
-        """The byte offset and length (newline excluded) of every line of the final
-        output that a changed row became, keyed by the input row, from one read."""
+    def locate(self, output: BinaryIO) -> dict[int, list[tuple[int, int, str]]]:
+        """The byte offset and length of every line of the final output that a changed
+        row became, with the terminator after it ("\n", "\r\n", or "" at the end of the
+        file), keyed by the input row, from one read."""
         wanted = sorted(
             (self.starts[k], self.counts[k], self.rows[k])
             for k in range(len(self.rows))
             if self.counts[k]
         )
-        found: dict[int, list[tuple[int, int]]] = {}
+        found: dict[int, list[tuple[int, int, str]]] = {}
         if not wanted:
             return found
         targets = iter(wanted)
         first, count, row = next(targets)
-        for number, start, end in line_spans(output):
+        for number, start, end, terminator in line_spans(output):
             while number >= first + count:
                 step = next(targets, None)
                 if step is None:
                     return found
                 first, count, row = step
             if number >= first:
-                found.setdefault(row, []).append((start, end - start))
+                found.setdefault(row, []).append((start, end - start, terminator))
         return found
 
 
-def line_spans(handle: BinaryIO, block: int = 1 << 20) -> Iterator[tuple[int, int, int]]:
-    """(row, start, end) of every line of a binary file, `end` before its newline, read
-    in blocks: a line is never held whole."""
+def line_spans(handle: BinaryIO, block: int = 1 << 20) -> Iterator[tuple[int, int, int, str]]:
+    """(row, start, end, terminator) of every line of a binary file: `end` before its
+    terminator, which is "\n", "\r\n" or, for a last line without one, "" (a last
+    line's trailing CR is its own). Read in blocks: a line is never held whole."""
     handle.seek(0)
     number, start, position = 1, 0, 0
+    before = b""
+    """The byte before the current block."""
     while data := handle.read(block):
         at = data.find(b"\n")
         while at >= 0:
-            yield number, start, position + at
+            carriage = (data[at - 1 : at] if at else before) == b"\r"
+            end = position + at - carriage
+            yield number, start, max(start, end), "\r\n" if carriage else "\n"
             number += 1
             start = position + at + 1
             at = data.find(b"\n", at + 1)
         position += len(data)
+        before = data[-1:]
     if position > start:
-        yield number, start, position
+        yield number, start, position, ""

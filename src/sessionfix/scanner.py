@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import add, sub
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
 from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.formats import Format, FormatAdapter, RecordEditor, detect, make_adapter
@@ -29,6 +29,8 @@ from sessionfix.reader import (
     LineIssue,
     LineReport,
     classify_line,
+    control_bytes,
+    foreign_data,
     open_session,
 )
 from sessionfix.tracking import PathTracker, Tracking
@@ -269,6 +271,9 @@ class _Pass:
 
     def _slow(self, body: bytes, row: int, offset: int) -> bool:
         """Classify a line the fast path rejected. Returns whether it has content."""
+        lines = self.lines
+        lines.control_bytes += control_bytes(body)
+        lines.foreign = lines.foreign or foreign_data(body)
         outcome = classify_line(body)
         has_content = outcome.damaged is not None or bool(outcome.records)
         for issue, extra in outcome.findings:
@@ -380,9 +385,26 @@ def settle_last_line(lines: LineReport) -> None:
                 finding.issue = LineIssue.TORN
 
 
-def refuse_non_jsonl(path: Path, lines: LineReport, records: int) -> None:
-    """Lines that are mostly not JSON objects are not a session to check or repair: a
-    log, a pretty-printed document, binary data without a known signature."""
+BINARY_CONTROL_BYTES: Final = 64
+BINARY_DENSITY: Final = 1024
+"""Binary data: at least this many control bytes, and one in this many bytes or more."""
+
+
+def refuse_non_jsonl(path: Path, lines: LineReport, records: int, detected: Format) -> None:
+    """Bytes that are not a session are not checked or repaired: binary data without a
+    known signature (control bytes no JSON text holds), or, unless the first record is
+    one of a known session format, lines that are mostly not JSON objects (a log, a
+    pretty-printed document)."""
+    if lines.foreign is not None:
+        raise NotASessionFile(f"{path}: not a session file of a known format ({lines.foreign})")
+    control = lines.control_bytes
+    if control >= BINARY_CONTROL_BYTES and control * BINARY_DENSITY >= lines.size:
+        raise NotASessionFile(
+            f"{path}: not a session file of a known format (binary data: {control} control "
+            "bytes no JSON text holds; --format FORMAT reads it as a session anyway)"
+        )
+    if detected is not Format.UNKNOWN:
+        return
     garbage = {
         finding.row
         for finding in lines.findings
@@ -453,8 +475,8 @@ def read_session(
             adapter = state.adapter or make_adapter(Format.UNKNOWN, path)
             tracker = adapter.tracker
         settle_last_line(lines)
-        if session_only:
-            refuse_non_jsonl(path, lines, len(adapter.view))
+        if session_only and forced is Format.AUTO:
+            refuse_non_jsonl(path, lines, len(adapter.view), Format(adapter.view.format))
         adapter.finish(lines)
         view = adapter.view
         tracking = tracker.finish() if view.linear else _replay_path(adapter, handle)
