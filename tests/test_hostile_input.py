@@ -743,6 +743,13 @@ def unlabelled_binary(path: Path) -> bytes:
     return data
 
 
+def long_text(path: Path) -> bytes:
+    """Text of many lines and no JSON at all (base64 data): refused without reading on."""
+    data = b"".join(b"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo%06d=\n" % k for k in range(5000))
+    path.write_bytes(data)
+    return data
+
+
 def text_log(path: Path) -> bytes:
     """A log file with one JSON object (no session record) among many plain lines."""
     data = b'{"level":"info","msg":"start"}\n' + b"".join(
@@ -770,6 +777,11 @@ def text_log(path: Path) -> bytes:
             id="binary",
         ),
         pytest.param(text_log, "30 of 31 lines are not JSON objects", id="log"),
+        pytest.param(
+            long_text,
+            "its first 1000 lines that are not blank hold no JSON object",
+            id="long-text",
+        ),
     ],
 )
 def test_bytes_that_are_not_jsonl_are_never_fixed(

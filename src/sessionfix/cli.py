@@ -1157,9 +1157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     environment) is one line and exit 2, like every other error; so is an abort."""
     from typer.exceptions import TyperException
 
+    args = list(argv) if argv is not None else sys.argv[1:]
+    if sys.stdout is None and any(arg in ("-h", "--help") for arg in args):
+        _error("cannot write to standard output (it is closed)")
+        return EXIT_ERROR
     try:
         code = app(
-            args=list(argv) if argv is not None else None,
+            args=args,
             prog_name="sessionfix",
             standalone_mode=False,
         )

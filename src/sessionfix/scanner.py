@@ -77,12 +77,17 @@ class _Pass:
     handled line by line, with the reader's slow path for lines that do not decode.
     """
 
-    def __init__(self, adapter: FormatAdapter | None, path: Path) -> None:
+    def __init__(
+        self, adapter: FormatAdapter | None, path: Path, *, give_up: bool = False
+    ) -> None:
         self.path = path
         self.lines = LineReport()
         self.adapter = adapter
         self.row = 0
         self.last_row = 0
+        self.give_up = give_up
+        """Refuse the file as no session once `NO_RECORD_LINES` lines held no record."""
+        self.garbage_rows = 0
 
     def run(
         self,
@@ -290,6 +295,8 @@ class _Pass:
             data = body[record.start : record.end]
             self.adapter.add_object(record.value, data, row, column, offset + record.start)
         if outcome.damaged is not None:
+            if self.give_up and not outcome.records and outcome.recoverable is None:
+                self._garbage()
             self.lines.findings.append(
                 LineFinding(
                     LineIssue.UNPARSABLE,
@@ -304,6 +311,19 @@ class _Pass:
                 )
             )
         return has_content
+
+    def _garbage(self) -> None:
+        self.garbage_rows += 1
+        if self.adapter is None and self.garbage_rows >= NO_RECORD_LINES:
+            raise NotASessionFile(
+                f"{self.path}: not a session file of a known format (its first "
+                f"{NO_RECORD_LINES} lines that are not blank hold no JSON object)"
+            )
+
+
+NO_RECORD_LINES: Final = 1000
+"""Lines of garbage before any record after which a file is refused without reading on:
+a session starts with records, and a large file of text or binary is read in vain."""
 
 
 def find_newline(fd: int, position: int, stop: int | None = None) -> tuple[int, bool]:
@@ -466,7 +486,11 @@ def read_session(
         if parallel is not None:
             adapter, lines, tracker = parallel
         else:
-            state = _Pass(None if forced is Format.AUTO else make_adapter(forced, path), path)
+            state = _Pass(
+                None if forced is Format.AUTO else make_adapter(forced, path),
+                path,
+                give_up=session_only and forced is Format.AUTO,
+            )
             try:
                 state.run(handle.fileno(), 0, None, counted.again())
             except OSError as exc:
@@ -569,13 +593,19 @@ def detect_format(path: Path) -> Format:
 def _peek_format(
     handle: BinaryIO, path: Path, forced: Format, limit: int | None = PEEK_LINE_BYTES
 ) -> tuple[Format, object] | None:
-    """Detect the format and what later byte ranges need to know, from the first record."""
+    """Detect the format and what later byte ranges need to know, from the first record
+    (None when there is none among the first `NO_RECORD_LINES` lines that hold anything:
+    the one-process read then decides what the file is)."""
     handle.seek(0)
+    looked = 0
     while raw := handle.readline(-1 if limit is None else limit):
         if limit is not None and len(raw) == limit and not raw.endswith(b"\n"):
             return None
         outcome = classify_line(raw.rstrip(b"\r\n"))
         if not outcome.records:
+            looked += outcome.damaged is not None
+            if looked >= NO_RECORD_LINES:
+                return None
             continue
         fmt = forced if forced is not Format.AUTO else detect(outcome.records[0].value)
         if fmt is Format.UNKNOWN:
