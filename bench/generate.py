@@ -432,13 +432,13 @@ HUGE_RECORD_HEAD = (
 HUGE_RECORD_TAIL = b'"}],"timestamp":1784874064000}}\n'
 
 
-def generate_huge_line(out: Path, line_bytes: int, *, record: bool) -> None:
-    """A header, then one line of `line_bytes`: a valid user message, or garbage (text
-    that is not JSON, some of it not ASCII)."""
+def generate_huge_line(out: Path, line_bytes: int, *, record: bool, ending: bytes = b"\n") -> None:
+    """A header, then one line of `line_bytes` ended by `ending`: a valid user message,
+    or garbage (text that is not JSON, some of it not ASCII)."""
     head, fill, tail = (
-        (HUGE_RECORD_HEAD, b"0123456789abcdef", HUGE_RECORD_TAIL)
+        (HUGE_RECORD_HEAD, b"0123456789abcdef", HUGE_RECORD_TAIL[:-1] + ending)
         if record
-        else (b"", b"not json, \xc3\xa9t\xc3\xa9 ", b"\n")
+        else (b"", b"not json, \xc3\xa9t\xc3\xa9 ", ending)
     )
     piece = fill * ((1 << 20) // len(fill))
     remaining = line_bytes - len(head) - len(tail)

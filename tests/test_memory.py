@@ -20,14 +20,12 @@ from typing import Final
 
 import pytest
 
+from .bench_files import generators
 from .robustness import LONG_AGO
 
 ENTRIES: Final = 1_500_000
 INDEX_BYTES_PER_ENTRY: Final = 64
 LINE_BYTES: Final = 200 << 20
-HEADER: Final = (
-    b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/p"}\n'
-)
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="peak sizes are read from wait4 (Linux units)"
@@ -58,67 +56,33 @@ def peak_bytes(*args: object) -> int:
     return peak
 
 
-def tiny_session(path: Path, entries: int) -> None:
-    """A header and `entries` one-line entries of a chain (57 bytes each)."""
-    with open(path, "wb") as handle:
-        handle.write(HEADER)
-        handle.write(b'{"type":"message","id":"00000000","parentId":null}\n')
-        batch = 100_000
-        for first in range(1, entries, batch):
-            handle.write(
-                b"".join(
-                    b'{"type":"message","id":"%08x","parentId":"%08x"}\n' % (n, n - 1)
-                    for n in range(first, min(first + batch, entries))
-                )
-            )
+def at_rest(path: Path) -> Path:
     os.utime(path, (LONG_AGO, LONG_AGO))
+    return path
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_the_index_takes_at_most_64_bytes_an_entry(tmp_path: Path, jobs: str) -> None:
     empty = tmp_path / "empty.jsonl"
-    empty.write_bytes(HEADER)
+    empty.write_bytes(generators().TINY_HEADER + b"\n")
     session = tmp_path / "tiny.jsonl"
-    tiny_session(session, ENTRIES)
+    generators().generate_tiny(session, ENTRIES)
+    at_rest(session)
     baseline = peak_bytes("check", "-q", "--jobs", jobs, empty)
     peak = peak_bytes("check", "-q", "--jobs", jobs, session)
     per_entry = (peak - baseline) / ENTRIES
     assert per_entry <= INDEX_BYTES_PER_ENTRY, f"{per_entry:.1f} bytes an entry"
 
 
-RECORD_HEAD: Final = (
-    b'{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-07-24T06:21:04.000Z",'
-    b'"message":{"role":"user","content":[{"type":"text","text":"'
-)
-RECORD_TAIL: Final = b'"}],"timestamp":1784874064000}}\n'
-
-
-def write_line(path: Path, head: bytes, fill: bytes, tail: bytes, size: int) -> None:
-    """A header, then one line of `size` bytes: `head`, `fill` repeated, `tail`."""
-    piece = fill * ((1 << 20) // len(fill))
-    remaining = size - len(head) - len(tail)
-    with open(path, "wb") as handle:
-        handle.write(HEADER + head)
-        while remaining > 0:
-            handle.write(piece[:remaining])
-            remaining -= len(piece)
-        handle.write(tail)
-    os.utime(path, (LONG_AGO, LONG_AGO))
-
-
-@pytest.mark.parametrize(
-    ("head", "fill", "tail"),
-    [
-        pytest.param(RECORD_HEAD, b"0123456789abcdef", RECORD_TAIL, id="record"),
-        pytest.param(b"", b"not json, \xc3\xa9", b"\r\n", id="garbage"),
-    ],
-)
-def test_a_huge_line_is_held_once(tmp_path: Path, head: bytes, fill: bytes, tail: bytes) -> None:
+@pytest.mark.parametrize("record", [True, False], ids=["record", "garbage"])
+def test_a_huge_line_is_held_once(tmp_path: Path, record: bool) -> None:
     """`check` and `repair -o` of a file holding a 200 MB line, read in one process and
     by workers: the line is never joined from its blocks, sliced, stripped or decoded
     whole, and nothing reads it back to name it."""
     session = tmp_path / "huge.jsonl"
-    write_line(session, head, fill, tail, LINE_BYTES)
+    ending = b"\n" if record else b"\r\n"
+    generators().generate_huge_line(session, LINE_BYTES, record=record, ending=ending)
+    at_rest(session)
     limit = LINE_BYTES * 3 // 2 + (64 << 20)
     out = tmp_path / "out.jsonl"
     for args in (

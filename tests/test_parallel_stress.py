@@ -11,7 +11,6 @@ run leaves behind, alive or a zombie, becomes its child and is caught.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import random
 import re
@@ -27,7 +26,7 @@ from typing import Final
 
 import pytest
 
-from .conftest import ROOT
+from .bench_files import generators
 from .robustness import digest
 
 SIZE_MB: Final = 66
@@ -51,21 +50,10 @@ class Outcome:
     err: str
 
 
-def _generate(out: Path, size_mb: int) -> None:
-    """bench/generate.py's realistic pi session with planted defects, `size_mb` large."""
-    spec = importlib.util.spec_from_file_location("bench_generate", ROOT / "bench" / "generate.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    module.generate(out, size_mb)
-
-
 @pytest.fixture(scope="module")
 def big_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("big") / "session.jsonl"
-    _generate(path, SIZE_MB)
+    generators().generate(path, SIZE_MB)  # a realistic pi session with planted defects
     os.utime(path, (LONG_AGO, LONG_AGO))
     yield path
     # pytest keeps the last runs' temp dirs: do not leave the file behind in each.

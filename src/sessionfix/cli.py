@@ -8,7 +8,6 @@ here and reported as one line on stderr.
 from __future__ import annotations
 
 import enum
-import errno
 import os
 import signal
 import sys
@@ -33,6 +32,7 @@ from sessionfix.render import OutputFormat, escape
 from sessionfix.rules import RULES, get_rule
 from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings
 from sessionfix.units import human_bytes
+from sessionfix.writing import cannot_write, open_for_writing, same_file
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -313,15 +313,12 @@ def _open_report(path: Path, files: Sequence[Path]) -> BinaryIO:
     one of the files the command reads or writes (the report would replace it), never a
     FIFO that no process reads (the write would wait for ever)."""
     for other in files:
-        if _same_file(path, other) or os.path.realpath(path) == os.path.realpath(other):
+        if same_file(path, other) or os.path.realpath(path) == os.path.realpath(other):
             raise UsageError(f"{path}: is a file the command reads or writes (--output-file)")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o666)
-        os.set_blocking(fd, True)
+        return open_for_writing(path, os.O_CREAT | os.O_TRUNC)
     except OSError as exc:
-        reason = "no process reads it" if exc.errno == errno.ENXIO else described(exc)
-        raise OutputError(f"cannot write {path} ({reason})") from None
-    return os.fdopen(fd, "wb")
+        raise OutputError(f"cannot write {path} ({cannot_write(exc)})") from None
 
 
 def _with_report(presentation: Presentation, files: Sequence[Path]) -> Presentation:
@@ -796,7 +793,7 @@ def _repair_command(
     for path in files:
         if is_directory(path):
             raise UsageError(f"{path}: is a directory (repair takes session files)")
-    if output not in (None, "-") and _same_file(Path(output), files[0]):
+    if output not in (None, "-") and same_file(Path(output), files[0]):
         raise UsageError(f"{output}: is the input file (use --in-place to rewrite it)")
     written = [Path(output)] if output not in (None, "-") else []
     if not (diff and output_format.is_human):  # a diff as text prints no report
@@ -804,13 +801,6 @@ def _repair_command(
     if diff:
         return _run_diff(files, settings, presentation, target)
     return _run_repair(files, settings, presentation, target)
-
-
-def _same_file(first: Path, second: Path) -> bool:
-    try:
-        return os.path.samefile(first, second)
-    except OSError:
-        return False
 
 
 def _run_diff(

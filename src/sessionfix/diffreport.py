@@ -37,27 +37,22 @@ class _Hunk:
     old_count: int = 0
     new_count: int = 0
 
-    def context(self, line: tuple[bytes, bool]) -> None:
-        shown, newline = line
-        self.lines.append(b" " + shown)
-        if not newline:
-            self.lines.append(NO_NEWLINE)
-        self.old_count += 1
-        self.new_count += 1
+    def context(self, line: Line) -> None:
+        self._put(b" ", line, old=1, new=1)
 
-    def removed(self, line: tuple[bytes, bool]) -> None:
-        shown, newline = line
-        self.lines.append(b"-" + shown)
-        if not newline:
-            self.lines.append(NO_NEWLINE)
-        self.old_count += 1
+    def removed(self, line: Line) -> None:
+        self._put(b"-", line, old=1, new=0)
 
-    def added(self, line: tuple[bytes, bool]) -> None:
+    def added(self, line: Line) -> None:
+        self._put(b"+", line, old=0, new=1)
+
+    def _put(self, mark: bytes, line: Line, *, old: int, new: int) -> None:
         shown, newline = line
-        self.lines.append(b"+" + shown)
+        self.lines.append(mark + shown)
         if not newline:
             self.lines.append(NO_NEWLINE)
-        self.new_count += 1
+        self.old_count += old
+        self.new_count += new
 
     def header(self) -> bytes:
         return (

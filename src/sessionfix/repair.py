@@ -48,12 +48,15 @@ from sessionfix.writing import (
     Snapshot,
     WriteFailed,
     WriteRefused,
+    cannot_write,
     chown_best_effort,
     file_digest,
+    open_for_writing,
     read_backup_name,
     record_result,
     remove_dead_temps,
     replace_file,
+    same_file,
     snapshot,
     temp_path,
 )
@@ -404,7 +407,7 @@ def repair_to(
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise WriteFailed(f"{output}: is a directory")
     existing = st is not None and stat.S_ISREG(st.st_mode)
-    if existing and not replace and not _same_file(target, Path(path)):
+    if existing and not replace and not same_file(target, Path(path)):
         raise WriteRefused(f"{output}: exists (--force to replace it)")
     if st is not None and not stat.S_ISREG(st.st_mode):
         with _open_special(output) as stream:
@@ -432,13 +435,6 @@ def repair_to(
         return result
     finally:
         planned.close()
-
-
-def _same_file(first: Path, second: Path) -> bool:
-    try:
-        return os.path.samefile(first, second)
-    except OSError:
-        return False
 
 
 def _publish(temp: Path, target: Path, output: Path, *, replace: bool) -> None:
@@ -474,12 +470,10 @@ _NO_HARD_LINKS: Final = frozenset(
 def _open_special(output: Path) -> Iterator[BinaryIO]:
     """Open a FIFO or device for writing without waiting for a reader that never comes."""
     try:
-        fd = os.open(output, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0))
-        os.set_blocking(fd, True)
+        stream = open_for_writing(output)
     except OSError as exc:
-        reason = "no process reads it" if exc.errno == errno.ENXIO else described(exc)
-        raise WriteFailed(f"{output}: cannot write ({reason})") from None
-    with os.fdopen(fd, "wb") as stream:
+        raise WriteFailed(f"{output}: cannot write ({cannot_write(exc)})") from None
+    with stream:
         yield stream
 
 
@@ -495,14 +489,8 @@ def repair_to_stream(
     planned = plan_repair(path, settings, filename=filename, progress=progress)
     try:
         result = planned.result()
-        handle, name = tempfile.mkstemp(prefix="sessionfix-", suffix=".tmp")
-        os.close(handle)
-        temp = Path(name)
+        temp = _verified_in_temp(planned, result, filename or str(path))
         try:
-            _write_new(temp, planned.chunks(), exclusive=False)
-            _check_input_unchanged(planned)
-            result.remaining = planned.verify(temp, filename or str(path))
-            result.output_size = temp.stat().st_size
             with open(temp, "rb") as verified:
                 try:
                     shutil.copyfileobj(verified, stream, 1 << 20)
@@ -628,22 +616,29 @@ def preview_repair(
             result.remaining = planned.found
             result.output_size = result.input_size
             return RepairPreview(planned, result, None)
-        handle, name = tempfile.mkstemp(prefix="sessionfix-", suffix=".tmp")
-        os.close(handle)
-        temp = Path(name)
-        try:
-            _write_new(temp, planned.chunks(), exclusive=False)
-            _check_input_unchanged(planned)
-            result.remaining = planned.verify(temp, filename or str(path))
-            result.output_size = temp.stat().st_size
-        except BaseException:
-            with suppress(OSError):
-                temp.unlink()
-            raise
+        temp = _verified_in_temp(planned, result, filename or str(path))
         result.changed = True
         return RepairPreview(planned, result, temp)
     finally:
         planned.close()
+
+
+def _verified_in_temp(planned: PlannedRepair, result: RepairResult, filename: str) -> Path:
+    """Write the repair to a new file in the system's temporary folder and verify it,
+    filling in what `result` says of the written file; the file is gone on failure."""
+    handle, name = tempfile.mkstemp(prefix="sessionfix-", suffix=".tmp")
+    os.close(handle)
+    temp = Path(name)
+    try:
+        _write_new(temp, planned.chunks(), exclusive=False)
+        _check_input_unchanged(planned)
+        result.remaining = planned.verify(temp, filename)
+        result.output_size = temp.stat().st_size
+    except BaseException:
+        with suppress(OSError):
+            temp.unlink()
+        raise
+    return temp
 
 
 def repair_in_place(

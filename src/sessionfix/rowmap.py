@@ -42,9 +42,6 @@ class Causes:
         single = self._single[position]
         return frozenset((single,)) if single >= 0 else self._several[position]
 
-    def __len__(self) -> int:
-        return len(self._single)
-
 
 class RowMap:
     """How one pass turned the rows (1-based) of its input into rows of its output.
@@ -61,9 +58,6 @@ class RowMap:
         self.causes = Causes()
         """Indexes into the pass's applied diagnostics."""
         self._offsets: array[int] | None = None
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
     def add(self, row: int, count: int, causes: frozenset[int]) -> None:
         """Name input `row` (named in ascending order) as having become `count` lines."""

@@ -77,9 +77,7 @@ class _Pass:
     handled line by line, with the reader's slow path for lines that do not decode.
     """
 
-    def __init__(
-        self, adapter: FormatAdapter | None, path: Path, *, give_up: bool = False
-    ) -> None:
+    def __init__(self, adapter: FormatAdapter | None, path: Path, *, give_up: bool = False) -> None:
         self.path = path
         self.lines = LineReport()
         self.adapter = adapter

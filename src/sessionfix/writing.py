@@ -11,6 +11,7 @@ the new bytes.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -377,6 +378,32 @@ def remove_dead_temps(target: Path) -> list[Path]:
             leftover.unlink()
             removed.append(leftover)
     return removed
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether two paths name one file (False when either cannot be looked at)."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return False
+
+
+def open_for_writing(path: Path, flags: int = 0) -> BinaryIO:
+    """Open `path` for writing (with extra `flags`, e.g. to create it) without waiting for
+    a reader that a FIFO may never get: that raises OSError with ENXIO, which
+    `cannot_write` words as such."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | flags, 0o666)
+    try:
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def cannot_write(error: OSError) -> str:
+    """Why a file could not be opened for writing, in a few words."""
+    return "no process reads it" if error.errno == errno.ENXIO else described(error)
 
 
 def process_alive(pid: int) -> bool:
