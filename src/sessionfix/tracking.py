@@ -40,6 +40,15 @@ class Group:
     """Per call: index of its first result, -1 while unanswered, -2 when answered late."""
     ended_by: int | None = None
     """Index of the entry that closed the group; None while open or when the path ended."""
+    turn: object = None
+    """The format's key of the API message the calls belong to (Claude: `message.id`),
+    when one message spans several records; None when the assistant record is the turn."""
+    owners: list[int] | None = None
+    """Per call, the record holding it, when that is not always `assistant`."""
+
+    def owner(self, position: int) -> int:
+        """The record that holds the call at `position`."""
+        return self.assistant if self.owners is None else self.owners[position]
 
     def unanswered(self) -> bool:
         return -1 in self.answers
@@ -189,6 +198,9 @@ class Tracking:
     reads: FileEvents = field(default_factory=FileEvents)
     writes: FileEvents = field(default_factory=FileEvents)
     users: UserEvents = field(default_factory=UserEvents)
+    repeated_calls: list[tuple[int, str, int]] = field(default_factory=list)
+    """A call whose id an earlier call of its turn already uses: (its record, the id,
+    the earlier call's record)."""
 
 
 @dataclass(slots=True)
@@ -236,6 +248,8 @@ class PathTracker:
         """Earlier groups of the current compaction window with unanswered calls."""
         self.assistants = 0
         self.boundaries = 0
+        self.last_turn: object = None
+        """The turn key of the last assistant record (None after anything else)."""
         # Only for a tracker that starts inside a file (a byte range read in parallel):
         self.ranged = head
         self.head = head
@@ -254,11 +268,41 @@ class PathTracker:
         calls: tuple[ToolCall, ...],
         incomplete: bool,
         stop_reason: str | None,
+        turn: object = None,
     ) -> None:
-        self._close(index)
-        self.assistants += 1
+        current = self.current
+        if turn is not None and self.last_turn == turn:
+            # Another record of the same API message: its calls join the open group.
+            if not calls:
+                return
+            if current is not None and current.turn == turn:
+                if current.owners is None:
+                    current.owners = [current.assistant] * len(current.calls)
+                self._note_repeats(current, calls, index)
+                current.calls = (*current.calls, *calls)
+                current.answers.extend([-1] * len(calls))
+                current.owners.extend([index] * len(calls))
+                current.incomplete = current.incomplete or incomplete
+                return
+        else:
+            self._close(index)
+            self.assistants += 1
+        self.last_turn = turn
         if calls:
-            self.current = Group(index, calls, incomplete, stop_reason, [-1] * len(calls))
+            group = Group(index, (), incomplete, stop_reason, [], turn=turn)
+            if turn is not None:
+                self._note_repeats(group, calls, index)
+            group.calls = calls
+            group.answers = [-1] * len(calls)
+            self.current = group
+
+    def _note_repeats(self, group: Group, calls: tuple[ToolCall, ...], index: int) -> None:
+        earlier = {call.id: group.owner(p) for p, call in enumerate(group.calls)}
+        for call in calls:
+            if call.id in earlier:
+                self.found.repeated_calls.append((index, call.id, earlier[call.id]))
+            else:
+                earlier[call.id] = index
 
     def context(self, index: int) -> None:
         """A user, bash, custom or summary message: it ends the current group."""
@@ -376,6 +420,7 @@ class PathTracker:
     # ---- placement ----------------------------------------------------------------
 
     def _close(self, index: int) -> None:
+        self.last_turn = None
         if self.head:
             self.head = False
             self.first_closer = index
@@ -421,7 +466,7 @@ class PathTracker:
         if call.action is FileAction.READ:
             self.found.reads.add(result, call, bits)
         elif call.action is FileAction.FULL_WRITE:
-            self.found.writes.add(group.assistant, call, bits)
+            self.found.writes.add(group.owner(position), call, bits)
 
     def _flush_segment(self) -> None:
         self.found.unanswered.extend(g for g in self.segment if g.unanswered())
@@ -468,6 +513,10 @@ class PathTracker:
         found.orphans.extend(theirs.orphans)
         found.duplicates.extend(theirs.duplicates)
         found.displaced.extend(theirs.displaced)
+        found.repeated_calls.extend(
+            (record + base, call_id, first + base)
+            for record, call_id, first in theirs.repeated_calls
+        )
         found.reads.extend(theirs.reads, base)
         found.writes.extend(theirs.writes, base)
         found.users.extend(theirs.users, base, self.assistants, self.boundaries)
@@ -488,6 +537,8 @@ class PathTracker:
             groups[id(group)] = group
         for group in groups.values():
             group.assistant += base
+            if group.owners is not None:
+                group.owners = [owner + base for owner in group.owners]
             group.answers = [a + base if a >= 0 else a for a in group.answers]
             if group.ended_by is not None:
                 group.ended_by += base

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import chain, pairwise, repeat
 from operator import add, ge
 from pathlib import Path
-from typing import Final, TypeVar, overload
+from typing import Final, Protocol, TypeVar, overload
 
 
 class Kind(enum.IntEnum):
@@ -42,6 +42,11 @@ class Kind(enum.IntEnum):
     CUSTOM = 10
     """Extension data that never reaches the model."""
     OTHER = 11
+    CONTROL = 12
+    """Bookkeeping inside the tree that children link through to its own parent
+    (Claude `progress`): never a leaf, never on the path."""
+    METADATA = 13
+    """A record outside the tree (Claude titles, modes, `last-prompt`)."""
 
 
 class Role(enum.IntEnum):
@@ -65,6 +70,10 @@ class Flag:
     """Tree formats: no non-empty string id."""
     NO_PARENT_KEY: Final = 8
     """Tree formats: the parent link is missing altogether."""
+    SUMMARY: Final = 16
+    """A message carrying a compaction's summary (Claude `isCompactSummary`)."""
+    STATE: Final = 32
+    """Metadata whose latest copy is what readers use (a title, a mode, the last prompt)."""
 
 
 class FileAction(enum.IntEnum):
@@ -99,6 +108,20 @@ MISSING: Final = "\x00missing"
 """Stands for an absent field where `None` means an explicit null."""
 
 
+@dataclass(frozen=True, slots=True)
+class PreservedSegment:
+    """Records a compaction keeps verbatim, relinked after its summary at load time
+    (Claude `preservedSegment` / `preservedMessages`)."""
+
+    head: object
+    anchor: object
+    tail: object
+    listed_anchor: object = MISSING
+    """The anchor the explicit list names; `MISSING` without a list."""
+    listed: tuple[object, ...] | None = None
+    """Every kept record's id, when the boundary lists them."""
+
+
 @dataclass(slots=True)
 class BoundaryFacts:
     first_kept: str | None
@@ -109,11 +132,18 @@ class BoundaryFacts:
     identity: bytes | None = None
     """Digest of the exact bytes of the summary payload (summary, details, fromHook,
     tokensBefore), for bucketing clones."""
+    logical_parent: object = MISSING
+    """Where the conversation stood when the boundary cut it (Claude
+    `logicalParentUuid`); `MISSING` when the format has none."""
+    preserved: PreservedSegment | None = None
 
 
 class RefKind(enum.Enum):
     BACKWARD = "backward"
     FORWARD = "forward"
+    ANY_SESSION = "any-session"
+    """May name a record of another session's file (Claude `summary.leafUuid`): remapped
+    when its target goes, never reported when it names nothing here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +161,16 @@ class HeaderFacts:
     id: object
     version: object
     cwd: str | None
+
+
+class ChainPolicy(Protocol):
+    """What a format decides about its tree beyond parent links: which record is the
+    leaf, and what its loader adds to the walk from the leaf (Claude re-attaches the
+    parallel tool calls and results a single-parent walk leaves behind)."""
+
+    def leaf(self, view: SessionView) -> int | None: ...
+
+    def complete_path(self, view: SessionView, path: list[int]) -> list[int]: ...
 
 
 V = TypeVar("V")
@@ -310,6 +350,19 @@ class SessionView:
     """Assistants: content blocks carrying leaked streaming state."""
     boundaries: dict[int, BoundaryFacts] = field(default_factory=dict)
     references: dict[int, tuple[Reference, ...]] = field(default_factory=dict)
+    turns: dict[int, int] = field(default_factory=dict)
+    """Assistant records of formats whose API message spans several records: the key
+    of that message (records sharing it form one turn)."""
+    leaf_hints: dict[int, str] = field(default_factory=dict)
+    """Records naming the leaf the agent resumes from (the last one that resolves wins)."""
+    foreign_sessions: dict[int, str] = field(default_factory=dict)
+    """Records stamped with another session's id than the file's own."""
+    invalid_calls: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    adopters: dict[int, str] = field(default_factory=dict)
+    """Records that name, besides their parent, the record they answer (Claude tool
+    results: `sourceToolAssistantUUID`), where the two differ: the parent to re-link
+    them to when their own parent link breaks."""
+    """Records holding tool calls whose names the provider refuses."""
     notes: list[str] = field(default_factory=list)
     """Format observations made while reading (e.g. why a pi file is OpenClaw's)."""
     # Derived by finish():
@@ -321,6 +374,9 @@ class SessionView:
     """`(index, limit, prefix)`: whether a tool result's content is text only, not
     starting with `prefix`, and over `limit` UTF-8 bytes (set by the reader: a scan does
     not decode result contents, so this reads the file)."""
+    type_name: Callable[[int], str | None] | None = None
+    """The record's kind as its format names it, for messages (set by formats whose
+    own names say more than the neutral kind)."""
     copied_bytes: Callable[[int], bytes | None] | None = None
     """The exact bytes a copy of a record must repeat (a message, a compaction's summary
     payload), or None when it has none (set by the reader)."""
@@ -347,6 +403,11 @@ class SessionView:
     keys_distinct: bool | None = None
     """Whether the entry id keys are all distinct, when a parallel reader decided it."""
     _packed_keys: bytes | None = None
+    policy: ChainPolicy | None = None
+    may_start_mid_session: bool = False
+    """The file may be a slice of a longer session (Claude checkpoints): its first tree
+    record naming a parent that is not in it is expected."""
+    """The format's leaf and path rules; None for pi's (the last entry is the leaf)."""
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -404,6 +465,11 @@ class SessionView:
         _shift_into(self.leaked, other.leaked, base)
         _shift_into(self.boundaries, other.boundaries, base)
         _shift_into(self.references, other.references, base)
+        _shift_into(self.turns, other.turns, base)
+        _shift_into(self.leaf_hints, other.leaf_hints, base)
+        _shift_into(self.foreign_sessions, other.foreign_sessions, base)
+        _shift_into(self.invalid_calls, other.invalid_calls, base)
+        _shift_into(self.adopters, other.adopters, base)
         _shift_into(self._id_cache, other._id_cache, base)
         for note in other.notes:
             if note not in self.notes:
@@ -589,7 +655,7 @@ class SessionView:
     def finish(self) -> None:
         """Derive ids, parent links, leaf, active path and context window."""
         if self.tree:
-            if self._link_chain():
+            if self.policy is None and self._link_chain():
                 self._index_referenced()
             else:
                 self._link_parents()
@@ -687,6 +753,8 @@ class SessionView:
         self.parents = parents
         if Kind.LEAF in self.kinds:
             self._link_through_leaf_rows(parents)
+        if Kind.CONTROL in self.kinds:
+            self._link_through_control_rows(parents)
 
     def _find_duplicates(self, index: dict[int, int]) -> None:
         start = self.first_entry
@@ -714,6 +782,20 @@ class SessionView:
                 hops += 1
             parents[index] = parent
 
+    def _link_through_control_rows(self, parents: array[int]) -> None:
+        """A child of a control row hangs below that row's nearest ancestor that is not
+        one (a cycle of control rows links to nothing)."""
+        kinds = self.kinds
+        control = Kind.CONTROL
+        for index, parent in enumerate(parents):
+            if parent < 0 or kinds[parent] != control:
+                continue
+            seen = {index}
+            while parent >= 0 and kinds[parent] == control and parent not in seen:
+                seen.add(parent)
+                parent = parents[parent]
+            parents[index] = ROOT if parent in seen else parent
+
     def _leaf_target(self, index: int) -> int | None:
         for reference in self.references.get(index, ()):
             if reference.field == "targetId":
@@ -731,7 +813,9 @@ class SessionView:
 
     def _find_leaf(self) -> int | None:
         """The last entry, as pi's index has it: header records (a repeated one too) are
-        never the leaf; an OpenClaw `leaf` row names it."""
+        never the leaf; an OpenClaw `leaf` row names it. A format's policy may decide."""
+        if self.policy is not None:
+            return self.policy.leaf(self)
         kinds = self.kinds
         last = len(kinds) - 1
         while last >= self.first_entry and kinds[last] == Kind.HEADER:
@@ -754,7 +838,7 @@ class SessionView:
     def _walk_active_path(self) -> None:
         count = len(self.kinds)
         start = self.first_entry
-        if self.linear or self._is_linear():
+        if self.policy is None and (self.linear or self._is_linear()):
             self.linear = True
             self.active_path = range(start, count)
             self.path_positions = Shifted(count, start, -start, -1)
@@ -770,6 +854,8 @@ class SessionView:
             reversed_path.append(current)
             current = self.parents[current]
         reversed_path.reverse()
+        if self.policy is not None:
+            reversed_path = self.policy.complete_path(self, reversed_path)
         self.active_path = array("q", reversed_path)
         for position, index in enumerate(reversed_path):
             positions[index] = position

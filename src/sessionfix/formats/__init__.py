@@ -39,6 +39,9 @@ class RefRole(enum.Enum):
 class RecordEditor(Protocol):
     """Format-specific record changes, so rules never name a format's fields."""
 
+    parent_link: str
+    """How the format spells the parent link (for messages)."""
+
     def references(self, record: Any) -> list[tuple[str, RefRole]]:
         """The fields of `record` that name another record, with how each is remapped."""
         ...
@@ -52,6 +55,16 @@ class RecordEditor(Protocol):
     def replace_result_text(self, text: str) -> Transform: ...
 
     def drop_leaked_partial_json(self, blocks: tuple[int, ...]) -> Transform: ...
+
+    def holds_other_content(self, record: Any, call_id: str) -> bool:
+        """Whether a tool result record holds more than its answer to `call_id`."""
+        ...
+
+    def drop_result_blocks(self, call_ids: frozenset[str]) -> Transform: ...
+
+    def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
+        """A deterministic id for a record inserted after `anchor_id` (rules.md §9.3)."""
+        ...
 
     def synthetic_tool_result(
         self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str
@@ -203,6 +216,10 @@ def make_adapter(fmt: Format, path: Path, context: object = None) -> FormatAdapt
             forced_openclaw=fmt is Format.OPENCLAW,
             context=context if isinstance(context, PiContext) else None,
         )
+    if fmt is Format.CLAUDE:
+        from sessionfix.formats.claude import ClaudeAdapter
+
+        return ClaudeAdapter(path)
     from sessionfix.formats.opaque import OpaqueAdapter
 
     return OpaqueAdapter(path, fmt)

@@ -38,8 +38,10 @@ class _NoEditor:
     def references(self, record: Any) -> list[tuple[str, RefRole]]:
         return []
 
+    parent_link = "parent link"
     set_field = set_parent = set_first_kept = replace_result_text = _refuse
-    drop_leaked_partial_json = _refuse
+    drop_leaked_partial_json = drop_result_blocks = holds_other_content = _refuse
+    new_record_id = _refuse
     synthetic_tool_result = _refuse
 
 

@@ -25,7 +25,9 @@ import xxhash
 from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from sessionfix import jsonutil
+from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RefRole, is_openclaw_location
+from sessionfix.ids import generate_entry_id
 from sessionfix.reader import LineReport, RecordSource
 from sessionfix.tracking import CleanBlock, PathTracker
 from sessionfix.view import (
@@ -985,6 +987,18 @@ _BACKWARD_ROLES: Final = {
 
 class PiEditor:
     """Record changes in pi's field names; every transform keeps the key order."""
+
+    parent_link = "parentId"
+
+    def holds_other_content(self, record: Any, call_id: str) -> bool:
+        return False
+
+    def drop_result_blocks(self, call_ids: frozenset[str]) -> Callable[[Any], Any]:
+        raise SessionfixError("a pi tool result entry holds one result: drop the entry")
+
+    def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
+        header_id = view.header.id if view.header and isinstance(view.header.id, str) else ""
+        return generate_entry_id(header_id, anchor_id, salt, view.has_id)
 
     def references(self, record: Any) -> list[tuple[str, RefRole]]:
         if not isinstance(record, dict):
