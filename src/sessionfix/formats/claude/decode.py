@@ -1,0 +1,599 @@
+"""Claude Code transcripts (spec: formats/claude-code.md) streamed into a `SessionView`.
+
+Conversation entries (`user`, `assistant`, `system`, `attachment`) link by `uuid` /
+`parentUuid`; `progress` rows sit in the tree but children link through them;
+metadata rows (titles, modes, `last-prompt`, snapshots) have no uuid and stay outside
+it. One API message is several records sharing `message.id`. Only the fields the
+rules need are decoded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from sessionfix import jsonutil
+from sessionfix.formats.claude.chain import ClaudeChain
+from sessionfix.formats.claude.edit import ClaudeEditor
+from sessionfix.reader import LineReport, RecordSource
+from sessionfix.tracking import PathTracker
+from sessionfix.view import (
+    MISSING,
+    MISSING_KEY,
+    NO_ID_KEY,
+    NULL_KEY,
+    Bit,
+    BoundaryFacts,
+    FileAction,
+    Flag,
+    Kind,
+    PreservedSegment,
+    Reference,
+    RefKind,
+    Role,
+    SessionView,
+    ToolCall,
+)
+
+FORMAT_NAME: Final = "claude"
+CONVERSATION_TYPES: Final = frozenset({"user", "assistant", "system", "attachment"})
+METADATA_TYPES: Final = frozenset(
+    {
+        "summary",
+        "last-prompt",
+        "ai-title",
+        "custom-title",
+        "agent-name",
+        "agent-color",
+        "agent-setting",
+        "mode",
+        "permission-mode",
+        "queue-operation",
+        "file-history-snapshot",
+        "file-history-delta",
+        "attribution-snapshot",
+        "content-replacement",
+        "pr-link",
+        "tag",
+        "task-summary",
+        "worktree-state",
+        "cost-state",
+        "bridge-session",
+        "speculation-accept",
+        "marble-origami-commit",
+        "marble-origami-snapshot",
+    }
+)
+STATE_TYPES: Final = frozenset(
+    {
+        "mode",
+        "permission-mode",
+        "last-prompt",
+        "ai-title",
+        "custom-title",
+        "agent-name",
+        "agent-color",
+        "agent-setting",
+        "tag",
+    }
+)
+"""Metadata re-appended after turns and on every resume; readers take the last copy."""
+SHARED_UUID_TYPES: Final = frozenset({"saved_hook_context"})
+"""Records outside the chain that legitimately share one uuid."""
+TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+"""The tool names the Anthropic API accepts; any other name fails every request."""
+FILE_TOOLS: Final = {"Read": FileAction.READ, "Write": FileAction.FULL_WRITE}
+"""Only these tools read or fully replace a file (rules.md §5.1: never guess)."""
+BOUNDARY_SUBTYPE: Final = "compact_boundary"
+_NO_RAW: Final = Raw(b"")
+
+
+class _Block(Struct, gc=False):
+    """A content block: tool calls and tool results are looked at, nothing else."""
+
+    type: Any = None
+    id: Any = None
+    name: Any = None
+    input: Raw = _NO_RAW
+    tool_use_id: Any = None
+    is_error: Any = None
+
+
+class _Message(Struct, gc=False):
+    id: Any = None
+    role: Any = None
+    content: str | list[_Block] | None = None
+
+
+class _Record(Struct, gc=False):
+    type: Any = None
+    subtype: Any = None
+    uuid: Any = None
+    parentUuid: Any | UnsetType = UNSET
+    logicalParentUuid: Any | UnsetType = UNSET
+    isSidechain: Any = None
+    sessionId: Any = None
+    cwd: Any = None
+    message: _Message | None = None
+    toolUseResult: Raw = _NO_RAW
+    leafUuid: Any = None
+    isCompactSummary: Any = None
+    compactMetadata: Raw = _NO_RAW
+    sourceToolAssistantUUID: Any = None
+
+
+class _Segment(Struct, gc=False):
+    headUuid: Any = MISSING
+    anchorUuid: Any = MISSING
+    tailUuid: Any = MISSING
+
+
+class _Listed(Struct, gc=False):
+    anchorUuid: Any = MISSING
+    uuids: Any = None
+    allUuids: Any = None
+
+
+class _CompactMetadata(Struct, gc=False):
+    preservedSegment: _Segment | None = None
+    preservedMessages: _Listed | None = None
+
+
+class _Sidecar(Struct, gc=False):
+    type: Any = None
+
+
+class _FileInput(Struct, gc=False):
+    file_path: Any = None
+
+
+_RECORD_DECODER: Final = msgspec.json.Decoder(_Record)
+_METADATA_DECODER: Final = msgspec.json.Decoder(_CompactMetadata)
+_SIDECAR_DECODER: Final = msgspec.json.Decoder(_Sidecar)
+_INPUT_DECODER: Final = msgspec.json.Decoder(_FileInput)
+_SUCCESS_TYPES: Final = frozenset({"text", "create", "update"})
+"""`toolUseResult.type` of a read that returned text and of a write that replaced a file."""
+
+
+def _loose_record(value: dict[str, Any]) -> _Record:
+    """A record the typed decoder refused (odd field types), with only what is usable."""
+    body = value.get("message")
+    message = None
+    if isinstance(body, dict):
+        content = body.get("content")
+        blocks: str | list[_Block] | None = None
+        if isinstance(content, str):
+            blocks = content
+        elif isinstance(content, list):
+            blocks = [_loose_block(item) for item in content]
+        message = _Message(body.get("id"), body.get("role"), blocks)
+    sidecar = value.get("toolUseResult", UNSET)
+    return _Record(
+        type=value.get("type"),
+        subtype=value.get("subtype"),
+        uuid=value.get("uuid"),
+        parentUuid=value.get("parentUuid", UNSET),
+        isSidechain=value.get("isSidechain"),
+        sessionId=value.get("sessionId"),
+        cwd=value.get("cwd"),
+        message=message,
+        toolUseResult=_NO_RAW if sidecar is UNSET else Raw(_encode_loose(sidecar)),
+        leafUuid=value.get("leafUuid"),
+        isCompactSummary=value.get("isCompactSummary"),
+        sourceToolAssistantUUID=value.get("sourceToolAssistantUUID"),
+        logicalParentUuid=value.get("logicalParentUuid", UNSET),
+        compactMetadata=Raw(_encode_loose(value["compactMetadata"]))
+        if "compactMetadata" in value
+        else _NO_RAW,
+    )
+
+
+def _encode_loose(value: object) -> bytes:
+    try:
+        return msgspec.json.encode(value)
+    except (TypeError, ValueError):
+        return b"null"
+
+
+def _loose_block(item: object) -> _Block:
+    if not isinstance(item, dict):
+        return _Block()
+    arguments = item.get("input", UNSET)
+    return _Block(
+        type=item.get("type"),
+        id=item.get("id"),
+        name=item.get("name"),
+        input=_NO_RAW if arguments is UNSET else Raw(_encode_loose(arguments)),
+        tool_use_id=item.get("tool_use_id"),
+        is_error=item.get("is_error"),
+    )
+
+
+def decode_record(data: bytes) -> _Record:
+    """The routing fields of one record (ValueError when the bytes hold no object)."""
+    try:
+        return _RECORD_DECODER.decode(data)
+    except (ValueError, RecursionError):
+        value = jsonutil.loads(data)
+        if not isinstance(value, dict):
+            raise ValueError("not an object") from None
+        return _loose_record(value)
+
+
+def _key(value: object) -> int:
+    if value is None:
+        return NULL_KEY
+    if type(value) is str:
+        return hash(value)
+    return hash(("parentUuid", repr(value)))
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeContext:
+    """Nothing about the start of a Claude file changes how later records read."""
+
+
+class ClaudeAdapter:
+    """Streams a Claude Code transcript into its view.
+
+    The view never takes the linear fast path (metadata rows and tool results parented
+    to their calls make Claude files DAGs), so conversation events are fed to the
+    tracker only when the scanner walks the chain (`replay`).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._session_id = path.name.removesuffix(".jsonl") if _is_uuid(path.name) else None
+        """The session the file is named after (sub-agent and renamed files have none)."""
+        self.view = SessionView(
+            path=path, format=FORMAT_NAME, policy=ClaudeChain(), may_start_mid_session=True
+        )
+        self.editor = ClaudeEditor()
+        self.tracker = PathTracker()
+
+    decode = staticmethod(_RECORD_DECODER.decode)
+    decode_lines = staticmethod(_RECORD_DECODER.decode_lines)
+
+    @property
+    def context(self) -> ClaudeContext:
+        return ClaudeContext()
+
+    def ingest_batch(
+        self,
+        records: list[Any],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+        line: Callable[[int], bytes],
+    ) -> None:
+        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
+            self.ingest(record, b"", first_row + number, 1, offset, size)
+
+    def add_object(
+        self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
+    ) -> None:
+        index = len(self.view.kinds)
+        self.ingest(_loose_record(value), data, row, column, offset, len(data))
+        self.view.remember_ids(index, value.get("uuid"), value.get("parentUuid", MISSING))
+
+    def ingest(
+        self, record: _Record, data: bytes, row: int, column: int, offset: int, size: int
+    ) -> None:
+        view = self.view
+        index = len(view.kinds)
+        record_type = record.type
+        kind, role, flags = _classify(record)
+        uuid = record.uuid
+        id_key = hash(uuid) if type(uuid) is str and uuid and kind != Kind.METADATA else NO_ID_KEY
+        session = record.sessionId
+        if (
+            self._session_id is not None
+            and type(session) is str
+            and session != self._session_id
+            and kind != Kind.METADATA
+        ):
+            view.foreign_sessions[index] = session
+        parent = record.parentUuid
+        parent_key = MISSING_KEY if parent is UNSET else _key(parent)
+        if kind == Kind.METADATA:
+            if type(record.leafUuid) is str:
+                if record_type == "last-prompt":
+                    reference = Reference("leafUuid", record.leafUuid)
+                    view.leaf_hints[index] = record.leafUuid
+                else:
+                    reference = Reference("leafUuid", record.leafUuid, RefKind.ANY_SESSION)
+                view.references[index] = (reference,)
+            if record_type in STATE_TYPES:
+                flags |= Flag.STATE
+        elif kind == Kind.COMPACTION:
+            view.boundaries[index] = _boundary_facts(record)
+        if role == Role.ASSISTANT and record.message is not None:
+            turn = record.message.id
+            if type(turn) is str:
+                view.turns[index] = hash(turn)
+            invalid = _invalid_tool_names(record.message.content)
+            if invalid:
+                view.invalid_calls[index] = invalid
+        if record.isCompactSummary is True:
+            flags |= Flag.SUMMARY
+        source = record.sourceToolAssistantUUID
+        if type(source) is str and source and source != parent:
+            view.adopters[index] = source
+        view.add(row, column, offset, size, kind, role, flags, id_key, parent_key)
+
+    def replay(self, index: int, data: bytes) -> None:
+        """Feed the tracker one chain record's conversation events."""
+        try:
+            record = decode_record(data)
+        except ValueError:
+            return
+        tracker = self.tracker
+        kind, role, _ = _classify(record)
+        if kind == Kind.COMPACTION:
+            tracker.boundary(index)
+            return
+        if kind != Kind.MESSAGE or record.message is None:
+            return
+        content = record.message.content
+        cwd = record.cwd if type(record.cwd) is str else None
+        if role == Role.ASSISTANT:
+            calls = _calls(content, cwd)
+            turn = record.message.id if type(record.message.id) is str else None
+            tracker.assistant(index, calls, False, None, turn)
+        elif role == Role.TOOL_RESULT:
+            assert isinstance(content, list)
+            results = [block for block in content if block.type == "tool_result"]
+            sidecar_ok = len(results) == 1 and _sidecar_succeeded(record.toolUseResult)
+            for block in results:
+                call_id = block.tool_use_id if type(block.tool_use_id) is str else None
+                bits = Bit.ERRORED if block.is_error is True else Bit.SUCCEEDED if sidecar_ok else 0
+                tracker.result(index, call_id, bits)
+            if len(results) != len(content):
+                tracker.user(index, None)
+        elif role == Role.USER:
+            tracker.user(index, None)
+
+    def finish(self, lines: LineReport) -> None:
+        view = self.view
+        source = RecordSource(self.path)
+        view.read_ids = partial(_read_ids, source, view)
+        view.result_text_exceeds = partial(_result_text_exceeds, source, view)
+        view.copied_bytes = partial(_read_copied_bytes, source, view)
+        view.type_name = partial(_read_type_name, source, view)
+        view.finish()
+
+
+def _is_uuid(name: str) -> bool:
+    stem = name.removesuffix(".jsonl")
+    return len(stem) == 36 and stem.count("-") == 4 and stem != name
+
+
+def _boundary_facts(record: _Record) -> BoundaryFacts:
+    logical = record.logicalParentUuid
+    facts = BoundaryFacts(
+        first_kept=MISSING, logical_parent=MISSING if logical is UNSET else logical
+    )
+    if record.compactMetadata is _NO_RAW:
+        return facts
+    try:
+        metadata = _METADATA_DECODER.decode(record.compactMetadata)
+    except (ValueError, RecursionError):
+        return facts
+    segment = metadata.preservedSegment
+    if segment is None:
+        return facts
+    listed = metadata.preservedMessages
+    ids: tuple[object, ...] | None = None
+    listed_anchor: object = MISSING
+    if listed is not None:
+        listed_anchor = listed.anchorUuid
+        ids = tuple(
+            uuid
+            for group in (listed.uuids, listed.allUuids)
+            if type(group) is list
+            for uuid in group
+        )
+    facts.preserved = PreservedSegment(
+        segment.headUuid, segment.anchorUuid, segment.tailUuid, listed_anchor, ids
+    )
+    return facts
+
+
+def _invalid_tool_names(content: object) -> tuple[str, ...]:
+    if type(content) is not list:
+        return ()
+    return tuple(
+        repr(block.name) if type(block.name) is not str else block.name
+        for block in content
+        if type(block) is _Block
+        and block.type == "tool_use"
+        and (type(block.name) is not str or TOOL_NAME.fullmatch(block.name) is None)
+    )
+
+
+def _classify(record: _Record) -> tuple[Kind, Role, int]:
+    """Kind, role and flags of a record."""
+    record_type = record.type
+    if record_type == "assistant":
+        return Kind.MESSAGE, Role.ASSISTANT, Flag.CONTEXT | Flag.CUT_POINT
+    if record_type == "user":
+        content = None if record.message is None else record.message.content
+        if type(content) is list and any(
+            type(block) is _Block and block.type == "tool_result" for block in content
+        ):
+            return Kind.MESSAGE, Role.TOOL_RESULT, 0
+        return Kind.MESSAGE, Role.USER, Flag.CONTEXT | Flag.CUT_POINT
+    if record_type == "system":
+        if record.subtype == BOUNDARY_SUBTYPE:
+            return Kind.COMPACTION, Role.NONE, 0
+        return Kind.MESSAGE, Role.OTHER, 0
+    if record_type == "attachment":
+        return Kind.MESSAGE, Role.OTHER, 0
+    if record_type == "progress":
+        return Kind.CONTROL, Role.NONE, 0
+    if record_type in SHARED_UUID_TYPES or (
+        record.uuid is None and (record_type in METADATA_TYPES or record.parentUuid is UNSET)
+    ):
+        return Kind.METADATA, Role.NONE, 0
+    return Kind.OTHER, Role.NONE, 0
+
+
+def _calls(content: object, cwd: str | None) -> tuple[ToolCall, ...]:
+    if type(content) is not list:
+        return ()
+    calls = []
+    for block in content:
+        if type(block) is not _Block or block.type != "tool_use":
+            continue
+        name = block.name if type(block.name) is str else ""
+        call_id = block.id if type(block.id) is str else ""
+        action = FILE_TOOLS.get(name)
+        path = _file_path(block.input) if action is not None else None
+        if action is None or path is None:
+            calls.append(ToolCall(call_id, name))
+        else:
+            calls.append(ToolCall(call_id, name, action, path, cwd))
+    return tuple(calls)
+
+
+def _file_path(arguments: Raw) -> str | None:
+    if arguments is _NO_RAW:
+        return None
+    try:
+        path = _INPUT_DECODER.decode(arguments).file_path
+    except (ValueError, RecursionError):
+        return None
+    return path if type(path) is str and path else None
+
+
+def _sidecar_succeeded(sidecar: Raw) -> bool:
+    """The result's `toolUseResult` says a read returned text or a write replaced a file."""
+    if sidecar is _NO_RAW or bytes(memoryview(sidecar)[:1]) != b"{":
+        return False
+    try:
+        kind = _SIDECAR_DECODER.decode(sidecar).type
+    except (ValueError, RecursionError):
+        return False
+    return kind in _SUCCESS_TYPES
+
+
+class _Ids(Struct, gc=False):
+    uuid: Any = None
+    parentUuid: Any | UnsetType = UNSET
+
+
+_IDS_DECODER: Final = msgspec.json.Decoder(_Ids)
+
+
+def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str | None, object]:
+    data = source.read(*view.span(index))
+    try:
+        ids = _IDS_DECODER.decode(data)
+    except (ValueError, RecursionError):
+        try:
+            value = jsonutil.loads(data)
+        except ValueError:
+            return None, MISSING
+        if not isinstance(value, dict):
+            return None, MISSING
+        ids = _Ids(value.get("uuid"), value.get("parentUuid", UNSET))
+    uuid = ids.uuid if type(ids.uuid) is str and ids.uuid else None
+    return uuid, MISSING if ids.parentUuid is UNSET else ids.parentUuid
+
+
+class _TextPart(Struct, gc=False):
+    type: Any = None
+    text: Any = None
+
+
+class _ResultBlock(Struct, gc=False):
+    type: Any = None
+    content: str | list[_TextPart] | None = None
+
+
+class _ResultMessage(Struct, gc=False):
+    content: str | list[_ResultBlock] | None = None
+
+
+class _ResultRecord(Struct, gc=False):
+    message: _ResultMessage | None = None
+    toolUseResult: _Sidecar | str | None = None
+
+
+_RESULT_DECODER: Final = msgspec.json.Decoder(_ResultRecord)
+
+
+def _result_text(data: bytes) -> str | None:
+    """The text of a record's only `tool_result` block, when that holds only text."""
+    try:
+        record = _RESULT_DECODER.decode(data)
+    except (ValueError, RecursionError):
+        return None
+    sidecar = record.toolUseResult
+    if type(sidecar) is not _Sidecar or sidecar.type != "text":
+        return None
+    content = None if record.message is None else record.message.content
+    if type(content) is not list:
+        return None
+    results = [block for block in content if block.type == "tool_result"]
+    if len(results) != 1:
+        return None
+    inner = results[0].content
+    if type(inner) is str:
+        return inner
+    if type(inner) is not list:
+        return None
+    parts = []
+    for part in inner:
+        if part.type != "text" or type(part.text) is not str:
+            return None
+        parts.append(part.text)
+    return "".join(parts)
+
+
+def _result_text_exceeds(
+    source: RecordSource, view: SessionView, index: int, limit: int, prefix: str
+) -> bool:
+    text = _result_text(source.read(*view.span(index)))
+    if text is None or text.startswith(prefix):
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) > limit
+
+
+RESTAMPED: Final = frozenset(
+    {"sessionId", "session_id", "cwd", "version", "gitBranch", "slug", "entrypoint"}
+)
+"""Envelope fields a resume or fork copy stamps anew (rules.md §4.3)."""
+
+
+def copied_bytes(data: bytes) -> bytes | None:
+    """The exact bytes a replay of this record repeats: every member but the restamped
+    envelope fields, in order; None when the bytes hold no object."""
+    try:
+        members = jsonutil.member_bytes(data)
+    except ValueError:
+        return None
+    kept = [(name, raw) for name, raw in members.items() if name not in RESTAMPED]
+    return msgspec.json.encode({name: Raw(raw) for name, raw in kept})
+
+
+def _read_type_name(source: RecordSource, view: SessionView, index: int) -> str | None:
+    """`type`, or the `subtype` of a system record (e.g. `compact_boundary`)."""
+    try:
+        record = decode_record(source.read(*view.span(index)))
+    except ValueError:
+        return None
+    if record.type == "system" and type(record.subtype) is str:
+        return record.subtype
+    return record.type if type(record.type) is str else None
+
+
+def _read_copied_bytes(source: RecordSource, view: SessionView, index: int) -> bytes | None:
+    return copied_bytes(source.read(*view.span(index)))

@@ -1,0 +1,179 @@
+"""Record changes in Claude Code's field names; every transform keeps the key order."""
+
+from __future__ import annotations
+
+import re
+import uuid as uuid_module
+from collections.abc import Callable
+from typing import Any, Final
+
+import xxhash
+
+from sessionfix.errors import SessionfixError
+from sessionfix.formats import RefRole
+from sessionfix.view import SessionView, ToolCall
+
+MISSING_RESULT_TEXT: Final = "[Tool result missing due to internal error]"
+"""Claude Code's own placeholder for a tool call without result (rules.md §6.3)."""
+_REMINDER: Final = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+_COPIED_ENVELOPE: Final = ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch")
+_COPIED_TAIL: Final = ("slug",)
+
+
+def claude_uuid(material: str) -> str:
+    """A UUID from `xxh3_128` of `material`, version nibble 8, RFC 4122 variant (§9.3)."""
+    digest = bytearray(xxhash.xxh3_128_digest(material.encode("utf-8", "surrogatepass")))
+    digest[6] = (digest[6] & 0x0F) | 0x80
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    return str(uuid_module.UUID(bytes=bytes(digest)))
+
+
+def generate_uuid(
+    session_id: str, anchor_id: str, rule_code: str, taken: Callable[[str], bool]
+) -> str:
+    n = 0
+    while True:
+        candidate = claude_uuid(f"{session_id}\0{anchor_id}\0{rule_code}\0{n}")
+        if not taken(candidate):
+            return candidate
+        n += 1
+
+
+class ClaudeEditor:
+    """Changes Claude records; assistant content is never edited (signed thinking)."""
+
+    parent_link = "parentUuid"
+
+    def holds_other_content(self, record: Any, call_id: str) -> bool:
+        message = record.get("message") if isinstance(record, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            return False
+        answers = [
+            block
+            for block in content
+            if isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and block.get("tool_use_id") == call_id
+        ]
+        return len(content) > 1 and len(answers) < len(content)
+
+    def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
+        # The anchor's uuid is unique in the file: the file's name adds nothing (and a
+        # repair may read the session under a temporary name).
+        return generate_uuid("", anchor_id, salt, view.has_id)
+
+    def references(self, record: Any) -> list[tuple[str, RefRole]]:
+        if not isinstance(record, dict):
+            return []
+        found: list[tuple[str, RefRole]] = []
+        if isinstance(record.get("parentUuid"), str):
+            found.append(("parentUuid", RefRole.PARENT))
+        if isinstance(record.get("leafUuid"), str):
+            found.append(("leafUuid", RefRole.LEAF))
+        return found
+
+    def set_field(self, name: str, value: object) -> Callable[[Any], Any]:
+        def transform(record: Any) -> Any:
+            record[name] = value
+            return record
+
+        return transform
+
+    def set_parent(self, parent_id: str | None) -> Callable[[Any], Any]:
+        def transform(record: Any) -> Any:
+            record["parentUuid"] = parent_id
+            return record
+
+        return transform
+
+    def set_first_kept(self, entry_id: str | None, index: int | None) -> Callable[[Any], Any]:
+        raise SessionfixError("Claude compactions keep no first-kept reference to move")
+
+    def replace_result_text(self, text: str) -> Callable[[Any], Any]:
+        """The read's `tool_result` text and its `toolUseResult.file.content` become `text`;
+        system reminders attached to the result follow it."""
+
+        def transform(record: Any) -> Any:
+            for block in record["message"]["content"]:
+                if not isinstance(block, dict) or block.get("type") != "tool_result":
+                    continue
+                content = block.get("content")
+                parts = content if isinstance(content, list) else []
+                original = (
+                    content
+                    if isinstance(content, str)
+                    else "".join(
+                        part["text"]
+                        for part in parts
+                        if isinstance(part, dict) and isinstance(part.get("text"), str)
+                    )
+                )
+                replaced = text + "".join("\n" + m for m in _REMINDER.findall(original))
+                if isinstance(content, str):
+                    block["content"] = replaced
+                else:
+                    block["content"] = [{"type": "text", "text": replaced}]
+            sidecar = record.get("toolUseResult")
+            read = sidecar.get("file") if isinstance(sidecar, dict) else None
+            if isinstance(read, dict) and "content" in read:
+                read["content"] = text
+            return record
+
+        return transform
+
+    def drop_result_blocks(self, call_ids: frozenset[str]) -> Callable[[Any], Any]:
+        """Remove the `tool_result` blocks answering these calls (the record keeps the rest)."""
+
+        def transform(record: Any) -> Any:
+            content = record["message"]["content"]
+            kept = []
+            removed: set[str] = set()
+            for block in content:
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_result"
+                    and block.get("tool_use_id") in call_ids
+                    and block.get("tool_use_id") not in removed
+                ):
+                    removed.add(block["tool_use_id"])
+                    continue
+                kept.append(block)
+            record["message"]["content"] = kept
+            return record
+
+        return transform
+
+    def drop_leaked_partial_json(self, blocks: tuple[int, ...]) -> Callable[[Any], Any]:
+        raise SessionfixError("Claude assistant content is never edited")
+
+    def synthetic_tool_result(
+        self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str
+    ) -> dict[str, Any]:
+        """CC's own repair as a record: a user `tool_result` with its placeholder, parented
+        to the line that holds the call."""
+        record: dict[str, Any] = {"parentUuid": assistant.get("uuid")}
+        for name in _COPIED_ENVELOPE:
+            if name in assistant:
+                record[name] = assistant[name]
+        record["type"] = "user"
+        record["message"] = {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.id,
+                    "content": MISSING_RESULT_TEXT,
+                    "is_error": True,
+                }
+            ],
+        }
+        record["uuid"] = entry_id
+        if "timestamp" in assistant:
+            record["timestamp"] = assistant["timestamp"]
+        for name in _COPIED_TAIL:
+            if name in assistant:
+                record[name] = assistant[name]
+        record["toolUseResult"] = MISSING_RESULT_TEXT
+        record["sourceToolAssistantUUID"] = assistant.get("uuid")
+        return record
