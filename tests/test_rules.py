@@ -38,8 +38,25 @@ PI_RULES = (
 )
 
 
-def test_every_pi_rule_of_the_catalogue_is_registered() -> None:
-    assert [rule.code for rule in RULES] == PI_RULES
+CLAUDE_RULES = ["SF203", "SF405", "SF502", "SF602"]
+NEW_CODES = {"SF110": "foreign-session-record", "SF206": "repeated-metadata"}
+"""Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""
+
+
+def test_every_implemented_rule_of_the_catalogue_is_registered() -> None:
+    registered = [rule.code for rule in RULES]
+    assert registered == sorted(registered)
+    assert set(registered) == set(PI_RULES) | set(CLAUDE_RULES) | set(NEW_CODES)
+
+
+def test_new_codes_are_free_in_the_catalogue(corpus: Path) -> None:
+    catalogue = _catalogue(corpus)
+    for code, name in NEW_CODES.items():
+        assert code not in catalogue
+        assert name not in {known for known, _ in catalogue.values()}
+        rule = get_rule(code)
+        assert rule is not None
+        assert rule.name == name
 
 
 def test_codes_and_names_are_unique_and_well_formed() -> None:
@@ -62,6 +79,8 @@ def _catalogue(corpus: Path) -> dict[str, tuple[str, str]]:
 def test_names_and_severities_follow_the_catalogue(corpus: Path) -> None:
     catalogue = _catalogue(corpus)
     for rule in RULES:
+        if rule.code in NEW_CODES:
+            continue
         name, severity = catalogue[rule.code]
         assert rule.name == name
         assert severity.startswith(rule.severity.label), (rule.code, severity)
@@ -83,9 +102,13 @@ def test_rule_documentation_has_every_section_in_order(rule: object) -> None:
 def _session_block(doc: str, heading: str) -> str | None:
     section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
     match = re.search(r"```jsonl\n(.*?)```", section, re.S)
-    if match is None or '"type":"session"' not in match.group(1):
+    if match is None:
         return None
-    return match.group(1)
+    block = match.group(1)
+    complete_claude = '"sessionId"' in block and "…" not in block
+    if '"type":"session"' not in block and not complete_claude:
+        return None
+    return block
 
 
 ILLUSTRATIVE = {"SF004", "SF005", "SF006", "SF009", "SF205"}

@@ -7,7 +7,8 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import compress
+from itertools import chain, compress
+from typing import Final
 
 from sessionfix.diagnostics import Fix
 from sessionfix.reader import LineIssue
@@ -25,6 +26,10 @@ def records_on_row(ctx: RuleContext, row: int) -> range:
 def describe(ctx: RuleContext, index: int) -> str:
     """A short, format-neutral name for a record, e.g. `assistant message`, `compaction`."""
     view = ctx.view
+    if view.type_name is not None:
+        name = view.type_name(index)
+        if name is not None:
+            return name
     kind = view.kind(index)
     if kind is Kind.MESSAGE:
         role = view.role(index)
@@ -264,6 +269,10 @@ def order_of(view: SessionView) -> TreeOrder:
     return TreeOrder(enter, leave)
 
 
+_NOT_ADOPTERS: Final = frozenset({Kind.HEADER, Kind.CONTROL, Kind.METADATA})
+"""Records a broken link is never re-linked to: headers, and rows children link through."""
+
+
 def relink_target(
     ctx: RuleContext, index: int, exclude: frozenset[int] = frozenset()
 ) -> tuple[int, str] | None:
@@ -279,13 +288,19 @@ def relink_target(
     careful = bool(relinked) or bool(view.duplicate_ids)
     own_id = view.entry_id(index)
     keys = view.id_keys
-    for candidate in range(index - 1, -1, -1):
+    adopter = view.adopters.get(index)
+    named = view.resolve(adopter) if adopter is not None else None
+    candidates: Iterable[int] = range(index - 1, -1, -1)
+    if named is not None:
+        # The record the format says this one answers (Claude's own write rule).
+        candidates = chain([named], candidates)
+    for candidate in candidates:
         if keys[candidate] == NO_ID_KEY:
             continue
         candidate_id = view.entry_id(candidate)
         if candidate_id is None or candidate in exclude or not view.is_entry(candidate):
             continue
-        if view.kinds[candidate] == Kind.HEADER or view.resolve(candidate_id) != candidate:
+        if view.kinds[candidate] in _NOT_ADOPTERS or view.resolve(candidate_id) != candidate:
             continue
         below = order.is_descendant(candidate, index)
         if below is None:

@@ -19,6 +19,8 @@ from sessionfix.view import SessionView
 
 ALL_FORMATS = frozenset(Format) - {Format.AUTO}
 PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
+TREE_FORMATS = PI_FORMATS | {Format.CLAUDE}
+"""Formats whose records link into a tree by id."""
 DOCS_URL = "https://github.com/sessionfix/sessionfix/blob/main/src/sessionfix/docs/rules/{name}.md"
 
 T = TypeVar("T")
@@ -187,6 +189,14 @@ class RuleContext:
     def drop(self, index: int, survivor: int | None = None) -> Edit:
         """Drop a record; a copy names the `survivor` its references move to (§8)."""
         return Edit(EditOp.DELETE, self.view.rows[index], record=index, survivor=survivor)
+
+    def drop_result(self, index: int, call_id: str | None) -> Edit:
+        """Remove one tool result: the record when it holds nothing else, otherwise its
+        block answering `call_id` (a Claude user record may answer several calls)."""
+        editor = self.editor
+        if call_id is not None and editor.holds_other_content(self.load_record(index), call_id):
+            return self.rewrite_record(index, editor.drop_result_blocks(frozenset({call_id})))
+        return self.drop(index)
 
     def insert_after(
         self, anchor: int, build: Callable[[], dict[str, Any]], new_id: str | None

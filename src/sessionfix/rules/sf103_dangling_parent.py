@@ -6,24 +6,43 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext
+from sessionfix.view import Kind
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
+    first_linked = _first_tree_record(ctx) if view.may_start_mid_session else None
     for index in view.dangling():
         if not view.is_entry(index):
             continue
         parent = str(view.parent_id(index))
+        link = ctx.editor.parent_link
+        if index == first_linked:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"{link} {parent!r} names no record: the file starts mid-session (a slice "
+                "of a longer transcript), so its history begins here",
+                severity=Severity.INFO,
+            )
+            continue
         where = (
             "; the active path stops here and everything before it is lost from context"
             if view.on_path(index)
             else ""
         )
         fix = relink_fix(ctx, index, "re-link to the preceding entry")
-        yield ctx.entry_diagnostic(
-            RULE, index, f"parentId {parent!r} names no entry{where}", fix=fix
-        )
+        yield ctx.entry_diagnostic(RULE, index, f"{link} {parent!r} names no entry{where}", fix=fix)
+
+
+def _first_tree_record(ctx: RuleContext) -> int | None:
+    """The first record in file order that takes part in the tree."""
+    kinds = ctx.view.kinds
+    for index in range(len(kinds)):
+        if kinds[index] in (Kind.MESSAGE, Kind.COMPACTION, Kind.CONTROL, Kind.OTHER):
+            return index
+    return None
 
 
 RULE = Rule(
@@ -31,7 +50,7 @@ RULE = Rule(
     name="dangling-parent",
     severity=Severity.WARNING,
     fix="unsafe",
-    formats=PI_FORMATS,
+    formats=TREE_FORMATS,
     summary="A parent link naming no record",
     check=check,
     tree_only=True,

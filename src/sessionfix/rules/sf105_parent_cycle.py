@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -64,7 +64,7 @@ RULE = Rule(
     name="parent-cycle",
     severity=Severity.ERROR,
     fix="unsafe",
-    formats=PI_FORMATS,
+    formats=TREE_FORMATS,
     summary="Parent links that form a cycle",
     check=check,
     tree_only=True,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
 from sessionfix.view import Kind, RefKind
 
 
@@ -36,7 +36,7 @@ RULE = Rule(
     name="dangling-reference",
     severity=Severity.WARNING,
     fix="safe for labels, else none",
-    formats=PI_FORMATS,
+    formats=TREE_FORMATS,
     summary="A label, branch summary or leaf row naming no record",
     check=check,
     tree_only=True,

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.paths import matches_glob, normalize
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
 from sessionfix.view import Bit, Kind, Role, SessionView
 
 _FORWARD = methodcaller("replace", "\\", "/")
@@ -159,7 +159,7 @@ RULE = Rule(
     name="stale-file-read",
     severity=Severity.INFO,
     fix="safe",
-    formats=PI_FORMATS,
+    formats=TREE_FORMATS,
     summary="A file read whose file was later fully rewritten",
     check=check,
 )

@@ -5,12 +5,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
+from sessionfix.view import DANGLING, Kind, Role
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    sliced_head = _slice_head(ctx)
     for event in ctx.tracking.orphans:
         index = event.index
+        if index in sliced_head:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"tool result for call {event.call_id!r} answers a call made before this file "
+                "starts (the file is a slice of a longer session)",
+                severity=Severity.INFO,
+            )
+            continue
         yield ctx.entry_diagnostic(
             RULE,
             index,
@@ -18,9 +29,24 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             "reject it (unexpected tool_use_id)",
             fix=safe(
                 "drop the orphan result; its children move to its parent",
-                ctx.drop(index),
+                ctx.drop_result(index, event.call_id),
             ),
         )
+
+
+def _slice_head(ctx: RuleContext) -> frozenset[int]:
+    """Records before the first assistant of a path that starts mid-session: their calls
+    lie before the slice."""
+    view = ctx.view
+    path = view.active_path
+    if not view.may_start_mid_session or not len(path) or view.parents[path[0]] != DANGLING:
+        return frozenset()
+    head = []
+    for index in path:
+        if view.kinds[index] == Kind.MESSAGE and view.roles[index] == Role.ASSISTANT:
+            break
+        head.append(index)
+    return frozenset(head)
 
 
 RULE = Rule(
@@ -28,7 +54,7 @@ RULE = Rule(
     name="orphan-tool-result",
     severity=Severity.ERROR,
     fix="safe",
-    formats=PI_FORMATS,
+    formats=TREE_FORMATS,
     summary="A tool result that answers no tool call",
     check=check,
 )

@@ -7,10 +7,9 @@ from typing import Any
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.ids import generate_entry_id
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, unsafe
 from sessionfix.tracking import Group
-from sessionfix.view import ToolCall
+from sessionfix.view import DANGLING, ToolCall
 
 SYNTHETIC_TEXT = (
     "[sessionfix: tool result missing from session history; synthetic error result inserted]"
@@ -24,18 +23,23 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
     view = ctx.view
-    anchor = max(group.answers, default=group.assistant)
-    if anchor < group.assistant:
-        anchor = group.assistant
+    owners = group.owners or [group.assistant]
+    anchor = max(*group.answers, *owners)
     anchor_id = view.entry_id(anchor)
+    adopted = _adopted_results(ctx)
+    seen: set[str] = set()
     for position, call in enumerate(group.calls):
-        if group.answers[position] != -1:
+        repeated = call.id in seen
+        seen.add(call.id)
+        if group.answers[position] != -1 or repeated:
             continue
+        owner = group.owner(position)
         what = f"tool call {call.id!r} ({call.name})"
+        cut_off = adopted.get(view.entry_id(owner) or "")
         if group.incomplete:
             yield ctx.entry_diagnostic(
                 RULE,
-                group.assistant,
+                owner,
                 f"{what} has no result; the turn stopped with {group.stop_reason!r}, so its "
                 "calls may be incomplete and get no result by design",
                 severity=Severity.INFO,
@@ -43,28 +47,32 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
         elif group.ended_by is None:
             yield ctx.entry_diagnostic(
                 RULE,
-                group.assistant,
+                owner,
                 f"{what} has no result yet; the session ends mid-call",
                 severity=Severity.INFO,
             )
         elif not view.in_context(group.assistant):
             yield ctx.entry_diagnostic(
                 RULE,
-                group.assistant,
+                owner,
                 f"{what} has no result; the turn is summarised away by a later compaction",
                 severity=Severity.INFO,
+            )
+        elif cut_off is not None:
+            yield ctx.entry_diagnostic(
+                RULE,
+                owner,
+                f"{what} has no result on the chain: its result on line {view.rows[cut_off]} "
+                "hangs off a parent link that names no record (SF103 re-links it)",
             )
         else:
             new_id = None
             if view.tree:
-                header_id = (
-                    view.header.id if view.header and isinstance(view.header.id, str) else ""
-                )
-                new_id = generate_entry_id(header_id, anchor_id or "", RULE.code, view.has_id)
-            build = _synthetic_result(ctx, group.assistant, call, new_id, anchor_id)
+                new_id = ctx.editor.new_record_id(view, anchor_id or "", RULE.code)
+            build = _synthetic_result(ctx, group.owner(position), call, new_id, anchor_id)
             yield ctx.entry_diagnostic(
                 RULE,
-                group.assistant,
+                owner,
                 f"{what} has no result before line {view.rows[group.ended_by]}; the provider "
                 "receives a tool_use without tool_result and rejects the request",
                 fix=unsafe(
@@ -73,6 +81,15 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 ),
             )
             anchor_id = new_id
+
+
+def _adopted_results(ctx: RuleContext) -> dict[str, int]:
+    """Records cut off by a dangling parent link that name the call they answer: the
+    uuid of that call's record → the cut-off record."""
+    view = ctx.view
+    return {
+        source: index for index, source in view.adopters.items() if view.parents[index] == DANGLING
+    }
 
 
 def _synthetic_result(
@@ -95,7 +112,7 @@ RULE = Rule(
     name="missing-tool-result",
     severity=Severity.ERROR,
     fix="unsafe (error cases), none (info cases)",
-    formats=PI_FORMATS,
+    formats=TREE_FORMATS,
     summary="A tool call without a result",
     check=check,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -17,7 +17,9 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             index,
             f"second result for tool call {event.call_id!r} (first on line {view.rows[first]}); "
             "providers reject duplicate tool results",
-            fix=safe("drop the repeated result, keep the first", ctx.drop(index)),
+            fix=safe(
+                "drop the repeated result, keep the first", ctx.drop_result(index, event.call_id)
+            ),
         )
 
 
@@ -26,7 +28,7 @@ RULE = Rule(
     name="duplicate-tool-result",
     severity=Severity.ERROR,
     fix="safe",
-    formats=PI_FORMATS,
+    formats=TREE_FORMATS,
     summary="A tool call answered more than once",
     check=check,
 )
