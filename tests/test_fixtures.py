@@ -2,8 +2,10 @@
 
 Each `tests/fixtures/<CODE>-<case>/` holds `input.jsonl`, `diagnostics.json` (the
 expected diagnostics, as the JSON output format prints them, without the file name)
-and optionally `case.json` with the settings and file name to check under. A case
-whose name contains `-trap-` must not produce its rule's code; any other case must.
+and optionally `case.json` with the settings and file name to check under, and an
+`expect` map (code → the lines it must be reported on, exactly) written from the spec
+independently of the goldens. A case whose name contains `-trap-` must not produce its
+rule's code; any other case must.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ def test_fixture(case: Path, tmp_path: Path, update_goldens: bool) -> None:
     assert golden.exists(), f"{golden} is missing: run pytest --update-goldens and review it"
     expected = json.loads(golden.read_text())
     assert actual == expected
+    spec_file = case / "case.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
+    for expected_code, rows in spec.get("expect", {}).items():
+        found = sorted(d["location"]["row"] for d in actual if d["code"] == expected_code)
+        assert found == sorted(rows), f"{case.name}: {expected_code} on lines {found}"
     code = case.name.split("-", 1)[0]
     codes = {d["code"] for d in actual}
     if "-trap-" in case.name:
