@@ -130,11 +130,57 @@ def test_clean_v3_baseline_exits_zero(corpus: Path, capsys: pytest.CaptureFixtur
     assert "All checks passed!" in capsys.readouterr().out
 
 
-# ---- Claude Code and Codex: line-level rules only, for now ---------------------------
+# ---- Claude Code: rules.md §10 --------------------------------------------------------
+
+CLAUDE_EXPECTED: dict[str, dict[tuple[str, str], list[int]]] = {
+    # The assistant record glued on line 128 (115) is written again on line 131 (116) by
+    # Claude Code 2.1.12, which adds `"context_management":null` to its message: the same
+    # record re-written by another version (info, never dropped).
+    "37-995ebed6e4-2": {
+        ("SF001", "error"): [128],
+        ("SF203", "info"): [131],
+        ("SF009", "info"): [170],
+    },
+    "5a-c45bc32212-0": {
+        ("SF001", "error"): [115],
+        ("SF203", "info"): [116],
+        ("SF009", "info"): [241],
+    },
+    # Sessions stopped (or captured) mid-call: the pending call is info.
+    "60-fd31fcf44f-0": {("SF402", "info"): [117], ("SF009", "info"): [117]},
+    "71-69f9710768-0": {("SF402", "info"): [130], ("SF009", "info"): [158]},
+    "4c-02af2759b6-0": {("SF402", "info"): [6], ("SF009", "info"): [6]},
+    # Checkpoint slices start mid-session: their first parent is not in the file.
+    "f4-bd19c39902-0": {
+        ("SF103", "info"): [1],
+        ("SF301", "info"): [11],
+        ("SF009", "info"): [32],
+    },
+    "a6-e4c2a0fbd1-0": {("SF103", "info"): [1], ("SF009", "info"): [54]},
+    "e5-8c50537669-0": {("SF103", "info"): [1], ("SF009", "info"): [141]},
+    "44-785715c3f5-2": {("SF103", "info"): [1], ("SF009", "info"): [701]},
+    # The Read on line 115 and the Write on line 118 precede the plan-mode restart on
+    # line 125 (a progress row with parentUuid null): neither is on the chain.
+    "8c-fa910f8ef9-5": {("SF009", "info"): [221]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLAUDE_EXPECTED))
+def test_claude_sample_diagnostics(corpus: Path, name: str) -> None:
+    diagnostics = _diagnostics(corpus / "claude" / "entireio-cli" / f"{name}.full.jsonl")
+    found: dict[tuple[str, str], list[int]] = {}
+    for diagnostic in diagnostics:
+        found.setdefault((diagnostic.code, diagnostic.severity.label), []).append(diagnostic.row)
+    assert found == CLAUDE_EXPECTED[name]
+
+
+def test_claude_glued_records_are_named_by_their_type(corpus: Path) -> None:
+    path = corpus / "claude" / "entireio-cli" / "37-995ebed6e4-2.full.jsonl"
+    [glued] = [d for d in _diagnostics(path) if d.code == "SF001"]
+    assert "(assistant, summary)" in glued.message
+
 
 LINE_EXPECTED: dict[str, dict[str, list[int]]] = {
-    "claude/entireio-cli/37-995ebed6e4-2.full.jsonl": {"SF001": [128], "SF009": [170]},
-    "claude/entireio-cli/5a-c45bc32212-0.full.jsonl": {"SF001": [115], "SF009": [241]},
     "codex/session-doctor__basic-session.jsonl": {"SF008": [18]},
 }
 
