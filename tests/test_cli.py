@@ -88,6 +88,33 @@ def test_scan_walks_directories_and_skips_sibling_artefacts(sessions_dir: Path) 
     assert "trajectory" not in result.stdout
 
 
+def test_scan_of_a_claude_home_reads_only_the_transcripts(tmp_path: Path) -> None:
+    """Under ~/.claude only projects/ holds sessions: history.jsonl is the prompt history
+    and is neither scanned nor called an invalid session (SF101)."""
+    fixtures = Path(__file__).parent / "fixtures"
+    home = tmp_path / ".claude"
+    project = home / "projects" / "-home-dev-projects-webapp"
+    sub_agents = project / "6bdfc9f5-557d-48b8-9655-01686ee5bf9a" / "subagents"
+    sub_agents.mkdir(parents=True)
+    main_file = project / "6bdfc9f5-557d-48b8-9655-01686ee5bf9a.jsonl"
+    shutil.copyfile(fixtures / "SF301-claude-read-then-full-write" / "input.jsonl", main_file)
+    agent = sub_agents / "agent-a3f9c01d2e4b5a6c7.jsonl"
+    shutil.copyfile(fixtures / "SF009-claude-no-final-newline" / "input.jsonl", agent)
+    (sub_agents / "agent-a3f9c01d2e4b5a6c7.meta.json").write_text('{"agentType":"Explore"}\n')
+    (home / "history.jsonl").write_text(
+        '{"display":"fix the build","pastedContents":{},"timestamp":1784874063547,'
+        '"project":"/home/dev/projects/webapp"}\n'
+    )
+    (home / "todos").mkdir()
+    (home / "todos" / "state.jsonl").write_text('{"todos":[]}\n')
+    result = run("scan", "--output-format", "concise", "--quiescence", "0", tmp_path)
+    reported = {line.split(":", 1)[0] for line in result.stdout.splitlines() if ": SF" in line}
+    assert reported == {str(main_file), str(agent)}
+    assert "SF101" not in result.stdout
+    assert "Scanned 2 files" in result.stderr
+    assert "skipped 2 sibling files" in result.stderr
+
+
 def test_json_output_is_machine_readable_and_complete(sessions_dir: Path) -> None:
     result = run("scan", "--output-format", "json", sessions_dir)
     assert result.exit_code == 1

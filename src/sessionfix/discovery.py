@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessionfix.formats import is_sibling_file
+
 # Sibling artefacts that agents and repair tools leave next to transcripts. Some end in
 # `.jsonl` but are not sessions; none may ever be scanned or rewritten as one.
 _SIBLING_NAMES = (
@@ -98,7 +100,9 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
                 if entry.is_dir(follow_symlinks=False):
                     subdirectories.append(Path(entry.path))
                     continue
-                if is_sibling_artefact(entry.name):
+                if is_sibling_artefact(entry.name) or (
+                    entry.name.endswith(".jsonl") and is_sibling_file(Path(entry.path))
+                ):
                     found.skipped.append(Path(entry.path))
                     continue
                 if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=True):

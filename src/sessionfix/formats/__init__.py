@@ -200,6 +200,13 @@ def detect(first_record: dict[str, Any]) -> Format:
     return Format.UNKNOWN
 
 
+def is_sibling_file(path: Path) -> bool:
+    """A JSONL file an agent keeps beside its sessions that is not a session."""
+    from sessionfix.formats.claude.files import is_sibling as is_claude_sibling
+
+    return is_claude_sibling(path)
+
+
 def is_openclaw_location(path: Path) -> bool:
     """OpenClaw keeps transcripts under `…/agents/<agentId>/sessions/`."""
     parts = path.resolve().parts if not path.is_absolute() else path.parts

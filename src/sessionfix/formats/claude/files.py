@@ -1,0 +1,19 @@
+"""Where Claude Code keeps transcripts, and the JSONL beside them that is not one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HOME_FOLDER = ".claude"
+TRANSCRIPTS_FOLDER = "projects"
+
+
+def is_sibling(path: Path) -> bool:
+    """Under `~/.claude` only `projects/` holds transcripts (`<slug>/<sessionId>.jsonl`
+    and sub-agents' `<sessionId>/subagents/agent-*.jsonl`); `history.jsonl` and the
+    other JSONL files there are the agent's own state, not sessions."""
+    parts = path.absolute().parts[:-1]
+    if HOME_FOLDER not in parts:
+        return False
+    below = parts[len(parts) - parts[::-1].index(HOME_FOLDER) :]
+    return not below or below[0] != TRANSCRIPTS_FOLDER
