@@ -34,11 +34,18 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 continue
             where = f"line {view.rows[survivor]}"
             if kept is not None and view.copied_bytes and view.copied_bytes(index) == kept:
+                message = (
+                    f"uuid {uuid!r} replays the record on {where} (a copy re-appended with "
+                    "its uuid, parent and timestamp); loaders keep one of them"
+                    if index > survivor
+                    else f"uuid {uuid!r} is appended again on {where}, after a compaction: that "
+                    "copy is the one a loader reading from the last compaction finds, so this "
+                    "earlier one goes"
+                )
                 yield ctx.entry_diagnostic(
                     RULE,
                     index,
-                    f"uuid {uuid!r} replays the record on {where} (a copy re-appended with "
-                    "its uuid, parent and timestamp); loaders keep one of them",
+                    message,
                     fix=safe(f"drop the replayed copy, keep {where}", ctx.drop(index, survivor)),
                 )
             elif _equal_but_nulls(ctx, index, survivor):
