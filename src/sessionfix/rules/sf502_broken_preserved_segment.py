@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, Fix, Severity
 from sessionfix.formats import Format
-from sessionfix.rules.base import Rule, RuleContext
+from sessionfix.rules.base import Rule, RuleContext, unsafe
 from sessionfix.view import DANGLING, MISSING, BoundaryFacts, Flag, Kind, SessionView
 
 
@@ -19,7 +19,9 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             continue
         problems = list(_problems(view, index, facts, replayed, sliced))
         if problems:
-            yield ctx.entry_diagnostic(RULE, index, "; ".join(problems))
+            yield ctx.entry_diagnostic(
+                RULE, index, "; ".join(problems), fix=_past_the_replay(ctx, facts, replayed)
+            )
 
 
 def _problems(
@@ -65,6 +67,50 @@ def _problems(
             )
 
 
+def _past_the_replay(ctx: RuleContext, facts: BoundaryFacts, replayed: set[int]) -> Fix | None:
+    """The #92089 repair: the first record after a replayed block that hangs below the
+    block's last copy moves to the block's pre-replay cursor, when the preserved tail
+    then reaches its head (rules.md §7.2)."""
+    view = ctx.view
+    segment = facts.preserved
+    if segment is None:
+        return None
+    tail, head = _resolved(view, segment.tail), _resolved(view, segment.head)
+    if tail is None or head is None:
+        return None
+    block_last = next((i for i in (tail, *view.ancestors(tail)) if i in replayed), None)
+    if block_last is None:
+        return None
+    follower = next(
+        (
+            i
+            for i in range(block_last + 1, len(view))
+            if view.parents[i] == block_last and i not in replayed
+        ),
+        None,
+    )
+    cursor = block_last
+    while cursor >= 0 and (
+        cursor in replayed or view.kinds[cursor] in (Kind.METADATA, Kind.CONTROL)
+    ):
+        cursor -= 1
+    cursor_id = view.entry_id(cursor) if cursor >= 0 else None
+    if follower is None or cursor_id is None:
+        return None
+    walk = [tail]
+    current = tail
+    while current != head and len(walk) <= len(view):
+        current = cursor if current == follower else view.parents[current]
+        if current < 0 or current in walk:
+            return None
+        walk.append(current)
+    return unsafe(
+        f"re-parent line {view.rows[follower]} to line {view.rows[cursor]}, where the "
+        "conversation stood before the replay",
+        ctx.rewrite_record(follower, ctx.editor.set_parent(cursor_id)),
+    )
+
+
 def _resolved(view: SessionView, value: object) -> int | None:
     return view.resolve(value) if isinstance(value, str) else None
 
@@ -83,7 +129,7 @@ RULE = Rule(
     code="SF502",
     name="broken-preserved-segment",
     severity=Severity.WARNING,
-    fix="none",
+    fix="unsafe for the replay case, else none",
     formats=frozenset({Format.CLAUDE}),
     summary="A compaction's preserved records that do not link up",
     check=check,
