@@ -1,9 +1,14 @@
-"""`make bench`: sessionfix scan and repair on a generated >= 1 GB pi session, next to a floor.
+"""`make bench`: sessionfix scan and repair on a generated >= 1 GB pi session and on a
+>= 300 MB Claude Code session built from the real samples, next to a floor.
 
 The floor is a plain loop of `orjson.loads` over the file's lines, measured on the
 same file in the same run. Each command runs in its own process, several times,
 alternating; the best and the median time of each are printed; peak memory is the largest total
 proportional set size (PSS) of the command's process tree, sampled while it runs.
+
+The Claude Code file gets the same table, with the peak RSS of the largest process
+and the targets beside each figure (scan at most 1.0 times the floor, repair at most
+1.5 times, both below 256 MiB), and what `sessionfix scan` says of it.
 
 Then memory next to its targets: the index's bytes per entry (`check` of millions of
 tiny entries, less a `check` of a header-only file), at most 64; and the peak of a
@@ -13,7 +18,9 @@ times the line plus 64 MiB.
 Generated files are kept in `.bench/` and reused while their generator is unchanged.
 
     python bench/run.py [--size-mb 1100] [--runs 5] [--tiny-entries N] [--huge-line-mb N]
+                        [--claude-size-mb 300]
     python bench/run.py --memory-only
+    python bench/run.py --claude-only
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generate import TINY_HEADER, generate_huge_line, generate_tiny
+from generate_claude import SAMPLES, fingerprint, generate_claude
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / ".bench"
+FLOOR_NAME = "orjson.loads loop (floor)"
 FLOOR = """
 import sys, orjson
 loads = orjson.loads
@@ -90,23 +99,27 @@ def _tree_pss(pid: int) -> int | None:
 
 
 LAUNCHER = """
-import os, subprocess, sys
-process = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
-print(process.pid, flush=True)
-_, status, usage = os.wait4(process.pid, 0)
-print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024, flush=True)
+import os, subprocess, sys, time
+with open(sys.argv[1], "wb") as output:
+    started = time.perf_counter()
+    process = subprocess.Popen(sys.argv[2:], stdout=output)
+    print(process.pid, flush=True)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024, elapsed, flush=True)
 """
-"""Runs a command, printing its pid, then its exit code and peak resident size. The
-peak a process reports includes that of the process it was forked from (recorded at
-exec), so the command is forked from this small one rather than from the bench."""
+"""Runs a command with its output to a file, printing its pid, then its exit code, peak
+resident size and time. The peak a process reports includes that of the process it
+was forked from (recorded at exec), so the command is forked from this small one
+rather than from the bench; the time is from that fork to the command's end."""
 
 
 def measure(command: list[str], *, largest: bool = False) -> Measure:
     """Time and peak memory of a command; with `largest`, also the peak RSS of its
-    largest process, through `LAUNCHER` (whose own start is then timed too)."""
+    largest process, through `LAUNCHER`."""
     peak = 0
     started = time.perf_counter()
-    launched = [sys.executable, "-c", LAUNCHER, *command] if largest else command
+    launched = [sys.executable, "-c", LAUNCHER, os.devnull, *command] if largest else command
     process = subprocess.Popen(
         launched,
         stdout=subprocess.PIPE if largest else subprocess.DEVNULL,
@@ -130,7 +143,10 @@ def measure(command: list[str], *, largest: bool = False) -> Measure:
     elapsed = time.perf_counter() - started
     done.set()
     sampler.join()
-    code, maxrss = map(int, out.split()) if largest else (process.returncode, 0)
+    code, maxrss = process.returncode, 0
+    if largest:
+        fields = out.split()
+        code, maxrss, elapsed = int(fields[0]), int(fields[1]), float(fields[2])
     if code not in (0, 1):
         sys.stderr.write(stderr.decode(errors="replace"))
         raise SystemExit(f"{command[0]} failed with exit code {code}")
@@ -186,18 +202,98 @@ def found_counts(session: Path) -> dict[str, int]:
     return {row["code"]: row["count"] for row in json.loads(out)}
 
 
-def ensure_file(name: str, make: Callable[[Path], None]) -> Path:
-    """`.bench/NAME`, made by `make` unless a copy from the same generator is there."""
+def ensure_file(
+    name: str, make: Callable[[Path], object], generator: str = "generate.py", key: str = ""
+) -> Path:
+    """`.bench/NAME`, made by `make` unless a copy from the same `bench/GENERATOR` (and
+    the same `key`, which names what else it is made from) is there."""
     BENCH_DIR.mkdir(exist_ok=True)
     path = BENCH_DIR / name
     stamp = path.with_name(path.name + ".stamp")
-    generator = str((ROOT / "bench" / "generate.py").stat().st_mtime_ns)
-    if path.exists() and stamp.exists() and stamp.read_text() == generator:
+    made_by = str((ROOT / "bench" / generator).stat().st_mtime_ns) + (f" {key}" if key else "")
+    if path.exists() and stamp.exists() and stamp.read_text() == made_by:
         return path
     print(f"generating {path.relative_to(ROOT)}...", flush=True)
     make(path)
-    stamp.write_text(generator)
+    stamp.write_text(made_by)
     return path
+
+
+def count(path: Path, *needles: bytes) -> list[int]:
+    """How many times each of `needles` (none holding a newline) occurs in the file."""
+    counts = [0] * len(needles)
+    rest = b""
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 24), b""):
+            lines = rest + chunk
+            end = lines.rfind(b"\n") + 1
+            rest = lines[end:]
+            for index, needle in enumerate(needles):
+                counts[index] += lines.count(needle, 0, end)
+    for index, needle in enumerate(needles):
+        counts[index] += rest.count(needle)
+    return counts
+
+
+def alternate(
+    commands: dict[str, list[str]], runs: int, scratch: Path, *, largest: bool = False
+) -> dict[str, list[Measure]]:
+    """Each command `runs` times, in turn. `scratch`, a repair's output, is removed
+    before each run and the disk synced, so that a run is not slowed by the previous
+    repair's output still being written back."""
+    results: dict[str, list[Measure]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, command in commands.items():
+            scratch.unlink(missing_ok=True)
+            os.sync()
+            results[name].append(measure(command, largest=largest))
+    scratch.unlink(missing_ok=True)
+    return results
+
+
+@dataclass
+class Target:
+    ratio: float
+    """The best time, at most this many times the floor's."""
+    peak_bytes: int
+    """Peak memory (of the tree and of the largest process), below this."""
+
+    def met(self, ratio: float, peak_bytes: int) -> bool:
+        return ratio <= self.ratio and peak_bytes < self.peak_bytes
+
+    def __str__(self) -> str:
+        return f"<= {self.ratio:.2f}x, < {self.peak_bytes >> 20} MiB"
+
+
+def print_table(
+    results: dict[str, list[Measure]], size: int, targets: dict[str, Target] | None = None
+) -> None:
+    """Best and median time of each command, against the floor's; peak memory; and
+    with `targets`, each one's target and whether it was met."""
+    floor_runs = [run.seconds for run in results[FLOOR_NAME]]
+    floor, floor_median = min(floor_runs), statistics.median(floor_runs)
+    largest = any(run.largest_bytes for runs in results.values() for run in runs)
+    header = (
+        f"{'command':28s} {'time':>7s} {'MB/s':>6s} {'vs floor':>9s} "
+        f"{'median':>7s} {'vs floor':>9s} {'peak memory':>12s}"
+    )
+    print(header + (f" {'largest RSS':>12s}" if largest else "") + ("  target" if targets else ""))
+    for name, runs in results.items():
+        times = [run.seconds for run in runs]
+        best, median = min(times), statistics.median(times)
+        peak = max(run.peak_bytes for run in runs)
+        rss = max(run.largest_bytes for run in runs)
+        row = (
+            f"{name:28s} {best:6.2f}s {size / best / 1e6:6.0f} {best / floor:8.2f}x "
+            f"{median:6.2f}s {median / floor_median:8.2f}x {peak / 2**20:8.0f} MiB"
+        )
+        if largest:
+            row += f" {rss / 2**20:8.0f} MiB"
+        target = (targets or {}).get(name)
+        if target is not None:
+            met = target.met(best / floor, max(peak, rss))
+            row += f"  {target}: {'met' if met else 'MISSED'}"
+        print(row)
 
 
 def memory_report(tiny_entries: int, huge_mb: int) -> None:
@@ -246,28 +342,88 @@ def memory_report(tiny_entries: int, huge_mb: int) -> None:
             )
 
 
+CLAUDE_TARGETS = {
+    "sessionfix scan": Target(1.0, 256 << 20),
+    "sessionfix repair -o": Target(1.5, 256 << 20),
+}
+
+
+def claude_report(size_mb: int, runs: int) -> None:
+    """The Claude Code file: floor, scan and repair against their targets, and what
+    scan says of it."""
+    session = ensure_file(
+        f"claude-{size_mb}mb.jsonl",
+        lambda out: generate_claude(out, size_mb),
+        generator="generate_claude.py",
+        key=fingerprint(),
+    )
+    size = session.stat().st_size
+    lines, compactions, calls = count(
+        session, b"\n", b'"subtype":"compact_boundary"', b'"type":"tool_use"'
+    )
+    sessionfix = str(Path(sys.executable).with_name("sessionfix"))
+    repaired = BENCH_DIR / "claude-repaired.jsonl"
+    commands = {
+        FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)],
+        "sessionfix scan": [sessionfix, "scan", str(session), "--statistics", "--no-progress"],
+        "sessionfix repair -o": [
+            sessionfix,
+            "repair",
+            str(session),
+            "-o",
+            str(repaired),
+            "--no-progress",
+            "--quiet",
+            "--output-format",
+            "concise",
+        ],
+    }
+    results = alternate(commands, runs, repaired, largest=True)
+    scan = subprocess.run(
+        [sessionfix, "scan", str(session), "--no-progress", "--fail-on", "info"],
+        capture_output=True,
+        text=True,
+    )
+    print(
+        f"Claude Code file: {session.relative_to(ROOT)}  {size / 1e6:.0f} MB, {lines:,} lines, "
+        f"{compactions} compactions, {calls:,} tool calls, from {len(SAMPLES)} real samples; "
+        f"{os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
+    )
+    print_table(results, size, CLAUDE_TARGETS)
+    scan_said = (scan.stdout + scan.stderr).strip().replace("\n", " | ")
+    print(f"sessionfix scan --fail-on info: exit {scan.returncode}: {scan_said}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1100)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tiny-entries", type=int, default=5_000_000)
     parser.add_argument("--huge-line-mb", type=int, default=1024)
+    parser.add_argument("--claude-size-mb", type=int, default=300)
     parser.add_argument(
         "--memory-only", action="store_true", help="only the memory figures (no timings)"
+    )
+    parser.add_argument(
+        "--claude-only", action="store_true", help="only the Claude Code file's figures"
     )
     args = parser.parse_args()
     if args.memory_only:
         compile_package()
         memory_report(args.tiny_entries, args.huge_line_mb)
         return
+    if args.claude_only:
+        compile_package()
+        claude_report(args.claude_size_mb, args.runs)
+        return
     session, expected = ensure_session(args.size_mb)
     compile_package()
     size = session.stat().st_size
-    with open(session, "rb") as handle:
-        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 24), b""))
+    (lines,) = count(session, b"\n")
     sessionfix = str(Path(sys.executable).with_name("sessionfix"))
+    repaired = BENCH_DIR / "repaired.jsonl"
     commands = {
-        "orjson.loads loop (floor)": [sys.executable, "-c", FLOOR, str(session)],
+        FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)],
         "sessionfix scan": [sessionfix, "scan", str(session), "--statistics", "--no-progress"],
         "sessionfix scan --jobs 1": [
             sessionfix,
@@ -283,42 +439,19 @@ def main() -> None:
             "repair",
             str(session),
             "-o",
-            str(BENCH_DIR / "repaired.jsonl"),
+            str(repaired),
             "--no-progress",
             "--quiet",
             "--output-format",
             "concise",
         ],
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    peaks: dict[str, int] = dict.fromkeys(commands, 0)
-    repaired = BENCH_DIR / "repaired.jsonl"
-    for _ in range(args.runs):
-        for name, command in commands.items():
-            # The previous repair's gigabyte is still being written back to disk: let it
-            # land first, so that a run is not slowed by the one before it.
-            repaired.unlink(missing_ok=True)
-            os.sync()
-            result = measure(command)
-            times[name].append(result.seconds)
-            peaks[name] = max(peaks[name], result.peak_bytes)
-    repaired.unlink(missing_ok=True)
-    floor = min(times["orjson.loads loop (floor)"])
-    floor_median = statistics.median(times["orjson.loads loop (floor)"])
+    results = alternate(commands, args.runs, repaired)
     print(
         f"file: {session.relative_to(ROOT)}  {size / 1e9:.2f} GB, {lines:,} lines, "
         f"{os.cpu_count()} CPUs, best (and median) of {args.runs} alternating runs"
     )
-    print(
-        f"{'command':28s} {'time':>7s} {'MB/s':>6s} {'vs floor':>9s} "
-        f"{'median':>7s} {'vs floor':>9s} {'peak memory':>12s}"
-    )
-    for name, runs in times.items():
-        best, median = min(runs), statistics.median(runs)
-        print(
-            f"{name:28s} {best:6.2f}s {size / best / 1e6:6.0f} {best / floor:8.2f}x "
-            f"{median:6.2f}s {median / floor_median:8.2f}x {peaks[name] / 2**20:8.0f} MiB"
-        )
+    print_table(results, size)
     counts = found_counts(session)
     planted = {k: v for k, v in expected.items() if k.startswith("SF")}
     checks = {
@@ -335,6 +468,7 @@ def main() -> None:
         "all" if not mismatches else f"MISMATCH {mismatches}",
         f"({', '.join(f'{k} {v}' for k, v in sorted(checks.items()))})",
     )
+    claude_report(args.claude_size_mb, args.runs)
     memory_report(args.tiny_entries, args.huge_line_mb)
 
 
