@@ -8,7 +8,10 @@ proportional set size (PSS) of the command's process tree, sampled while it runs
 
 The Claude Code file gets the same table, with the peak RSS of the largest process
 and the targets beside each figure (scan at most 1.0 times the floor, repair at most
-1.5 times, both below 256 MiB), and what `sessionfix scan` says of it.
+1.5 times, both below 256 MiB), what `sessionfix scan` says of it, and the time, peak
+memory and output of `cozempic diagnose` on it: cozempic (pinned) is installed by the
+bench into a virtual environment of its own in `.bench/`, and runs with a temporary
+home directory and its update checks, counters and hook set-up turned off.
 
 Then memory next to its targets: the index's bytes per entry (`check` of millions of
 tiny entries, less a `check` of a header-only file), at most 64; and the peak of a
@@ -18,7 +21,7 @@ times the line plus 64 MiB.
 Generated files are kept in `.bench/` and reused while their generator is unchanged.
 
     python bench/run.py [--size-mb 1100] [--runs 5] [--tiny-entries N] [--huge-line-mb N]
-                        [--claude-size-mb 300]
+                        [--claude-size-mb 300] [--cozempic-runs 1]
     python bench/run.py --memory-only
     python bench/run.py --claude-only
 """
@@ -32,6 +35,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +48,7 @@ from generate_claude import SAMPLES, fingerprint, generate_claude
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / ".bench"
 FLOOR_NAME = "orjson.loads loop (floor)"
+COZEMPIC = "cozempic==1.8.39"
 FLOOR = """
 import sys, orjson
 loads = orjson.loads
@@ -64,6 +69,7 @@ class Measure:
     returncode: int
     largest_bytes: int
     """Peak resident size of the largest single process (wait4's ru_maxrss), if asked."""
+    stderr: bytes = b""
 
 
 def _tree(pid: int) -> list[int]:
@@ -114,17 +120,34 @@ was forked from (recorded at exec), so the command is forked from this small one
 rather than from the bench; the time is from that fork to the command's end."""
 
 
-def measure(command: list[str], *, largest: bool = False) -> Measure:
-    """Time and peak memory of a command; with `largest`, also the peak RSS of its
-    largest process, through `LAUNCHER`."""
+def measure(
+    command: list[str],
+    *,
+    largest: bool = False,
+    output: Path | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    check: bool = True,
+) -> Measure:
+    """Time and peak memory of a command, its output to `output` (else discarded); with
+    `largest`, also the peak RSS of its largest process, through `LAUNCHER`. Unless
+    `check` is false, an exit code other than 0 or 1 ends the bench."""
     peak = 0
+    sink = str(output) if output is not None else os.devnull
     started = time.perf_counter()
-    launched = [sys.executable, "-c", LAUNCHER, os.devnull, *command] if largest else command
-    process = subprocess.Popen(
-        launched,
-        stdout=subprocess.PIPE if largest else subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    if largest:
+        process = subprocess.Popen(
+            [sys.executable, "-c", LAUNCHER, sink, *command],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+        )
+    else:
+        with open(sink, "wb") as stdout:
+            process = subprocess.Popen(
+                command, stdout=stdout, stderr=subprocess.PIPE, env=env, cwd=cwd
+            )
     pid = process.pid
     if largest:
         assert process.stdout is not None
@@ -147,10 +170,10 @@ def measure(command: list[str], *, largest: bool = False) -> Measure:
     if largest:
         fields = out.split()
         code, maxrss, elapsed = int(fields[0]), int(fields[1]), float(fields[2])
-    if code not in (0, 1):
+    if code not in (0, 1) and check:
         sys.stderr.write(stderr.decode(errors="replace"))
         raise SystemExit(f"{command[0]} failed with exit code {code}")
-    return Measure(elapsed, peak, code, maxrss)
+    return Measure(elapsed, peak, code, maxrss, stderr)
 
 
 def ensure_session(size_mb: int) -> tuple[Path, dict[str, object]]:
@@ -346,11 +369,70 @@ CLAUDE_TARGETS = {
     "sessionfix scan": Target(1.0, 256 << 20),
     "sessionfix repair -o": Target(1.5, 256 << 20),
 }
+COZEMPIC_QUIET = {
+    "COZEMPIC_NO_AUTO_UPDATE": "1",
+    "COZEMPIC_NO_TELEMETRY": "1",
+    "COZEMPIC_NO_GLOBAL_INIT": "1",
+    "COZEMPIC_NO_AUTO_INIT": "1",
+}
+"""cozempic checks PyPI for a newer version of itself (and installs it), pings usage
+counters and wires hooks into Claude Code's settings when it runs; not here."""
 
 
-def claude_report(size_mb: int, runs: int) -> None:
-    """The Claude Code file: floor, scan and repair against their targets, and what
-    scan says of it."""
+def ensure_cozempic() -> Path | str:
+    """cozempic's command, from a virtual environment of the bench's own in `.bench/`
+    (never the one the tests use); or why there is none."""
+    venv = BENCH_DIR / "cozempic-venv"
+    command = venv / "bin" / "cozempic"
+    stamp = venv / ".installed"
+    if command.exists() and stamp.exists() and stamp.read_text() == COZEMPIC:
+        return command
+    print(f"installing {COZEMPIC} into {venv.relative_to(ROOT)}...", flush=True)
+    steps = {
+        "python -m venv": [sys.executable, "-m", "venv", "--clear", str(venv)],
+        f"pip install {COZEMPIC}": [str(venv / "bin" / "python"), "-m", "pip", "install", COZEMPIC],
+    }
+    for step, command_line in steps.items():
+        done = subprocess.run(command_line, capture_output=True, text=True)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
+            return f"not run: {step} failed: {said[-1]}"
+    stamp.write_text(COZEMPIC)
+    return command
+
+
+def run_cozempic(command: Path, session: Path, runs: int) -> tuple[list[Measure], str]:
+    """`cozempic diagnose SESSION`, `runs` times, with a home directory of its own (it
+    keeps state files there); its measures, and what it printed the last time."""
+    before = session.stat()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="cozempic-home-") as home:
+        env = {**os.environ, "HOME": home, **COZEMPIC_QUIET}
+        env.pop("CLAUDE_CONFIG_DIR", None)
+        output = Path(home) / "diagnose.txt"
+        for _ in range(runs):
+            os.sync()
+            results.append(
+                measure(
+                    [str(command), "diagnose", str(session)],
+                    largest=True,
+                    output=output,
+                    env=env,
+                    cwd=Path(home),
+                    check=False,
+                )
+            )
+        printed = output.read_text(errors="replace")
+    after = session.stat()
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        session.with_name(session.name + ".stamp").unlink(missing_ok=True)
+        printed += f"\n(cozempic changed {session.name}: it will be generated again)\n"
+    return results, printed
+
+
+def claude_report(size_mb: int, runs: int, *, cozempic_runs: int) -> None:
+    """The Claude Code file: floor, scan and repair against their targets, what scan
+    says, and cozempic diagnose beside them."""
     session = ensure_file(
         f"claude-{size_mb}mb.jsonl",
         lambda out: generate_claude(out, size_mb),
@@ -384,14 +466,31 @@ def claude_report(size_mb: int, runs: int) -> None:
         capture_output=True,
         text=True,
     )
+    cozempic = ensure_cozempic() if cozempic_runs else "not run (--cozempic-runs 0)"
+    printed = ""
+    if isinstance(cozempic, Path):
+        name = "cozempic diagnose"
+        results[name], printed = run_cozempic(cozempic, session, cozempic_runs)
+        failed = [run for run in results[name] if run.returncode != 0]
+        if failed:
+            stderr = failed[0].stderr.decode(errors="replace").strip().splitlines() or ["nothing"]
+            cozempic = f"failed: exit {failed[0].returncode}: {stderr[-1]}"
+            del results[name]
     print(
         f"Claude Code file: {session.relative_to(ROOT)}  {size / 1e6:.0f} MB, {lines:,} lines, "
         f"{compactions} compactions, {calls:,} tool calls, from {len(SAMPLES)} real samples; "
         f"{os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
+        + (f", cozempic {cozempic_runs} after them" if isinstance(cozempic, Path) else "")
     )
     print_table(results, size, CLAUDE_TARGETS)
     scan_said = (scan.stdout + scan.stderr).strip().replace("\n", " | ")
     print(f"sessionfix scan --fail-on info: exit {scan.returncode}: {scan_said}")
+    if isinstance(cozempic, Path):
+        print(f"{COZEMPIC} diagnose printed:")
+        for line in printed.strip("\n").splitlines():
+            print(f"  | {line}".rstrip())
+    else:
+        print(f"{COZEMPIC} diagnose: {cozempic}")
 
 
 def main() -> None:
@@ -401,6 +500,9 @@ def main() -> None:
     parser.add_argument("--tiny-entries", type=int, default=5_000_000)
     parser.add_argument("--huge-line-mb", type=int, default=1024)
     parser.add_argument("--claude-size-mb", type=int, default=300)
+    parser.add_argument(
+        "--cozempic-runs", type=int, default=1, help="cozempic diagnose runs (0: none)"
+    )
     parser.add_argument(
         "--memory-only", action="store_true", help="only the memory figures (no timings)"
     )
@@ -414,7 +516,7 @@ def main() -> None:
         return
     if args.claude_only:
         compile_package()
-        claude_report(args.claude_size_mb, args.runs)
+        claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
         return
     session, expected = ensure_session(args.size_mb)
     compile_package()
@@ -468,7 +570,7 @@ def main() -> None:
         "all" if not mismatches else f"MISMATCH {mismatches}",
         f"({', '.join(f'{k} {v}' for k, v in sorted(checks.items()))})",
     )
-    claude_report(args.claude_size_mb, args.runs)
+    claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
     memory_report(args.tiny_entries, args.huge_line_mb)
 
 
