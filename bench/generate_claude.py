@@ -1,14 +1,15 @@
-"""Build a large Claude Code session from the real sample sessions in the corpus.
+"""Build a large Claude Code session from the sample sessions in the corpus.
 
-The samples (`../shared/corpus/claude/`, read in place) are written one after another,
-in a fixed order, again and again until the file reaches the requested size. Each
-written sample is a copy with ids of its own: every uuid and every reference to one
-(`parentUuid`, `logicalParentUuid`, `sourceToolAssistantUUID`, `leafUuid`,
-`messageId`, `promptId`, the `preservedSegment` and `preservedMessages` uuids, ...),
-every `message.id` and `requestId`, every tool_use id and the `tool_use_id`,
-`toolUseID` and `parentToolUseID` naming it, and agent ids, rewritten consistently
-within the copy and never repeated across copies. Timestamps are shifted so the
-copies follow each other in time; every record carries one `sessionId`.
+The samples (`../shared/corpus/claude/`, read in place: eleven real sessions and a
+hand-written compaction that keeps a preserved segment, which no real sample has) are
+written one after another, in a fixed order, again and again until the file reaches
+the requested size. Each written sample is a copy with ids of its own: every uuid and
+every reference to one (`parentUuid`, `logicalParentUuid`, `sourceToolAssistantUUID`,
+`leafUuid`, `messageId`, `promptId`, the `preservedSegment` and `preservedMessages`
+uuids, ...), every `message.id` and `requestId`, every tool_use id and the
+`tool_use_id`, `toolUseID` and `parentToolUseID` naming it, and agent ids, rewritten
+consistently within the copy and never repeated across copies. Timestamps are shifted
+so the copies follow each other in time; every record carries one `sessionId`.
 
 The copies make one chain: a record that starts a chain (a null or unresolved
 `parentUuid`, except on a `compact_boundary`, whose `parentUuid` stays null) is
@@ -16,10 +17,10 @@ re-parented to the chain record written just before it, which for a copy's first
 record is the previous copy's last one; an unresolved `leafUuid` is pointed there
 too. Records stay as the samples have them otherwise: two records glued on one line
 are written as two lines, the same record written again after a resume is written
-once, and a sample stopped in the middle of a tool call is cut
-before that call. The last record is a `last-prompt` naming the last record of the
-chain, and the file ends with a newline. Only the per-sample templates are held in
-memory; the output is written a copy at a time and is the same for the same size.
+once, and a sample stopped in the middle of a tool call is cut before that call. The
+last record is a `last-prompt` naming the last record of the chain, and the file ends
+with a newline. Only the per-sample templates are held in memory; the output is
+written a copy at a time and is the same for the same size.
 
     python bench/generate_claude.py OUT.jsonl --size-mb 300
 """

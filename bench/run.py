@@ -478,7 +478,7 @@ def claude_report(size_mb: int, runs: int, *, cozempic_runs: int) -> None:
             del results[name]
     print(
         f"Claude Code file: {session.relative_to(ROOT)}  {size / 1e6:.0f} MB, {lines:,} lines, "
-        f"{compactions} compactions, {calls:,} tool calls, from {len(SAMPLES)} real samples; "
+        f"{compactions} compactions, {calls:,} tool calls, from {len(SAMPLES)} samples; "
         f"{os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
         + (f", cozempic {cozempic_runs} after them" if isinstance(cozempic, Path) else "")
     )
