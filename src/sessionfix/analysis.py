@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from itertools import chain, compress
 from typing import Final
 
+from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
 from sessionfix.reader import LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
@@ -271,6 +272,26 @@ def order_of(view: SessionView) -> TreeOrder:
 
 _NOT_ADOPTERS: Final = frozenset({Kind.HEADER, Kind.CONTROL, Kind.METADATA})
 """Records a broken link is never re-linked to: headers, and rows children link through."""
+
+
+def recovered_ids(ctx: RuleContext) -> dict[str, int]:
+    """Ids of the complete records that SF008's fix recovers from after a damaged
+    prefix (with --unsafe-fixes), and their lines: links to them are not broken."""
+    found: dict[str, int] = {}
+    if not ctx.settings.unsafe_fixes:
+        return found
+    for finding in ctx.lines.findings:
+        if finding.issue is not LineIssue.UNPARSABLE or finding.recoverable is None:
+            continue
+        start, end = finding.recoverable
+        try:
+            value = jsonutil.loads(ctx.source.read(finding.offset + start, end - start))
+        except ValueError:
+            continue
+        identity = ctx.editor.identity(value)
+        if identity is not None:
+            found.setdefault(identity, finding.row)
+    return found
 
 
 def relink_target(

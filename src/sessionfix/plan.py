@@ -575,7 +575,7 @@ class RepairPlan:
             causes.update(self.transform_causes[index])
         override = self._parent_overrides.get(index)
         if override is not None:
-            record = self.editor.set_field("parentId", override)(record)
+            record = self.editor.set_parent(override)(record)
             causes.add(self._override_causes[index])
         record, remapped = self._remap_record(record, index, causes)
         if not (transforms or override is not None or remapped):

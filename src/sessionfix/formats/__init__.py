@@ -62,6 +62,10 @@ class RecordEditor(Protocol):
 
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Transform: ...
 
+    def identity(self, record: Any) -> str | None:
+        """The id other records name this one by."""
+        ...
+
     def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
         """A deterministic id for a record inserted after `anchor_id` (rules.md §9.3)."""
         ...

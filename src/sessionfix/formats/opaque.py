@@ -42,6 +42,10 @@ class _NoEditor:
     set_field = set_parent = set_first_kept = replace_result_text = _refuse
     drop_leaked_partial_json = drop_result_blocks = holds_other_content = _refuse
     new_record_id = _refuse
+
+    def identity(self, record: Any) -> str | None:
+        return None
+
     synthetic_tool_result = _refuse
 
 

@@ -993,6 +993,10 @@ class PiEditor:
     def holds_other_content(self, record: Any, call_id: str) -> bool:
         return False
 
+    def identity(self, record: Any) -> str | None:
+        entry_id = record.get("id") if isinstance(record, dict) else None
+        return entry_id if isinstance(entry_id, str) and entry_id else None
+
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Callable[[Any], Any]:
         raise SessionfixError("a pi tool result entry holds one result: drop the entry")
 

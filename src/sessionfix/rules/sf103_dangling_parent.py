@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import relink_fix
+from sessionfix.analysis import recovered_ids, relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext
 from sessionfix.view import Kind
@@ -25,6 +25,15 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 f"{link} {parent!r} names no record: the file starts mid-session (a slice "
                 "of a longer transcript), so its history begins here",
                 severity=Severity.INFO,
+            )
+            continue
+        recovered = ctx.shared(recovered_ids).get(parent)
+        if recovered is not None and "SF008" in ctx.enabled:
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"{link} {parent!r} names the record on line {recovered}, which only a "
+                "fix of its damaged line (SF008) brings back",
             )
             continue
         where = (

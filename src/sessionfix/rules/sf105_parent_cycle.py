@@ -33,7 +33,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 def _report(ctx: RuleContext, cycle: list[int]) -> Diagnostic:
     view = ctx.view
-    breaker = max(cycle)
+    # A cycle needs a link to a later record: re-linking the first member that has one
+    # keeps the others in file order below it, so none of them falls off the path.
+    forward = [i for i in sorted(cycle) if view.parents[i] > i]
+    breaker = forward[0] if forward else max(cycle)
     rows = ", ".join(str(view.rows[i]) for i in sorted(cycle)[:8])
     if len(cycle) == 1:
         message = "entry names itself as its parent; loaders without cycle detection hang"

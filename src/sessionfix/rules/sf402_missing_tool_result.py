@@ -9,7 +9,7 @@ from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, unsafe
 from sessionfix.tracking import Group
-from sessionfix.view import DANGLING, ToolCall
+from sessionfix.view import ToolCall
 
 SYNTHETIC_TEXT = (
     "[sessionfix: tool result missing from session history; synthetic error result inserted]"
@@ -26,7 +26,6 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
     owners = group.owners or [group.assistant]
     anchor = max(*group.answers, *owners)
     anchor_id = view.entry_id(anchor)
-    adopted = _adopted_results(ctx)
     seen: set[str] = set()
     for position, call in enumerate(group.calls):
         repeated = call.id in seen
@@ -35,7 +34,6 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
             continue
         owner = group.owner(position)
         what = f"tool call {call.id!r} ({call.name})"
-        cut_off = adopted.get(view.entry_id(owner) or "")
         if group.incomplete:
             yield ctx.entry_diagnostic(
                 RULE,
@@ -58,13 +56,6 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 f"{what} has no result; the turn is summarised away by a later compaction",
                 severity=Severity.INFO,
             )
-        elif cut_off is not None:
-            yield ctx.entry_diagnostic(
-                RULE,
-                owner,
-                f"{what} has no result on the chain: its result on line {view.rows[cut_off]} "
-                "hangs off a parent link that names no record (SF103 re-links it)",
-            )
         else:
             new_id = None
             if view.tree:
@@ -81,15 +72,6 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 ),
             )
             anchor_id = new_id
-
-
-def _adopted_results(ctx: RuleContext) -> dict[str, int]:
-    """Records cut off by a dangling parent link that name the call they answer: the
-    uuid of that call's record → the cut-off record."""
-    view = ctx.view
-    return {
-        source: index for index, source in view.adopters.items() if view.parents[index] == DANGLING
-    }
 
 
 def _synthetic_result(

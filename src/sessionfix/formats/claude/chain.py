@@ -44,11 +44,15 @@ class ClaudeChain:
             if turn in anchors:
                 members.setdefault(turn, []).append(index)
         results: dict[int, list[int]] = {}
-        roles, parents = view.roles, view.parents
+        roles, parents, adopters = view.roles, view.parents, view.adopters
         tool_result = Role.TOOL_RESULT
         for index in range(len(roles)):
             if roles[index] == tool_result and index not in on_path:
-                parent = parents[index]
+                # A result belongs to the call its sourceToolAssistantUUID names, which is
+                # its parent unless the link was broken or rewritten.
+                source = adopters.get(index)
+                owner = view.resolve(source) if source is not None else None
+                parent = parents[index] if owner is None else owner
                 if parent >= 0:
                     results.setdefault(parent, []).append(index)
         if not results and all(set(group) <= on_path for group in members.values()):

@@ -10,9 +10,12 @@ rules need are decoded.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from itertools import compress, repeat
+from operator import attrgetter, eq, not_
 from pathlib import Path
 from typing import Any, Final
 
@@ -267,14 +270,80 @@ class ClaudeAdapter:
 
     def ingest_batch(
         self,
-        records: list[Any],
+        records: list[_Record],
         first_row: int,
         offsets: list[int],
         sizes: list[int],
         line: Callable[[int], bytes],
     ) -> None:
-        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
-            self.ingest(record, b"", first_row + number, 1, offset, size)
+        """Index a block of decoded lines, column by column where records are plain
+        conversation records (the bulk of a transcript); the rest one by one."""
+        plain = self._plain(records)
+        start = 0
+        count = len(records)
+        for position in [*compress(range(count), map(not_, plain)), count]:
+            if position > start:
+                self._ingest_plain(
+                    records[start:position],
+                    first_row + start,
+                    offsets[start:position],
+                    sizes[start:position],
+                )
+            if position < count:
+                record = records[position]
+                self.ingest(
+                    record, b"", first_row + position, 1, offsets[position], sizes[position]
+                )
+            start = position + 1
+
+    def _plain(self, records: list[_Record]) -> list[bool]:
+        """Per record: a user, assistant or progress record with a string uuid, a plain
+        parent link and nothing else a rule looks at."""
+        own = self._session_id
+        return [
+            record_type in _PLAIN_TYPES
+            and type(uuid) is str
+            and uuid != ""
+            and (parent is None or type(parent) is str)
+            and summary is not True
+            and (source is None or source == parent)
+            and (own is None or session is None or session == own)
+            for record_type, uuid, parent, summary, source, session in zip(
+                map(_TYPE_OF, records),
+                map(_UUID_OF, records),
+                map(_PARENT_OF, records),
+                map(_SUMMARY_OF, records),
+                map(_SOURCE_OF, records),
+                map(_SESSION_OF, records),
+                strict=True,
+            )
+        ]
+
+    def _ingest_plain(
+        self, records: list[_Record], first_row: int, offsets: list[int], sizes: list[int]
+    ) -> None:
+        view = self.view
+        base = len(view.kinds)
+        count = len(records)
+        types = list(map(_TYPE_OF, records))
+        messages = list(map(_MESSAGE_OF, records))
+        contents = list(map(_CONTENT_OF_MESSAGE, messages))
+        codes = bytes(map(_code, types, contents))
+        view.rows.extend(range(first_row, first_row + count))
+        view.offsets.extend(offsets)
+        view.sizes.extend(sizes)
+        view.kinds.extend(codes.translate(_KIND_OF_CODE))
+        view.roles.extend(codes.translate(_ROLE_OF_CODE))
+        view.flags.extend(codes.translate(_FLAGS_OF_CODE))
+        view.id_keys.extend(array("q", map(hash, map(_UUID_OF, records))))
+        view.parent_keys.extend(array("q", map(hash, map(_PARENT_OF, records))))
+        for position in compress(range(count), map(eq, codes, repeat(_CODE_ASSISTANT))):
+            turn = messages[position].id
+            if type(turn) is str:
+                view.turns[base + position] = hash(turn)
+            invalid = _invalid_tool_names(contents[position])
+            if invalid:
+                view.invalid_calls[base + position] = invalid
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
@@ -368,6 +437,44 @@ class ClaudeAdapter:
         view.copied_bytes = partial(_read_copied_bytes, source, view)
         view.type_name = partial(_read_type_name, source, view)
         view.finish()
+
+
+_TYPE_OF: Final = attrgetter("type")
+_UUID_OF: Final = attrgetter("uuid")
+_PARENT_OF: Final = attrgetter("parentUuid")
+_SUMMARY_OF: Final = attrgetter("isCompactSummary")
+_SESSION_OF: Final = attrgetter("sessionId")
+_SOURCE_OF: Final = attrgetter("sourceToolAssistantUUID")
+_MESSAGE_OF: Final = attrgetter("message")
+_PLAIN_TYPES: Final = frozenset({"user", "assistant", "progress"})
+_STR_ONLY: Final = {str}
+_PARENT_TYPES: Final = {str, type(None)}
+_CODE_USER, _CODE_RESULT, _CODE_ASSISTANT, _CODE_PROGRESS = 0, 1, 2, 3
+_KIND_OF_CODE: Final = bytes([Kind.MESSAGE, Kind.MESSAGE, Kind.MESSAGE, Kind.CONTROL]).ljust(
+    256, b"\0"
+)
+_ROLE_OF_CODE: Final = bytes([Role.USER, Role.TOOL_RESULT, Role.ASSISTANT, Role.NONE]).ljust(
+    256, b"\0"
+)
+_CONTEXT_CUT: Final = Flag.CONTEXT | Flag.CUT_POINT
+_FLAGS_OF_CODE: Final = bytes([_CONTEXT_CUT, 0, _CONTEXT_CUT, 0]).ljust(256, b"\0")
+
+
+def _CONTENT_OF_MESSAGE(message: _Message | None) -> object:
+    return None if message is None else message.content
+
+
+def _code(record_type: str, content: object) -> int:
+    """The column code of a plain record (`_KIND_OF_CODE` and friends index it)."""
+    if record_type == "assistant":
+        return _CODE_ASSISTANT
+    if record_type == "progress":
+        return _CODE_PROGRESS
+    if type(content) is list and any(
+        type(block) is _Block and block.type == "tool_result" for block in content
+    ):
+        return _CODE_RESULT
+    return _CODE_USER
 
 
 def _is_uuid(name: str) -> bool:

@@ -58,6 +58,10 @@ class ClaudeEditor:
         ]
         return len(content) > 1 and len(answers) < len(content)
 
+    def identity(self, record: Any) -> str | None:
+        uuid = record.get("uuid") if isinstance(record, dict) else None
+        return uuid if isinstance(uuid, str) and uuid else None
+
     def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
         # The anchor's uuid is unique in the file: the file's name adds nothing (and a
         # repair may read the session under a temporary name).
