@@ -19,7 +19,7 @@ from typing import IO, Any, Final
 import orjson
 
 from sessionfix import __version__
-from sessionfix.diagnostics import Applicability, Diagnostic, Severity
+from sessionfix.diagnostics import Applicability, Diagnostic, Severity, WrittenLine
 from sessionfix.errors import SessionfixError
 from sessionfix.reader import RecordSource
 from sessionfix.rules import RULES, get_rule
@@ -255,14 +255,13 @@ def _edit_json(edit: Any) -> dict[str, Any]:
     content = edit.content
     if content is not None:
         data["content"] = content
-    if edit.raw is not None:
+    if isinstance(edit, WrittenLine):
         raw = edit.raw()
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             # JSON text cannot hold the invalid bytes `content` shows as U+FFFD.
             data["content_base64"] = base64.b64encode(raw).decode("ascii")
-    if edit.end is not None:
         data["end"] = edit.end
     return data
 

@@ -26,7 +26,15 @@ from typing import BinaryIO, Final
 
 from sessionfix import jsonutil
 from sessionfix.backups import OwnWrite
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    Edit,
+    EditOp,
+    Fix,
+    RemovedLine,
+    WrittenLine,
+)
 from sessionfix.engine import run_rules
 from sessionfix.errors import SessionfixError, described
 from sessionfix.formats import Format, is_openclaw_location
@@ -34,6 +42,8 @@ from sessionfix.locks import rewrite_access
 from sessionfix.plan import RepairPlan
 from sessionfix.reader import RecordSource
 from sessionfix.rowmap import PREFIX_ROW, RepairTrace
+from sessionfix.rules import RULES, rule_of
+from sessionfix.rules.base import Counted, Invariant
 from sessionfix.scanner import (
     ProgressCallback,
     ScannedFile,
@@ -62,12 +72,6 @@ from sessionfix.writing import (
 )
 
 PARENT_LINK: Final = "parent link"
-CYCLE_CODE: Final = "SF105"
-"""Parent links that loop: a repair must not add any."""
-MOVED_CUT_CODE: Final = "SF501"
-"""A compaction's kept entry that is gone or not before it: a repair must not cause one
-on a compaction it rewrote. (Breaking a cycle or a re-link may reveal one the broken
-tree hid; that one stays reported.)"""
 WRITE_BUFFER: Final = 1 << 20
 BYTES_PER_TOKEN: Final = 4
 """Rough size of a token in JSON session text, for the summary's estimate."""
@@ -89,7 +93,8 @@ def applies(diagnostic: Diagnostic, settings: Settings) -> bool:
     fix = diagnostic.fix
     if fix is None:
         return False
-    if diagnostic.code == "SF205":
+    rule = rule_of(diagnostic.code)
+    if rule is not None and rule.prunes_to_leaf:
         return settings.prune_to_leaf
     return fix.applicability is Applicability.SAFE or settings.unsafe_fixes
 
@@ -132,11 +137,19 @@ class RepairResult:
 
     @property
     def reads_pruned(self) -> int:
-        return self.tally["SF301"]
+        return self.counted(Counted.STALE_READS_REPLACED)
 
     @property
     def lines_split(self) -> int:
-        return self.tally["SF001"]
+        return self.counted(Counted.GLUED_LINES_SPLIT)
+
+    def counted(self, what: Counted) -> int:
+        """Applied fixes of the rules the summary counts as `what`."""
+        return sum(
+            count
+            for code, count in self.tally.items()
+            if (rule := rule_of(code)) is not None and rule.counted is what
+        )
 
     @property
     def bytes_saved(self) -> int:
@@ -222,14 +235,13 @@ class PlannedRepair:
         than the input (a later run would apply other rules to it), a name that dangles in
         the result but named a record in the input (the children of a dropped entry whose
         parent was already gone inherit that gone name: not a new one), more cycles than
-        the input had, and a broken kept entry on a compaction the repair rewrote.
+        the input had, and a broken kept entry on a compaction the repair rewrote: each
+        rule's `invariant`.
         """
         settings = self.settings
         before = self.scanned.view
         dangled = _dangling_names(before)
-        cycles = sum(d.code == CYCLE_CODE for d in self.found)
-        cuts = sum(d.code == MOVED_CUT_CODE for d in self.found)
-        broken_cuts = {d.entry_id for d in self.found if d.code == MOVED_CUT_CODE}
+        guard = _Invariants(self.found)
         rewritten = self.plan.rewritten_ids()
         if self.tracing:
             assert self.plan.row_map is not None, "verify() follows a write of chunks()"
@@ -257,19 +269,7 @@ class PlannedRepair:
                     raise self._failed(
                         f"{what} {value!r} on its line {view.rows[owner]} names no entry"
                     )
-            more_cycles = sum(d.code == CYCLE_CODE for d in diagnostics) > cycles
-            more_cuts = sum(d.code == MOVED_CUT_CODE for d in diagnostics) > cuts
-            introduced = [
-                d
-                for d in diagnostics
-                if (d.code == CYCLE_CODE and more_cycles)
-                or (
-                    d.code == MOVED_CUT_CODE
-                    # Positional formats (pi v1) have no ids: the count decides.
-                    and (d.entry_id in rewritten or (d.entry_id is None and more_cuts))
-                    and d.entry_id not in broken_cuts
-                )
-            ]
+            introduced = guard.broken_by(diagnostics, rewritten)
             if introduced:
                 raise self._failed(_described(introduced[0]))
             left = [d for d in diagnostics if applies(d, settings)]
@@ -332,6 +332,34 @@ class PlannedRepair:
 
     def close(self) -> None:
         self.source.close()
+
+
+class _Invariants:
+    """The findings of the input that the rules' invariants compare a result with."""
+
+    def __init__(self, found: list[Diagnostic]) -> None:
+        self.kept = {rule.code: rule.invariant for rule in RULES if rule.invariant is not None}
+        self.counts = Counter(d.code for d in found if d.code in self.kept)
+        self.present = {(d.code, d.entry_id) for d in found if d.code in self.kept}
+
+    def broken_by(self, diagnostics: list[Diagnostic], rewritten: set[str]) -> list[Diagnostic]:
+        """The findings of a result that break an invariant, in report order."""
+        kept = self.kept
+        counts = Counter(d.code for d in diagnostics if d.code in kept)
+        more = {code for code, count in counts.items() if count > self.counts[code]}
+        broken: list[Diagnostic] = []
+        for d in diagnostics:
+            invariant = kept.get(d.code)
+            if invariant is Invariant.NO_MORE:
+                if d.code in more:
+                    broken.append(d)
+            elif invariant is Invariant.NOT_ON_REWRITTEN and (
+                # Positional formats (pi v1) have no ids: the count decides.
+                (d.entry_id in rewritten or (d.entry_id is None and d.code in more))
+                and (d.code, d.entry_id) not in self.present
+            ):
+                broken.append(d)
+        return broken
 
 
 def _described(problem: Diagnostic) -> str:
@@ -590,12 +618,14 @@ def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource)
         def raw() -> bytes:
             return source.read(offset, length)
 
-        return Edit(op, row, lambda: raw().decode("utf-8", "replace"), raw=raw, end=end)
+        return WrittenLine(
+            row, lambda: raw().decode("utf-8", "replace"), placement=op, raw=raw, end=end
+        )
 
     if row == PREFIX_ROW:
         return [edit(EditOp.INSERT_AFTER, line) for line in lines]
     if not lines:
-        return [Edit(EditOp.DELETE, row)]
+        return [RemovedLine(row)]
     first, *rest = lines
     return [edit(EditOp.REPLACE, first), *(edit(EditOp.INSERT_AFTER, line) for line in rest)]
 

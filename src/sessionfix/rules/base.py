@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -10,7 +11,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sessionfix import jsonutil
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    DropRecord,
+    Edit,
+    Fix,
+    InsertRecord,
+    RewriteRecord,
+    Severity,
+)
 from sessionfix.formats import Format, RecordEditor
 from sessionfix.reader import FileInfo, LineReport, RecordSource
 from sessionfix.settings import Settings
@@ -22,6 +32,22 @@ PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
 DOCS_URL = "https://github.com/sessionfix/sessionfix/blob/main/src/sessionfix/docs/rules/{name}.md"
 
 T = TypeVar("T")
+
+
+class Invariant(enum.Enum):
+    """A property of a rule's findings that every repair must keep."""
+
+    NO_MORE = "no-more"
+    """The repaired file holds no more of these findings than the input did."""
+    NOT_ON_REWRITTEN = "not-on-rewritten"
+    """No record the repair rewrote carries one that the input did not have."""
+
+
+class Counted(enum.Enum):
+    """What the repair summary counts a rule's applied fixes as."""
+
+    GLUED_LINES_SPLIT = "glued lines split"
+    STALE_READS_REPLACED = "stale reads replaced"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +65,12 @@ class Rule:
     check: Callable[[RuleContext], Iterable[Diagnostic]] = field(repr=False, compare=False)
     tree_only: bool = False
     """Applies only to id-linked (v2/v3) pi sessions."""
+    invariant: Invariant | None = None
+    """What verification of a repair keeps about this rule's findings."""
+    prunes_to_leaf: bool = False
+    """Its fix drops history off the active path: applied only when asked to prune."""
+    counted: Counted | None = None
+    """How the repair summary counts its applied fixes."""
 
     @property
     def doc(self) -> str:
@@ -167,8 +199,8 @@ class RuleContext:
 
     # ---- fix helpers -------------------------------------------------------------------
 
-    def rewrite_record(self, index: int, transform: Callable[[Any], Any]) -> Edit:
-        """A replace edit whose content is the record changed by `transform`.
+    def rewrite_record(self, index: int, transform: Callable[[Any], Any]) -> RewriteRecord:
+        """Change a record by `transform`.
 
         The record is re-read and re-serialised the way its writer does
         (compact, key order and number lexemes kept) only when the content is asked for.
@@ -180,33 +212,27 @@ class RuleContext:
             value = jsonutil.loads_preserving(source.read(*span))
             return _display(jsonutil.stringify_bytes(transform(value)))
 
-        return Edit(
-            EditOp.REPLACE, self.view.rows[index], produce, record=index, transform=transform
-        )
+        return RewriteRecord(self.view.rows[index], produce, record=index, transform=transform)
 
-    def drop(self, index: int, survivor: int | None = None) -> Edit:
+    def drop(self, index: int, survivor: int | None = None) -> DropRecord:
         """Drop a record; a copy names the `survivor` its references move to (§8)."""
-        return Edit(EditOp.DELETE, self.view.rows[index], record=index, survivor=survivor)
+        return DropRecord(self.view.rows[index], record=index, survivor=survivor)
 
     def insert_after(
         self, anchor: int, build: Callable[[], dict[str, Any]], new_id: str | None
-    ) -> Edit:
+    ) -> InsertRecord:
         """Insert a record after `anchor`; the entry that followed it moves below the new one."""
 
         def produce() -> str:
             return jsonutil.stringify(build())
 
-        return Edit(
-            EditOp.INSERT_AFTER,
-            self.view.rows[anchor],
-            produce,
-            record=anchor,
-            build=build,
-            new_id=new_id,
+        return InsertRecord(
+            self.view.rows[anchor], produce, record=anchor, build=build, new_id=new_id
         )
 
-    def replace_line(self, row: int, produce_bytes: Callable[[], bytes]) -> Edit:
-        return Edit(EditOp.REPLACE, row, lambda: _display(produce_bytes()))
+    def line_text(self, produce_bytes: Callable[[], bytes]) -> Callable[[], str]:
+        """The text a line edit shows for bytes read on demand."""
+        return lambda: _display(produce_bytes())
 
     def line_bytes(self, offset: int, length: int) -> Callable[[], bytes]:
         source = self.source
@@ -215,10 +241,6 @@ class RuleContext:
 
 def _display(data: bytes) -> str:
     return data.decode("utf-8", "replace")
-
-
-def delete(row: int) -> Edit:
-    return Edit(EditOp.DELETE, row)
 
 
 def safe(message: str, *edits: Edit) -> Fix:

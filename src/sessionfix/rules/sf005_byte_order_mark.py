@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, Severity, StripBytes
 from sessionfix.reader import BOM, LineIssue
 from sessionfix.rules.base import ALL_FORMATS, PI_FORMATS, Rule, RuleContext, safe
 
@@ -30,9 +30,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             span=(finding.offset, finding.length),
             fix=safe(
                 "remove the byte-order mark",
-                ctx.replace_line(
+                StripBytes(
                     finding.row,
-                    ctx.line_bytes(finding.offset + len(BOM), finding.length - len(BOM)),
+                    ctx.line_text(
+                        ctx.line_bytes(finding.offset + len(BOM), finding.length - len(BOM))
+                    ),
+                    repairs=LineIssue.BOM,
                 ),
             ),
         )

@@ -6,7 +6,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 from sessionfix.analysis import records_on_row
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    Edit,
+    Fix,
+    NormaliseTerminator,
+    Severity,
+)
 from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext
 
 
@@ -32,10 +39,12 @@ class _TerminatorEdits(Sequence[Edit]):
         records = records_on_row(self._ctx, row)
         if not records:
             # A blank or damaged line: its own rule (SF007, SF002, SF008) decides its fate.
-            return Edit(EditOp.REPLACE, row, _unchanged_line(self._ctx, row))
+            return NormaliseTerminator(row, _unchanged_line(self._ctx, row))
         start = view.offsets[records[0]]
         end = view.offsets[records[-1]] + view.sizes[records[-1]]
-        return self._ctx.replace_line(row, self._ctx.line_bytes(start, end - start))
+        return NormaliseTerminator(
+            row, self._ctx.line_text(self._ctx.line_bytes(start, end - start))
+        )
 
 
 def _unchanged_line(ctx: RuleContext, row: int) -> Callable[[], str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.analysis import records_on_row
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import AddFinalNewline, Diagnostic, Severity
 from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
 
 
@@ -26,7 +26,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         index=last,
         fix=safe(
             "append a newline",
-            ctx.replace_line(lines.last_row, ctx.line_bytes(start, end - start)),
+            AddFinalNewline(lines.last_row, ctx.line_text(ctx.line_bytes(start, end - start))),
         ),
     )
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.rules.base import PI_FORMATS, Invariant, Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -67,5 +67,6 @@ RULE = Rule(
     formats=PI_FORMATS,
     summary="Parent links that form a cycle",
     check=check,
+    invariant=Invariant.NO_MORE,
     tree_only=True,
 )

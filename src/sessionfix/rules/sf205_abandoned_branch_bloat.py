@@ -54,5 +54,6 @@ RULE = Rule(
     formats=PI_FORMATS,
     summary="Most of the file is history on abandoned branches",
     check=check,
+    prunes_to_leaf=True,
     tree_only=True,
 )

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.paths import matches_glob, normalize
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import PI_FORMATS, Counted, Rule, RuleContext, safe
 from sessionfix.view import Bit, Kind, Role, SessionView
 
 _FORWARD = methodcaller("replace", "\\", "/")
@@ -162,4 +162,5 @@ RULE = Rule(
     formats=PI_FORMATS,
     summary="A file read whose file was later fully rewritten",
     check=check,
+    counted=Counted.STALE_READS_REPLACED,
 )

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import PI_FORMATS, Invariant, Rule, RuleContext, safe
 from sessionfix.view import MISSING, Flag, Kind, Role
 
 NOTHING_KEPT = "so nothing before it is kept in context"
@@ -144,4 +144,5 @@ RULE = Rule(
     formats=PI_FORMATS,
     summary="A compaction keeps history from a missing or invalid entry",
     check=check,
+    invariant=Invariant.NOT_ON_REWRITTEN,
 )
