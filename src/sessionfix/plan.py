@@ -324,7 +324,7 @@ class RepairPlan:
         ancestor, _ = self._climb(target)
         if ancestor is not None:
             return view.entry_id(ancestor)
-        return "root" if role is RefRole.FROM else None
+        return self.editor.unlinked(role)
 
     # ---- positions (pi v1) -------------------------------------------------------------
 

@@ -38,6 +38,9 @@ class _NoEditor:
     def references(self, record: Any) -> list[tuple[str, RefRole]]:
         return []
 
+    def unlinked(self, role: RefRole) -> object:
+        return None
+
     set_field = set_parent = set_first_kept = replace_result_text = _refuse
     drop_leaked_partial_json = _refuse
     synthetic_tool_result = _refuse
