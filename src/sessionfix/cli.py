@@ -25,7 +25,7 @@ import typer
 from sessionfix import render
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
 from sessionfix.discovery import discover, is_directory
-from sessionfix.engine import FileReport, check_file, check_paths
+from sessionfix.engine import FileReport, Notices, check_file, check_paths
 from sessionfix.errors import InputError, OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
 from sessionfix.render import OutputFormat, escape
@@ -527,15 +527,19 @@ def _run_check(
             total += path.stat().st_size
     diagnostics: list[Diagnostic] = []
     reports: list[FileReport] = []
+    notices = Notices()
     with _progress(_progress_enabled(presentation) and walk, total) as advance:
         for report in check_paths(files, settings, progress=advance):
             reports.append(report)
             if report.error is not None:
                 errors.append(report.error)
             diagnostics.extend(report.diagnostics)
+            notices.add(report.inapplicable)
     if len(reports) > 1:
         diagnostics.sort(key=SORT_KEY)  # each file's own are in order already
     _write_report(diagnostics, presentation, settings, len(errors))
+    for line in notices.lines:
+        _warning(line)
     for message in errors:
         _error(message)
     if not presentation.quiet and walk:
@@ -817,6 +821,7 @@ def _run_diff(
     exact = not out.isatty()
     previews: list[RepairPreview] = []
     """Kept until the plan is printed: its edits read the repaired bytes."""
+    notices = Notices()
     try:
         for path in files:
             try:
@@ -825,6 +830,7 @@ def _run_diff(
                 errors.append(str(exc))
                 continue
             previews.append(preview)
+            notices.add(preview.result.inapplicable)
             if preview.changes_anything:
                 changed += 1
             if as_data:
@@ -853,6 +859,8 @@ def _run_diff(
     finally:
         for preview in previews:
             preview.close()
+    for line in notices.lines:
+        _warning(line)
     for message in errors:
         _error(message)
     if not presentation.quiet:
@@ -910,6 +918,11 @@ def _run_repair(
     remaining = sorted([*(d for r in results for d in r.remaining), *unrepaired], key=SORT_KEY)
     fixed = sum(len(r.applied) for r in results)
     _write_report(remaining, dataclasses_replace(presentation, fixed=fixed), settings, len(errors))
+    notices = Notices()
+    for result in results:
+        notices.add(result.inapplicable)
+    for line in notices.lines:
+        _warning(line)
     for message in errors:
         _error(message)
     if not presentation.quiet and results:

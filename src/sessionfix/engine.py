@@ -8,12 +8,30 @@ from pathlib import Path
 
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format
+from sessionfix.formats import Format, capabilities
+from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.reader import RecordSource
 from sessionfix.rules import RULES
-from sessionfix.rules.base import RuleContext
+from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
+from sessionfix.view import SessionView
+
+
+@dataclass(frozen=True, slots=True)
+class Inapplicable:
+    """A rule selected by its code that a file's format cannot run: it lacks `missing`."""
+
+    rule: Rule
+    format: Format
+    missing: tuple[Capability, ...]
+
+    def __str__(self) -> str:
+        rule = self.rule
+        return (
+            f"{rule.code} ({rule.name}) does not apply to {self.format.value} sessions: "
+            f"needs {listed(self.missing)}"
+        )
 
 
 @dataclass(slots=True)
@@ -24,6 +42,38 @@ class FileReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: str | None = None
     size: int = 0
+    inapplicable: tuple[Inapplicable, ...] = ()
+    """Rules selected by code that this file's format cannot run."""
+
+
+def inapplicable(settings: Settings, view: SessionView) -> tuple[Inapplicable, ...]:
+    """The rules `settings` names by code that a file read into `view` cannot run."""
+    named = settings.named(rule.code for rule in RULES)
+    if not named:
+        return ()
+    fmt = Format(view.format)
+    found = []
+    for rule in RULES:
+        if rule.code in named:
+            lacking = rule.missing_for(fmt, tree=view.tree)
+            if lacking:
+                found.append(Inapplicable(rule, fmt, tuple(lacking)))
+    return tuple(found)
+
+
+class Notices:
+    """Collects what a run says once: each inapplicable rule on the first file it met."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self.lines: list[str] = []
+
+    def add(self, found: Iterable[Inapplicable]) -> list[Inapplicable]:
+        """Record `found`; return those not reported earlier in the run."""
+        new = [item for item in found if item.rule.code not in self._seen]
+        self._seen.update(item.rule.code for item in new)
+        self.lines.extend(str(item) for item in new)
+        return new
 
 
 def run_rules(
@@ -33,6 +83,7 @@ def run_rules(
     the session's own path when the bytes were read from elsewhere."""
     fmt = Format(scanned.view.format)
     enabled = settings.enabled(rule.code for rule in RULES)
+    provided = capabilities.provided(fmt, tree=scanned.view.tree)
     context = RuleContext(
         view=scanned.view,
         lines=scanned.lines,
@@ -47,9 +98,7 @@ def run_rules(
     )
     diagnostics: list[Diagnostic] = []
     for rule in RULES:
-        if rule.code not in enabled or fmt not in rule.formats:
-            continue
-        if rule.tree_only and not scanned.view.tree:
+        if rule.code not in enabled or not rule.runs_on(provided):
             continue
         diagnostics.extend(rule.check(context))
     adjusted = [_adjust_fix(d, settings, fmt) for d in diagnostics]
@@ -103,5 +152,10 @@ def check_paths(
             yield FileReport(path, display(path), "unknown", error=str(exc))
             continue
         yield FileReport(
-            path, display(path), scanned.view.format, diagnostics, size=scanned.info.size
+            path,
+            display(path),
+            scanned.view.format,
+            diagnostics,
+            size=scanned.info.size,
+            inapplicable=inapplicable(settings, scanned.view),
         )

@@ -35,7 +35,7 @@ from sessionfix.diagnostics import (
     RemovedLine,
     WrittenLine,
 )
-from sessionfix.engine import run_rules
+from sessionfix.engine import Inapplicable, inapplicable, run_rules
 from sessionfix.errors import SessionfixError, described
 from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.locks import rewrite_access
@@ -123,6 +123,8 @@ class RepairResult:
     """Times an in-place repair started again because the file grew meanwhile."""
     carried_over: int = 0
     """Bytes a writer appended during the swap, carried over to the repaired file."""
+    inapplicable: tuple[Inapplicable, ...] = ()
+    """Rules selected by code that the file's format cannot run."""
     unsettled: str | None = None
     """Why lines an agent appended during an in-place repair were left as written: not
     checked (the file kept changing), or not carried over (then they are in the backup)."""
@@ -216,6 +218,7 @@ class PlannedRepair:
             found=self.found,
             applied=self.applied,
             input_size=self.scanned.info.size,
+            inapplicable=inapplicable(self.settings, self.scanned.view),
             tally=self.tally,
         )
 

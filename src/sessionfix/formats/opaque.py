@@ -14,6 +14,7 @@ import msgspec
 
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RefRole
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineReport
 from sessionfix.tracking import PathTracker
 from sessionfix.view import Kind, SessionView
@@ -24,6 +25,14 @@ class _AnyObject(msgspec.Struct, gc=False):
 
 
 _DECODER: Final = msgspec.json.Decoder(_AnyObject)
+
+
+def capabilities(fmt: Format) -> frozenset[Capability]:
+    """Lines only; a file of no known format may also be a session whose header was
+    lost, which the header rule rebuilds."""
+    if fmt is Format.UNKNOWN:
+        return frozenset({Capability.LINES, Capability.HEADER})
+    return frozenset({Capability.LINES})
 
 
 class _NoEditor:

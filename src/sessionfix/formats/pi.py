@@ -26,6 +26,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from sessionfix import jsonutil
 from sessionfix.formats import Format, RefRole, is_openclaw_location
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineReport, RecordSource
 from sessionfix.tracking import CleanBlock, PathTracker
 from sessionfix.view import (
@@ -977,6 +978,20 @@ def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str 
     entry_id = ids.id if type(ids.id) is str and ids.id else None
     return entry_id, MISSING if ids.parentId is UNSET else ids.parentId
 
+
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.LINES,
+        Capability.HEADER,
+        Capability.ENTRIES,
+        Capability.TOOL_CALLS,
+        Capability.BOUNDARIES,
+        Capability.FILE_ACTIONS,
+    }
+)
+"""What every pi session provides (v1 links its entries by position)."""
+TREE_CAPABILITIES: Final = CAPABILITIES | {Capability.TREE}
+"""What a v2/v3 pi session provides: entries linked by id."""
 
 ROOT_NAME: Final = "root"
 """What a branch summary's `fromId` holds when it branches from the session's start."""

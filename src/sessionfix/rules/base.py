@@ -22,6 +22,7 @@ from sessionfix.diagnostics import (
     Severity,
 )
 from sessionfix.formats import Format, RecordEditor
+from sessionfix.formats.capabilities import Capability, coverage, missing
 from sessionfix.reader import FileInfo, LineReport, RecordSource
 from sessionfix.settings import Settings
 from sessionfix.tracking import Tracking
@@ -60,11 +61,10 @@ class Rule:
     """Default severity; some findings of a rule are reported at another level."""
     fix: str
     """Fix availability as the catalogue states it (e.g. "safe", "unsafe", "none")."""
-    formats: frozenset[Format]
+    requires: frozenset[Capability]
+    """What a file's format must provide for the rule to run on it."""
     summary: str
     check: Callable[[RuleContext], Iterable[Diagnostic]] = field(repr=False, compare=False)
-    tree_only: bool = False
-    """Applies only to id-linked (v2/v3) pi sessions."""
     invariant: Invariant | None = None
     """What verification of a repair keeps about this rule's findings."""
     prunes_to_leaf: bool = False
@@ -80,17 +80,31 @@ class Rule:
             .joinpath("docs", "rules", f"{self.name}.md")
             .read_text(encoding="utf-8")
         )
+        covered, tree_only = coverage(self.requires)
         formats = (
             "all"
-            if self.formats == ALL_FORMATS
-            else ", ".join(sorted(f.value for f in self.formats))
+            if frozenset(covered) == ALL_FORMATS
+            else ", ".join(sorted(f.value for f in covered))
         )
-        scope = " (v2/v3 tree sessions)" if self.tree_only else ""
+        scope = " (v2/v3 tree sessions)" if tree_only else ""
         return (
             f"# {self.name} ({self.code})\n\n"
             f"Severity: {self.severity.label} · Fix: {self.fix} · Formats: {formats}{scope}\n\n"
             f"{self.summary}.\n\n{body.strip()}\n"
         )
+
+    @property
+    def formats(self) -> frozenset[Format]:
+        """The formats whose files (some of them, for a tree rule) the rule covers."""
+        return frozenset(coverage(self.requires)[0])
+
+    def runs_on(self, provided: frozenset[Capability]) -> bool:
+        """Whether a file providing `provided` has everything the rule needs."""
+        return self.requires <= provided
+
+    def missing_for(self, fmt: Format, *, tree: bool) -> list[Capability]:
+        """What a file of `fmt` lacks for this rule, in declaration order."""
+        return missing(self.requires, fmt, tree=tree)
 
     @property
     def url(self) -> str:

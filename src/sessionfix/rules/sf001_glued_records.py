@@ -8,8 +8,9 @@ from typing import Final
 
 from sessionfix.analysis import describe, records_on_row
 from sessionfix.diagnostics import Diagnostic, Severity, SplitLine
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Counted, Rule, RuleContext, safe
+from sessionfix.rules.base import Counted, Rule, RuleContext, safe
 
 LISTED: Final = 4
 """Record kinds named in a message before the rest are counted."""
@@ -64,7 +65,7 @@ RULE = Rule(
     name="glued-records",
     severity=Severity.ERROR,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="Two or more records glued onto one line",
     check=check,
     counted=Counted.GLUED_LINES_SPLIT,

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import damaged_header_row
 from sessionfix.diagnostics import Diagnostic, DropLine, LineEdit, Severity, TrimDamage
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -54,7 +55,7 @@ RULE = Rule(
     name="torn-final-line",
     severity=Severity.WARNING,
     fix="safe if quiescent, else none",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="The last line is an incomplete record",
     check=check,
 )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity, StripBytes
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue, NulPlacement
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 _WHERE = {
     NulPlacement.LEADING: "before the record",
@@ -54,7 +55,7 @@ RULE = Rule(
     name="nul-bytes",
     severity=Severity.ERROR,
     fix="safe (NUL-only lines, NUL runs before or after a record)",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="Raw NUL bytes in a line",
     check=check,
 )

@@ -14,7 +14,8 @@ from sessionfix.diagnostics import (
     NormaliseTerminator,
     Severity,
 )
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 
 
 class _TerminatorEdits(Sequence[Edit]):
@@ -79,7 +80,7 @@ RULE = Rule(
     name="crlf-line-ending",
     severity=Severity.INFO,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="Lines ending in CRLF",
     check=check,
 )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -27,7 +28,7 @@ RULE = Rule(
     name="blank-line",
     severity=Severity.INFO,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="An empty or whitespace-only line",
     check=check,
 )

@@ -8,8 +8,9 @@ from sessionfix import jsonutil
 from sessionfix.analysis import damaged_header_row
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity, TrimDamage
 from sessionfix.formats import Format, has_record_shape
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -88,7 +89,7 @@ RULE = Rule(
     name="unparsable-line",
     severity=Severity.ERROR,
     fix="unsafe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="A line that is not exactly one JSON object",
     check=check,
 )

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import records_on_row
 from sessionfix.diagnostics import AddFinalNewline, Diagnostic, Severity
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -36,7 +37,7 @@ RULE = Rule(
     name="no-final-newline",
     severity=Severity.INFO,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="The file does not end with a newline",
     check=check,
 )

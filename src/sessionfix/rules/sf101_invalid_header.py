@@ -10,6 +10,7 @@ from sessionfix import jsonutil
 from sessionfix.analysis import damaged_header_row
 from sessionfix.diagnostics import Diagnostic, RebuildHeader, Severity
 from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.pi import VALID_VERSIONS
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 
@@ -117,7 +118,7 @@ RULE = Rule(
     name="invalid-header",
     severity=Severity.ERROR,
     fix="unsafe (pi missing/damaged header, with --cwd), else none",
-    formats=frozenset({Format.PI, Format.OPENCLAW, Format.UNKNOWN}),
+    requires=frozenset({Capability.HEADER}),
     summary="The session header is missing, damaged or invalid",
     check=check,
 )

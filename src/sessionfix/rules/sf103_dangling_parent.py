@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -31,8 +32,7 @@ RULE = Rule(
     name="dangling-parent",
     severity=Severity.WARNING,
     fix="unsafe",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.TREE}),
     summary="A parent link naming no record",
     check=check,
-    tree_only=True,
 )

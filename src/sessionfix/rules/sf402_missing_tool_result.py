@@ -7,8 +7,9 @@ from typing import Any
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.formats.capabilities import Capability
 from sessionfix.ids import generate_entry_id
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.rules.base import Rule, RuleContext, unsafe
 from sessionfix.tracking import Group
 from sessionfix.view import ToolCall
 
@@ -95,7 +96,7 @@ RULE = Rule(
     name="missing-tool-result",
     severity=Severity.ERROR,
     fix="unsafe (error cases), none (info cases)",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool call without a result",
     check=check,
 )

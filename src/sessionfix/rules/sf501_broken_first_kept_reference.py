@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Invariant, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Invariant, Rule, RuleContext, safe
 from sessionfix.view import MISSING, Flag, Kind, Role
 
 NOTHING_KEPT = "so nothing before it is kept in context"
@@ -141,7 +142,7 @@ RULE = Rule(
     name="broken-first-kept-reference",
     severity=Severity.WARNING,
     fix="safe for tool-result targets, else none",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.BOUNDARIES}),
     summary="A compaction keeps history from a missing or invalid entry",
     check=check,
     invariant=Invariant.NOT_ON_REWRITTEN,

@@ -1,0 +1,64 @@
+"""What a session format lets rules see: rules require capabilities, formats provide them.
+
+A rule runs on a file only when the file's format provides every capability it
+requires; which formats a rule covers follows from the same sets.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+from sessionfix.formats import Format
+
+
+class Capability(enum.Enum):
+    """One kind of fact a format's adapter puts into the view."""
+
+    LINES = "lines"
+    """Physical lines and the records on them."""
+    HEADER = "a session header"
+    ENTRIES = "typed entries"
+    """Records with a kind, a role and an id (messages, compactions, labels …)."""
+    TREE = "an id-linked tree"
+    """Entries linked to their parents by id (not by position)."""
+    TOOL_CALLS = "tool calls"
+    """Tool calls and their results, paired by call id."""
+    BOUNDARIES = "compaction boundaries"
+    """Compactions and resets, with the entry they keep from."""
+    FILE_ACTIONS = "file actions"
+    """Which tool calls read and which rewrite a file."""
+
+
+def provided(fmt: Format, *, tree: bool) -> frozenset[Capability]:
+    """What a file of `fmt` provides; `tree`: its entries are linked by id."""
+    if fmt.is_pi_family:
+        from sessionfix.formats import pi
+
+        return pi.TREE_CAPABILITIES if tree else pi.CAPABILITIES
+    from sessionfix.formats import opaque
+
+    return opaque.capabilities(fmt)
+
+
+def missing(requires: Iterable[Capability], fmt: Format, *, tree: bool) -> list[Capability]:
+    """What a file of `fmt` lacks of `requires`, in declaration order."""
+    have = provided(fmt, tree=tree)
+    wanted = set(requires)
+    return [capability for capability in Capability if capability in wanted - have]
+
+
+def coverage(requires: frozenset[Capability]) -> tuple[list[Format], bool]:
+    """The formats some of whose files provide `requires`, and whether only their
+    id-linked (tree) files do."""
+    formats: list[Format] = [
+        f for f in Format if f is not Format.AUTO and requires <= provided(f, tree=True)
+    ]
+    tree_only = any(not requires <= provided(f, tree=False) for f in formats)
+    return formats, tree_only
+
+
+def listed(capabilities: Iterable[Capability]) -> str:
+    """`tool calls and file actions`."""
+    names = [capability.value for capability in capabilities]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -1,0 +1,64 @@
+"""Rules run where a format provides what they require, and say so when selected in vain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionfix import RULES, check_file
+from sessionfix.cli import main
+from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability, provided
+from sessionfix.settings import Settings
+
+from .conftest import FIXTURES
+
+GLUED = FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl"
+CLAUDE = b'{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","message":{}}\n'
+
+
+def test_line_rules_run_on_every_format() -> None:
+    for fmt in Format:
+        if fmt is not Format.AUTO:
+            assert Capability.LINES in provided(fmt, tree=False)
+
+
+def test_tree_rules_need_an_id_linked_pi_session() -> None:
+    assert Capability.TREE in provided(Format.PI, tree=True)
+    assert Capability.TREE not in provided(Format.PI, tree=False)
+    assert Capability.TREE not in provided(Format.CLAUDE, tree=True)
+
+
+def test_every_rule_lists_the_formats_it_covers() -> None:
+    for rule in RULES:
+        assert rule.formats, rule.code
+        assert "Formats: " in rule.doc
+    stale = next(r for r in RULES if r.code == "SF301")
+    assert stale.formats == {Format.PI, Format.OPENCLAW}
+
+
+def test_a_rule_selected_by_code_warns_once_where_it_cannot_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = tmp_path / "claude.jsonl"
+    claude.write_bytes(CLAUDE)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(CLAUDE)
+    assert main(["check", "--select", "SF301,SF001", str(claude), str(other), str(GLUED)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "sessionfix: warning: SF301 (stale-file-read) does not apply to claude sessions: "
+        "needs tool calls and file actions"
+    ]
+
+
+def test_a_prefix_or_all_selects_silently(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = tmp_path / "claude.jsonl"
+    claude.write_bytes(CLAUDE)
+    assert main(["check", "--select", "SF3", str(claude)]) == 0
+    assert main(["check", str(claude)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert check_file(claude, Settings(select=("SF301",))) == []
