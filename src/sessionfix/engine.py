@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessionfix import summary
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
+from sessionfix.discovery import discover, is_directory
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, capabilities
 from sessionfix.formats.capabilities import Capability, listed
@@ -159,3 +163,86 @@ def check_paths(
             size=scanned.info.size,
             inapplicable=inapplicable(settings, scanned.view),
         )
+
+
+@dataclass(slots=True)
+class Selection:
+    """The files a run reads, and what was refused before reading any."""
+
+    files: list[Path]
+    errors: list[str] = field(default_factory=list)
+    skipped: int = 0
+    """Sibling artefacts a walk left out (locks, trajectories, resets)."""
+    size: int = 0
+    """Total bytes of `files`."""
+    started: float = field(default_factory=time.perf_counter)
+
+
+def select_files(paths: Iterable[Path], *, walk: bool) -> Selection:
+    """The session files under `paths` (`walk`: folders are searched), or the files as
+    given, a folder among them being an error."""
+    selection = Selection([])
+    if walk:
+        found = discover(paths)
+        selection.files = found.files
+        selection.skipped = len(found.skipped)
+        selection.errors.extend(f"{path}: {reason}" for path, reason in found.unreadable)
+    else:
+        for path in paths:
+            if is_directory(path):
+                selection.errors.append(
+                    f"{path}: is a directory (use `sessionfix scan` for directories)"
+                )
+            else:
+                selection.files.append(path)
+    for path in selection.files:
+        with suppress(OSError):
+            selection.size += path.stat().st_size
+    return selection
+
+
+@dataclass(slots=True)
+class CheckRun:
+    """What checking a selection of files found."""
+
+    selection: Selection
+    reports: list[FileReport]
+    diagnostics: list[Diagnostic]
+    """Every file's diagnostics, in report order."""
+    errors: list[str]
+    """Files refused or unreadable, one line each."""
+    notices: list[str]
+    """Warnings to print once: rules selected by code that a file's format cannot run."""
+    elapsed: float
+
+    def exit_code(self, settings: Settings, exit_zero: bool) -> int:
+        return summary.exit_code(self.diagnostics, bool(self.errors), settings, exit_zero)
+
+    def note(self) -> str:
+        """How much was read, how fast; or that there was nothing to read."""
+        selection = self.selection
+        read = sum(1 for r in self.reports if r.error is None)
+        nothing = not selection.files and not self.errors
+        return summary.scan_note(
+            read, selection.size, self.elapsed, selection.skipped, nothing=nothing
+        )
+
+
+def check_run(
+    selection: Selection, settings: Settings, *, progress: ProgressCallback | None = None
+) -> CheckRun:
+    """Check every selected file; an unreadable one becomes an error line, not a failure."""
+    errors = list(selection.errors)
+    diagnostics: list[Diagnostic] = []
+    reports: list[FileReport] = []
+    notices = Notices()
+    for report in check_paths(selection.files, settings, progress=progress):
+        reports.append(report)
+        if report.error is not None:
+            errors.append(report.error)
+        diagnostics.extend(report.diagnostics)
+        notices.add(report.inapplicable)
+    if len(reports) > 1:
+        diagnostics.sort(key=SORT_KEY)  # each file's own are in order already
+    elapsed = time.perf_counter() - selection.started
+    return CheckRun(selection, reports, diagnostics, errors, notices.lines, elapsed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import io
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -406,3 +407,50 @@ def write_statistics_text(rows: Sequence[dict[str, Any]], out: IO[bytes]) -> Non
     for row in rows:
         marker = "[*]" if row["fixable"] else "[-]" if row["fixable_count"] else "[ ]"
         out.write(f"{row['count']:>{width}}\t{row['code']}\t{marker} {row['name']}\n".encode())
+
+
+def write_report(
+    diagnostics: list[Diagnostic],
+    out: IO[bytes],
+    output_format: OutputFormat,
+    *,
+    as_statistics: bool = False,
+    color: bool = False,
+    unsafe_fixes: bool = False,
+    quiet: bool = False,
+    unreadable: int = 0,
+    fixed: int | None = None,
+) -> None:
+    """Write a report of `diagnostics` in `output_format` (or their per-rule statistics):
+    the one entry point for every report a command prints. Human formats end with the
+    footer unless `quiet`."""
+    if as_statistics:
+        rows = statistics(diagnostics)
+        if output_format.is_human:
+            write_statistics_text(rows, out)
+        else:
+            out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    if output_format is OutputFormat.JSON:
+        write_json(diagnostics, out)
+    elif output_format is OutputFormat.JSON_LINES:
+        write_json_lines(diagnostics, out)
+    elif output_format is OutputFormat.GITHUB:
+        write_github(diagnostics, out)
+    elif output_format is OutputFormat.SARIF:
+        write_sarif(diagnostics, out)
+    else:
+        text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=False)
+        try:
+            render_human(
+                diagnostics,
+                text,
+                color=color,
+                concise=output_format is OutputFormat.CONCISE,
+                unsafe_fixes=unsafe_fixes,
+            )
+            if not quiet:
+                text.write(footer(diagnostics, unsafe_fixes, unreadable, fixed=fixed) + "\n")
+            text.flush()
+        finally:
+            text.detach()

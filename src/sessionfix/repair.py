@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from sessionfix import jsonutil
+from sessionfix import jsonutil, summary
 from sessionfix.backups import OwnWrite
 from sessionfix.diagnostics import (
+    SORT_KEY,
     Applicability,
     Diagnostic,
     Edit,
@@ -35,8 +36,8 @@ from sessionfix.diagnostics import (
     RemovedLine,
     WrittenLine,
 )
-from sessionfix.engine import Inapplicable, inapplicable, run_rules
-from sessionfix.errors import SessionfixError, described
+from sessionfix.engine import Inapplicable, Notices, check_file, inapplicable, run_rules
+from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.locks import rewrite_access
 from sessionfix.plan import RepairPlan
@@ -994,3 +995,143 @@ def _write_new(
         raise WriteFailed(
             f"{shown or path}: cannot write the repaired file ({described(exc)})"
         ) from None
+
+
+@dataclass(slots=True)
+class RepairRun:
+    """What repairing several files did, and what a report of them shows."""
+
+    results: list[RepairResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Files that could not be repaired, one line each."""
+    unrepaired: list[Diagnostic] = field(default_factory=list)
+    """The problems of files whose repair was refused, as a check of them finds them:
+    a refusal must not read as "no problems"."""
+    notices: list[str] = field(default_factory=list)
+    """Warnings to print once: rules selected by code that a file's format cannot run."""
+
+    @property
+    def remaining(self) -> list[Diagnostic]:
+        """What is left to report: the results' remaining problems and the refused files'."""
+        left = [*(d for r in self.results for d in r.remaining), *self.unrepaired]
+        return sorted(left, key=SORT_KEY)
+
+    @property
+    def fixed(self) -> int:
+        return sum(len(r.applied) for r in self.results)
+
+    @property
+    def unsettled(self) -> list[str]:
+        """Warnings about lines appended during an in-place repair and left as written."""
+        return [
+            f"{r.filename}: repaired, but {r.unsettled}"
+            for r in self.results
+            if r.unsettled is not None
+        ]
+
+    def note(self, *, in_place: bool) -> str | None:
+        return summary.repair_note(self.results, in_place=in_place) if self.results else None
+
+    def exit_code(self, settings: Settings, *, exit_zero: bool, exit_on_fix: bool) -> int:
+        """2 on any error; 1 when problems remain (or, with `exit_on_fix`, a file
+        changed), unless `exit_zero`."""
+        if self.errors:
+            return summary.EXIT_ERROR
+        if exit_zero:
+            return summary.EXIT_OK
+        if exit_on_fix and any(r.changed for r in self.results):
+            return summary.EXIT_PROBLEMS
+        return summary.exit_code(self.remaining, False, settings, exit_zero)
+
+
+def repair_paths(
+    files: list[Path],
+    settings: Settings,
+    *,
+    in_place: bool = False,
+    output: Path | None = None,
+    stream: BinaryIO | None = None,
+    backup: bool = True,
+    force: bool = False,
+    follow_symlinks: bool = False,
+    break_stale_lock: bool = False,
+) -> RepairRun:
+    """Repair every file in place, or the one file to `output` or `stream`; a file that
+    cannot be repaired becomes an error line and its findings are still reported."""
+    run = RepairRun()
+    notices = Notices()
+    for path in files:
+        try:
+            if in_place:
+                result = repair_in_place(
+                    path,
+                    settings,
+                    backup=backup,
+                    force=force,
+                    follow_symlinks=follow_symlinks,
+                    break_stale_lock=break_stale_lock,
+                )
+            elif stream is not None:
+                result = repair_to_stream(path, stream, settings)
+            else:
+                assert output is not None, "repair to a path, a stream or in place"
+                result = repair_to(path, output, settings, replace=force)
+        except SessionfixError as exc:
+            run.errors.append(str(exc))
+            if not isinstance(exc, InputError):
+                run.unrepaired.extend(_findings_of(path, settings))
+            continue
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            run.errors.append(f"{path}: {described(exc)}; nothing written")
+            run.unrepaired.extend(_findings_of(path, settings))
+            continue
+        run.results.append(result)
+        notices.add(result.inapplicable)
+    run.notices = notices.lines
+    return run
+
+
+def _findings_of(path: Path, settings: Settings) -> list[Diagnostic]:
+    """What a check of a file whose repair was refused finds in it."""
+    try:
+        return check_file(path, settings)
+    except SessionfixError:
+        return []
+
+
+class PreviewRun:
+    """Previews of several files' repairs, made one at a time as they are iterated; a
+    file that cannot be previewed becomes an error line."""
+
+    def __init__(self, files: list[Path], settings: Settings) -> None:
+        self.files = files
+        self.settings = settings
+        self.errors: list[str] = []
+        self.changed = 0
+        """Files the repair would change."""
+        self._notices = Notices()
+
+    @property
+    def notices(self) -> list[str]:
+        """Warnings to print once: rules selected by code that a file's format cannot run."""
+        return self._notices.lines
+
+    def __iter__(self) -> Iterator[RepairPreview]:
+        for path in self.files:
+            try:
+                preview = preview_repair(path, self.settings)
+            except SessionfixError as exc:
+                self.errors.append(str(exc))
+                continue
+            self._notices.add(preview.result.inapplicable)
+            if preview.changes_anything:
+                self.changed += 1
+            yield preview
+
+    def note(self, problems: int) -> str | None:
+        return summary.preview_note(problems, self.changed, bool(self.errors))
+
+    def exit_code(self, exit_zero: bool) -> int:
+        return summary.preview_exit_code(self.changed, bool(self.errors), exit_zero)
