@@ -22,12 +22,12 @@ import orjson
 import typer
 
 from sessionfix import render
-from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
+from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
 from sessionfix.discovery import is_directory
 from sessionfix.engine import check_run, select_files
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
-from sessionfix.render import OutputFormat, escape
+from sessionfix.render import OutputFormat
 from sessionfix.rules import RULES, get_rule
 from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings
 from sessionfix.summary import EXIT_ERROR, EXIT_OK

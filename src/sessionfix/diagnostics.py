@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -38,6 +39,28 @@ class Applicability(enum.Enum):
 
     SAFE = "safe"
     UNSAFE = "unsafe"
+
+
+EXCERPT_CHARS: Final = 160
+"""Characters of a record a report shows under its diagnostic."""
+EXCERPT_BYTES: Final = EXCERPT_CHARS * 4
+"""Bytes read for an excerpt: enough for `EXCERPT_CHARS` of any UTF-8 text."""
+_UNSAFE_CHARS: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str) -> str:
+    """Make untrusted text safe for a terminal and for line-based readers: control
+    characters (tab and newline too) and bidi overrides become escapes."""
+    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def excerpt_of(data: bytes, cut: bool) -> str:
+    """The start of a record as a report shows it: on one line, bounded and escaped.
+    `data` is its first bytes; `cut`: the record goes on past them."""
+    text = data.decode("utf-8", "replace").replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    if len(text) > EXCERPT_CHARS or cut:
+        text = text[:EXCERPT_CHARS] + "…"
+    return escape(text)
 
 
 STRUCTURAL_ISSUES: Final = frozenset({LineIssue.GLUED, LineIssue.NUL, LineIssue.BOM})
@@ -234,6 +257,9 @@ class Diagnostic:
     """Byte offset and length of the record in the file, for excerpts."""
     source: Path | None = field(default=None, compare=False, repr=False)
     """The file the span refers to."""
+    excerpt: str | None = field(default=None, compare=False, repr=False)
+    """The start of the record, escaped and bounded, read when the finding was made:
+    a report shows it without opening the session again."""
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -253,6 +279,7 @@ class Diagnostic:
             format=self.format,
             span=self.span,
             source=self.source,
+            excerpt=self.excerpt,
         )
 
 

@@ -81,10 +81,16 @@ class Notices:
 
 
 def run_rules(
-    scanned: ScannedFile, settings: Settings, filename: str, origin: Path | None = None
+    scanned: ScannedFile,
+    settings: Settings,
+    filename: str,
+    origin: Path | None = None,
+    *,
+    excerpts: bool = True,
 ) -> list[Diagnostic]:
     """Every enabled rule's diagnostics for a read file, in report order. `origin` is
-    the session's own path when the bytes were read from elsewhere."""
+    the session's own path when the bytes were read from elsewhere; `excerpts`: the
+    diagnostics carry the start of their record."""
     fmt = Format(scanned.view.format)
     enabled = settings.enabled(rule.code for rule in RULES)
     provided = capabilities.provided(fmt, tree=scanned.view.tree)
@@ -99,6 +105,7 @@ def run_rules(
         editor=scanned.editor,
         tracking=scanned.tracking,
         origin=origin,
+        excerpts=excerpts,
     )
     diagnostics: list[Diagnostic] = []
     for rule in RULES:

@@ -10,22 +10,23 @@ from __future__ import annotations
 import base64
 import enum
 import io
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any, Final
 
 import orjson
 
 from sessionfix import __version__
-from sessionfix.diagnostics import Applicability, Diagnostic, Severity, WrittenLine
-from sessionfix.errors import SessionfixError
-from sessionfix.reader import RecordSource
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    Severity,
+    WrittenLine,
+    escape,
+)
 from sessionfix.rules import RULES, get_rule
 
-EXCERPT_CHARS = 160
 INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
 
 
@@ -40,34 +41,6 @@ class OutputFormat(enum.Enum):
     @property
     def is_human(self) -> bool:
         return self in (OutputFormat.FULL, OutputFormat.CONCISE)
-
-
-_UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def escape(text: str) -> str:
-    """Make untrusted text safe for a terminal and for line-based readers: control
-    characters (tab and newline too) and bidi overrides become escapes."""
-    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def _excerpt(diagnostic: Diagnostic, sources: dict[Path, RecordSource]) -> str | None:
-    """The start of the record a diagnostic is about, on one line and escaped."""
-    if diagnostic.span is None or diagnostic.source is None:
-        return None
-    offset, length = diagnostic.span
-    take = min(length, EXCERPT_CHARS * 4)
-    source = sources.get(diagnostic.source)
-    if source is None:
-        source = sources[diagnostic.source] = RecordSource(diagnostic.source)
-    try:
-        data = source.read(offset, take)
-    except SessionfixError:
-        return None
-    text = data.decode("utf-8", "replace").replace("\t", " ").replace("\n", " ").replace("\r", " ")
-    if len(text) > EXCERPT_CHARS or take < length:
-        text = text[:EXCERPT_CHARS] + "…"
-    return escape(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,12 +104,11 @@ def render_human(
     excerpt of the record, its severity, name and entry, and the fix it proposes.
     Session text is escaped; styles are plain SGR codes, only when `color`."""
     paint = _painter(color)
-    sources: dict[Path, RecordSource] = {}
     lines: list[str] = []
     for number, diagnostic in enumerate(diagnostics, 1):
         lines.append(_header_line(diagnostic, unsafe_fixes, paint))
         if not concise:
-            lines.extend(_details(diagnostic, paint, sources))
+            lines.extend(_details(diagnostic, paint))
         if number % _PRINT_BATCH == 0 or number == len(diagnostics):
             lines.append("")
             out.write("\n".join(lines))
@@ -162,12 +134,11 @@ def _header_line(
 def _details(
     diagnostic: Diagnostic,
     paint: Callable[[str, str], str],
-    sources: dict[Path, RecordSource],
 ) -> list[str]:
     """The excerpt, the notes and the fix under a diagnostic's first line, then a blank line."""
     details: list[str] = []
     gutter = " " * len(str(diagnostic.row))
-    excerpt = _excerpt(diagnostic, sources)
+    excerpt = diagnostic.excerpt
     if excerpt is not None:
         details.append(paint(f" {diagnostic.row} | ", "dim") + excerpt)
     notes = [diagnostic.severity.label, diagnostic.name]

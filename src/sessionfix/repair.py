@@ -256,7 +256,9 @@ class PlannedRepair:
                 scanned = read_session(
                     written, Format(self.format), None, settings.jobs, session_only=False
                 )
-                diagnostics = run_rules(scanned, settings, filename, origin=self.path)
+                diagnostics = run_rules(
+                    scanned, settings, filename, origin=self.path, excerpts=False
+                )
             view = scanned.view
             if settings.format is Format.AUTO:
                 self._check_detected(written, filename)
@@ -292,7 +294,7 @@ class PlannedRepair:
             return
         with gc_paused():
             scanned = read_session(written, detected, None, self.settings.jobs, session_only=False)
-            later = run_rules(scanned, self.settings, filename, origin=self.path)
+            later = run_rules(scanned, self.settings, filename, origin=self.path, excerpts=False)
         left = [d for d in later if applies(d, self.settings)]
         if left:
             raise self._failed(
@@ -599,6 +601,7 @@ class RepairPreview:
                     format=diagnostic.format,
                     span=diagnostic.span if first_pass else None,
                     source=diagnostic.source if first_pass else None,
+                    excerpt=diagnostic.excerpt if first_pass else None,
                 )
             )
         return listed

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import (
+    EXCERPT_BYTES,
     Applicability,
     Diagnostic,
     DropRecord,
@@ -20,7 +21,9 @@ from sessionfix.diagnostics import (
     InsertRecord,
     RewriteRecord,
     Severity,
+    excerpt_of,
 )
+from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RecordEditor
 from sessionfix.formats.capabilities import Capability, coverage, missing
 from sessionfix.reader import FileInfo, LineReport, RecordSource
@@ -127,7 +130,11 @@ class RuleContext:
         editor: RecordEditor,
         tracking: Tracking,
         origin: Path | None = None,
+        excerpts: bool = True,
     ) -> None:
+        self.excerpts = excerpts
+        """Whether diagnostics carry an excerpt of their record (not for a file that
+        is about to go, such as a repair's temporary result)."""
         self.origin = origin or info.path
         """The session's own path, for rules that read its name (a repair is checked
         under a temporary name)."""
@@ -184,6 +191,7 @@ class RuleContext:
             column = column or view.column(index)
             span = span or view.span(index)
         return Diagnostic(
+            excerpt=self._excerpt(span) if span is not None and self.excerpts else None,
             code=rule.code,
             name=rule.name,
             severity=rule.severity if severity is None else severity,
@@ -197,6 +205,15 @@ class RuleContext:
             span=span,
             source=self.info.path,
         )
+
+    def _excerpt(self, span: tuple[int, int]) -> str | None:
+        offset, length = span
+        take = min(length, EXCERPT_BYTES)
+        try:
+            data = self.source.read(offset, take)
+        except SessionfixError:
+            return None
+        return excerpt_of(data, take < length)
 
     def entry_diagnostic(
         self,
