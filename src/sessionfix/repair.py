@@ -140,7 +140,7 @@ class RepairResult:
 
     @property
     def reads_pruned(self) -> int:
-        return self.counted(Counted.STALE_READS_REPLACED)
+        return self.counted(Counted.STALE_READS_PRUNED)
 
     @property
     def lines_split(self) -> int:

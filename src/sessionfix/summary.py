@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from sessionfix.diagnostics import Diagnostic
+from sessionfix.rules.base import Counted
 from sessionfix.settings import Settings
 from sessionfix.units import human_bytes
 
@@ -70,15 +71,13 @@ def repair_note(results: Sequence[RepairResult], *, in_place: bool) -> str:
     verb = "Repaired" if in_place else "Wrote the repair of"
     parts = []
     dropped = sum(r.dropped_entries for r in changed)
-    pruned = sum(r.reads_pruned for r in changed)
-    split = sum(r.lines_split for r in changed)
     inserted = sum(r.inserted_records for r in changed)
     if dropped:
         parts.append(f"{dropped} entr{'y' if dropped == 1 else 'ies'} dropped")
-    if pruned:
-        parts.append(f"{pruned} stale read{'s' if pruned != 1 else ''} pruned")
-    if split:
-        parts.append(f"{split} glued line{'s' if split != 1 else ''} split")
+    for what in Counted:
+        count = sum(r.counted(what) for r in changed)
+        if count:
+            parts.append(what.phrase(count))
     if inserted:
         parts.append(f"{inserted} record{'s' if inserted != 1 else ''} inserted")
     saved = sum(r.bytes_saved for r in changed)

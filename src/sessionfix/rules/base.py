@@ -48,10 +48,15 @@ class Invariant(enum.Enum):
 
 
 class Counted(enum.Enum):
-    """What the repair summary counts a rule's applied fixes as."""
+    """What the repair summary counts a rule's applied fixes as, in the summary's order."""
 
-    GLUED_LINES_SPLIT = "glued lines split"
-    STALE_READS_REPLACED = "stale reads replaced"
+    STALE_READS_PRUNED = ("stale read", "pruned")
+    GLUED_LINES_SPLIT = ("glued line", "split")
+
+    def phrase(self, count: int) -> str:
+        """`3 stale reads pruned`."""
+        noun, verb = self.value
+        return f"{count} {noun}{'s' if count != 1 else ''} {verb}"
 
 
 @dataclass(frozen=True, slots=True)

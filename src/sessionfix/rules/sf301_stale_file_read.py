@@ -163,5 +163,5 @@ RULE = Rule(
     requires=frozenset({Capability.TOOL_CALLS, Capability.FILE_ACTIONS}),
     summary="A file read whose file was later fully rewritten",
     check=check,
-    counted=Counted.STALE_READS_REPLACED,
+    counted=Counted.STALE_READS_PRUNED,
 )
