@@ -957,23 +957,7 @@ def _rule_command(code: str | None, show_all: bool, output_format: RuleOutput) -
     else:
         chosen = list(RULES)
     out = _stdout()
-    if output_format is RuleOutput.JSON:
-        data = [
-            {
-                "code": r.code,
-                "name": r.name,
-                "severity": r.severity.label,
-                "fix": r.fix,
-                "formats": sorted(f.value for f in r.formats),
-                "summary": r.summary,
-                "url": r.url,
-                "doc": r.doc,
-            }
-            for r in chosen
-        ]
-        text = orjson.dumps(data if show_all else data[0], option=orjson.OPT_INDENT_2) + b"\n"
-    else:
-        text = "\n\n".join(r.doc.rstrip() for r in chosen).encode() + b"\n"
+    text = render.rules_text(chosen, as_json=output_format is RuleOutput.JSON, listing=show_all)
     with _writing("to standard output"):
         out.write(text)
         out.flush()

@@ -25,7 +25,7 @@ from sessionfix.diagnostics import (
     WrittenLine,
     escape,
 )
-from sessionfix.rules import RULES, get_rule
+from sessionfix.rules import RULES, Rule, get_rule
 
 INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
 
@@ -425,3 +425,24 @@ def write_report(
             text.flush()
         finally:
             text.detach()
+
+
+def rules_text(rules: Sequence[Rule], *, as_json: bool, listing: bool) -> bytes:
+    """Rule documentation: Markdown, or JSON (a list when `listing`, else one object)
+    with the formats each rule covers."""
+    if not as_json:
+        return "\n\n".join(r.doc.rstrip() for r in rules).encode() + b"\n"
+    data = [
+        {
+            "code": r.code,
+            "name": r.name,
+            "severity": r.severity.label,
+            "fix": r.fix,
+            "formats": sorted(f.value for f in r.formats),
+            "summary": r.summary,
+            "url": r.url,
+            "doc": r.doc,
+        }
+        for r in rules
+    ]
+    return orjson.dumps(data if listing else data[0], option=orjson.OPT_INDENT_2) + b"\n"
