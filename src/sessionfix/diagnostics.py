@@ -192,6 +192,11 @@ class RewriteRecord(RecordEdit):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MoveCut(RewriteRecord):
+    """Move a compaction's cut: the entry it keeps from changes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InsertRecord(RecordEdit):
     """Insert a new record after `record`; the entry that followed moves below it."""
 

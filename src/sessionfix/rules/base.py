@@ -19,6 +19,7 @@ from sessionfix.diagnostics import (
     Edit,
     Fix,
     InsertRecord,
+    MoveCut,
     RewriteRecord,
     Severity,
     excerpt_of,
@@ -249,6 +250,11 @@ class RuleContext:
             return _display(jsonutil.stringify_bytes(transform(value)))
 
         return RewriteRecord(self.view.rows[index], produce, record=index, transform=transform)
+
+    def move_cut(self, index: int, entry_id: str | None, position: int | None) -> MoveCut:
+        """Make compaction `index` keep from `entry_id` (or, positionally, `position`)."""
+        rewrite = self.rewrite_record(index, self.editor.set_first_kept(entry_id, position))
+        return MoveCut(rewrite.row, rewrite.produce, record=index, transform=rewrite.transform)
 
     def drop(self, index: int, survivor: int | None = None) -> DropRecord:
         """Drop a record; a copy names the `survivor` its references move to (§8)."""

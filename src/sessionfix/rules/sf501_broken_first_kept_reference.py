@@ -70,7 +70,7 @@ def _check_by_id(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
             "the kept range starts with a result whose call was summarised away",
             fix=safe(
                 f"move the cut forward to {new_id} (line {view.rows[cut]})",
-                ctx.rewrite_record(index, ctx.editor.set_first_kept(new_id, None)),
+                ctx.move_cut(index, new_id, None),
             ),
         )
 
@@ -132,7 +132,7 @@ def _check_by_position(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
             "summarised away",
             fix=safe(
                 f"move the cut forward to position {cut} (line {view.rows[cut]})",
-                ctx.rewrite_record(index, ctx.editor.set_first_kept(None, cut)),
+                ctx.move_cut(index, None, cut),
             ),
         )
 
