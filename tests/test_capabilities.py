@@ -62,3 +62,34 @@ def test_a_prefix_or_all_selects_silently(
     assert main(["check", str(claude)]) == 0
     assert "warning" not in capsys.readouterr().err
     assert check_file(claude, Settings(select=("SF301",))) == []
+
+
+def test_a_positional_pi_session_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = tmp_path / "v1.jsonl"
+    session.write_bytes(
+        b'{"type":"session","id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+        b'{"type":"message","timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":"hi"}}\n'
+    )
+    main(["check", "--select", "SF103", str(session)])
+    assert capsys.readouterr().err.splitlines() == [
+        "sessionfix: warning: SF103 (dangling-parent) does not apply to positional (v1) pi "
+        "sessions: needs an id-linked tree"
+    ]
+
+
+def test_repair_and_its_preview_warn_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    claude = tmp_path / "claude.jsonl"
+    claude.write_bytes(CLAUDE)
+    warning = (
+        "sessionfix: warning: SF301 (stale-file-read) does not apply to claude sessions: "
+        "needs tool calls and file actions"
+    )
+    main(["repair", "-q", "--select", "SF301", "-o", str(tmp_path / "out.jsonl"), str(claude)])
+    assert capsys.readouterr().err.splitlines() == [warning]
+    main(["repair", "-q", "--diff", "--select", "SF301", str(claude)])
+    assert capsys.readouterr().err.splitlines() == [warning]

@@ -29,12 +29,16 @@ class Inapplicable:
     rule: Rule
     format: Format
     missing: tuple[Capability, ...]
+    positional: bool = False
+    """The format provides what is missing, but only in its id-linked (tree) sessions."""
 
     def __str__(self) -> str:
         rule = self.rule
+        sessions = f"{self.format.value} sessions"
+        if self.positional:
+            sessions = f"positional (v1) {sessions}"
         return (
-            f"{rule.code} ({rule.name}) does not apply to {self.format.value} sessions: "
-            f"needs {listed(self.missing)}"
+            f"{rule.code} ({rule.name}) does not apply to {sessions}: needs {listed(self.missing)}"
         )
 
 
@@ -61,7 +65,8 @@ def inapplicable(settings: Settings, view: SessionView) -> tuple[Inapplicable, .
         if rule.code in named:
             lacking = rule.missing_for(fmt, tree=view.tree)
             if lacking:
-                found.append(Inapplicable(rule, fmt, tuple(lacking)))
+                positional = not view.tree and not rule.missing_for(fmt, tree=True)
+                found.append(Inapplicable(rule, fmt, tuple(lacking), positional))
     return tuple(found)
 
 
