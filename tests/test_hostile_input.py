@@ -27,7 +27,7 @@ import orjson
 import pytest
 
 from sessionfix import Settings
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.diagnostics import Applicability, Diagnostic, DropLine, Fix, Severity
 from sessionfix.render import escape
 
 from .conftest import FIXTURES
@@ -1651,7 +1651,7 @@ def test_the_lost_entry_check_can_fail() -> None:
     assert [entry.split(":")[0] for entry in lost] == ["line 3", "line 4", "line 4"]
 
     def deleting(row: int, entry_id: str) -> Diagnostic:
-        fix = Fix(Applicability.SAFE, "drop", (Edit(EditOp.DELETE, row),))
+        fix = Fix(Applicability.SAFE, "drop", (DropLine(row),))
         return Diagnostic("SF201", "x", Severity.WARNING, "m", "f", row, entry_id=entry_id, fix=fix)
 
     applied = [deleting(3, "a0000002"), deleting(1, "a0000003"), deleting(1, "a0000004")]

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from sessionfix import Settings
-from sessionfix.diagnostics import Applicability, EditOp
+from sessionfix.diagnostics import Applicability, RewriteRecord
 from sessionfix.jsonutil import loads
 from sessionfix.reader import LineIssue
 from sessionfix.repair import plan_repair, repair_to
@@ -196,8 +196,7 @@ def _record_plan(item: Repaired, planned: Any, unsafe: bool) -> None:
     for diagnostic in planned.applied:
         assert diagnostic.fix is not None
         for edit in diagnostic.fix.edits:
-            if edit.op is EditOp.REPLACE and edit.transform is not None:
-                assert edit.record is not None
+            if isinstance(edit, RewriteRecord):
                 before = loads(planned.source.read(*view.span(edit.record)))
                 changed.append((before, edit.transform(loads(json.dumps(before)))))
     item.changed[unsafe] = changed

@@ -1,6 +1,9 @@
 """sessionfix: find and repair corruption in persisted agent-session JSONL files.
 
-The library API is independent of the command line::
+The library API is independent of the command line: scanning (`check_file`,
+`check_paths`), planning (`plan_repair`, `preview_repair`), repairing (`repair_to`,
+`repair_to_stream`, `repair_in_place`, `repair_paths`) and restoring (`restore`,
+`list_backups`)::
 
     from sessionfix import check_file
     for diagnostic in check_file("session.jsonl"):
@@ -9,19 +12,58 @@ The library API is independent of the command line::
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
 from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
-from sessionfix.engine import FileReport, check_file, check_paths
+from sessionfix.engine import CheckRun, FileReport, check_file, check_paths, check_run, select_files
 from sessionfix.errors import InputError, SessionfixError, UsageError
 from sessionfix.formats import Format
 from sessionfix.rules import RULES, Rule, get_rule
 from sessionfix.scanner import read_session
 from sessionfix.settings import Settings
 
+if TYPE_CHECKING:
+    from sessionfix.backups import list_backups, restore
+    from sessionfix.repair import (
+        RepairResult,
+        RepairRun,
+        plan_repair,
+        preview_repair,
+        repair_in_place,
+        repair_paths,
+        repair_to,
+        repair_to_stream,
+    )
+
+_LAZY = {
+    "RepairResult": "repair",
+    "RepairRun": "repair",
+    "plan_repair": "repair",
+    "preview_repair": "repair",
+    "repair_in_place": "repair",
+    "repair_paths": "repair",
+    "repair_to": "repair",
+    "repair_to_stream": "repair",
+    "list_backups": "backups",
+    "restore": "backups",
+}
+"""Repairing and restoring load only when first used: a check need not pay for them."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sessionfix' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"sessionfix.{module}"), name)
+
+
 __all__ = [
     "RULES",
     "Applicability",
+    "CheckRun",
     "Diagnostic",
     "Edit",
     "EditOp",
@@ -29,6 +71,8 @@ __all__ = [
     "Fix",
     "Format",
     "InputError",
+    "RepairResult",
+    "RepairRun",
     "Rule",
     "SessionfixError",
     "Settings",
@@ -37,6 +81,16 @@ __all__ = [
     "__version__",
     "check_file",
     "check_paths",
+    "check_run",
     "get_rule",
+    "list_backups",
+    "plan_repair",
+    "preview_repair",
     "read_session",
+    "repair_in_place",
+    "repair_paths",
+    "repair_to",
+    "repair_to_stream",
+    "restore",
+    "select_files",
 ]

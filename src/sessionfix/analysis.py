@@ -12,6 +12,7 @@ from typing import Final
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
+from sessionfix.formats.pi import HEADER_START
 from sessionfix.reader import LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
 from sessionfix.tracking import UserEvent
@@ -106,8 +107,11 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
 
 
 def survivor_of(ctx: RuleContext, entry_id: str) -> str:
-    """The id a reference to `entry_id` resolves to once SF201 clones are dropped."""
-    if "SF201" not in ctx.enabled:
+    """The id a reference to `entry_id` resolves to once SF201 clones are dropped (when
+    the rule that drops them runs)."""
+    from sessionfix.rules.sf201_overflow_clone_message import RULE as DROPS_CLONES
+
+    if DROPS_CLONES.code not in ctx.enabled:
         return entry_id
     index = ctx.view.resolve(entry_id)
     if index is None:
@@ -199,7 +203,7 @@ def damaged_header_row(ctx: RuleContext) -> int | None:
         if finding.issue in (LineIssue.UNPARSABLE, LineIssue.TORN) and finding.span:
             start, end = finding.span
             head = ctx.source.read(finding.offset + start, min(end - start, 64))
-            if head.lstrip().startswith(b'{"type":"session"'):
+            if head.lstrip().startswith(HEADER_START):
                 return finding.row
             return None
     return None

@@ -11,7 +11,6 @@ import enum
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -23,21 +22,21 @@ import orjson
 import typer
 
 from sessionfix import render
-from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
-from sessionfix.discovery import discover, is_directory
-from sessionfix.engine import FileReport, check_file, check_paths
-from sessionfix.errors import InputError, OutputError, SessionfixError, UsageError, described
+from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
+from sessionfix.discovery import is_directory
+from sessionfix.engine import check_run, select_files
+from sessionfix.errors import OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
-from sessionfix.render import OutputFormat, escape
+from sessionfix.render import OutputFormat
 from sessionfix.rules import RULES, get_rule
 from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings
+from sessionfix.summary import EXIT_ERROR, EXIT_OK
 from sessionfix.units import human_bytes
 from sessionfix.writing import cannot_write, open_for_writing, same_file
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sessionfix.repair import RepairResult
 
 app = typer.Typer(
     name="sessionfix",
@@ -49,7 +48,6 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 MAX_DIFF_CONTEXT = 1 << 30
 """More context than any file has lines: the whole file is one hunk."""
 
@@ -414,75 +412,34 @@ def _discard_stdout() -> None:
 def _print_report(
     diagnostics: list[Diagnostic], presentation: Presentation, settings: Settings, unreadable: int
 ) -> None:
-    fmt = presentation.output_format
     with _output(presentation) as out:
-        if presentation.statistics:
-            rows = render.statistics(diagnostics)
-            if fmt.is_human:
-                render.write_statistics_text(rows, out)
-            else:
-                out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
-            return
-        if fmt is OutputFormat.JSON:
-            render.write_json(diagnostics, out)
-        elif fmt is OutputFormat.JSON_LINES:
-            render.write_json_lines(diagnostics, out)
-        elif fmt is OutputFormat.GITHUB:
-            render.write_github(diagnostics, out)
-        elif fmt is OutputFormat.SARIF:
-            render.write_sarif(diagnostics, out)
-        else:
-            _write_human(diagnostics, presentation, settings, out, unreadable)
-
-
-def _write_human(
-    diagnostics: list[Diagnostic],
-    presentation: Presentation,
-    settings: Settings,
-    out: IO[bytes],
-    unreadable: int,
-) -> None:
-    import io
-
-    text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=False)
-    try:
-        render.render_human(
+        render.write_report(
             diagnostics,
-            text,
-            color=_wants_color(text, presentation),
-            concise=presentation.output_format is OutputFormat.CONCISE,
+            out,
+            presentation.output_format,
+            as_statistics=presentation.statistics,
+            color=presentation.output_format.is_human and _wants_color(out, presentation),
             unsafe_fixes=settings.unsafe_fixes,
+            quiet=presentation.quiet,
+            unreadable=unreadable,
+            fixed=presentation.fixed,
         )
-        if not presentation.quiet:
-            footer = render.footer(
-                diagnostics, settings.unsafe_fixes, unreadable, fixed=presentation.fixed
-            )
-            text.write(footer + "\n")
-        text.flush()
-    finally:
-        text.detach()
 
 
-def _wants_color(stream: IO[str], presentation: Presentation) -> bool:
+def _wants_color(stream: IO[bytes], presentation: Presentation) -> bool:
     """Colour only on a terminal that supports it, and never under NO_COLOR (rich decides)."""
     if presentation.output_file is not None or not stream.isatty():
         return False
+    import io
+
     from rich.console import Console
 
-    console = Console(file=stream)
-    return console.is_terminal and not console.no_color and console.color_system is not None
-
-
-def _exit_code(
-    diagnostics: list[Diagnostic], errors: bool, settings: Settings, exit_zero: bool
-) -> int:
-    if errors:
-        return EXIT_ERROR
-    if exit_zero:
-        return EXIT_OK
-    if any(d.severity >= settings.fail_on for d in diagnostics):
-        return EXIT_PROBLEMS
-    return EXIT_OK
+    text = io.TextIOWrapper(stream, encoding="utf-8")
+    try:
+        console = Console(file=text)
+        return console.is_terminal and not console.no_color and console.color_system is not None
+    finally:
+        text.detach()
 
 
 def _guard(action: Callable[[], int]) -> int:
@@ -505,50 +462,18 @@ def _guard(action: Callable[[], int]) -> int:
 def _run_check(
     paths: Sequence[Path], settings: Settings, presentation: Presentation, *, walk: bool
 ) -> int:
-    started = time.perf_counter()
-    errors: list[str] = []
-    skipped = 0
-    if walk:
-        found = discover(paths)
-        files = found.files
-        skipped = len(found.skipped)
-        errors.extend(f"{path}: {reason}" for path, reason in found.unreadable)
-    else:
-        files = []
-        for path in paths:
-            if is_directory(path):
-                errors.append(f"{path}: is a directory (use `sessionfix scan` for directories)")
-            else:
-                files.append(path)
-    presentation = _with_report(presentation, files)
-    total = 0
-    for path in files:
-        with suppress(OSError):
-            total += path.stat().st_size
-    diagnostics: list[Diagnostic] = []
-    reports: list[FileReport] = []
-    with _progress(_progress_enabled(presentation) and walk, total) as advance:
-        for report in check_paths(files, settings, progress=advance):
-            reports.append(report)
-            if report.error is not None:
-                errors.append(report.error)
-            diagnostics.extend(report.diagnostics)
-    if len(reports) > 1:
-        diagnostics.sort(key=SORT_KEY)  # each file's own are in order already
-    _write_report(diagnostics, presentation, settings, len(errors))
-    for message in errors:
+    selection = select_files(paths, walk=walk)
+    presentation = _with_report(presentation, selection.files)
+    with _progress(_progress_enabled(presentation) and walk, selection.size) as advance:
+        run = check_run(selection, settings, progress=advance)
+    _write_report(run.diagnostics, presentation, settings, len(run.errors))
+    for line in run.notices:
+        _warning(line)
+    for message in run.errors:
         _error(message)
     if not presentation.quiet and walk:
-        elapsed = time.perf_counter() - started
-        scanned = sum(1 for r in reports if r.error is None)
-        note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(total)}) in "
-        note += f"{elapsed:.2f}s"
-        if skipped:
-            note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
-        if not files and not errors:
-            note = "No session files found"
-        _note(note)
-    return _exit_code(diagnostics, bool(errors), settings, presentation.exit_zero)
+        _note(run.note())
+    return run.exit_code(settings, presentation.exit_zero)
 
 
 # ---- commands ----------------------------------------------------------------------------
@@ -807,35 +732,27 @@ def _run_diff(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
     from sessionfix.diffreport import write_diff
-    from sessionfix.repair import RepairPreview, preview_repair
+    from sessionfix.repair import PreviewRun, RepairPreview
 
-    errors: list[str] = []
     would_fix: list[Diagnostic] = []
-    changed = 0
     out = _stdout()
     as_data = not presentation.output_format.is_human
     exact = not out.isatty()
+    run = PreviewRun(files, settings)
     previews: list[RepairPreview] = []
     """Kept until the plan is printed: its edits read the repaired bytes."""
     try:
-        for path in files:
-            try:
-                preview = preview_repair(path, settings)
-            except SessionfixError as exc:
-                errors.append(str(exc))
-                continue
+        for preview in run:
             previews.append(preview)
-            if preview.changes_anything:
-                changed += 1
             if as_data:
-                would_fix.extend(preview.planned(str(path)))
+                would_fix.extend(preview.planned(str(preview.path)))
                 continue
             would_fix.extend(preview.result.applied)
             with _writing("to standard output"):
                 write_diff(
                     preview,
                     out,
-                    str(path),
+                    str(preview.path),
                     context=target.diff_context,
                     full_lines=target.diff_full_lines,
                     exact=exact,
@@ -846,130 +763,53 @@ def _run_diff(
                 sorted(would_fix, key=SORT_KEY),
                 dataclasses_replace(presentation, to_stderr=False),
                 settings,
-                len(errors),
+                len(run.errors),
             )
         with _writing("to standard output"):
             out.flush()
     finally:
         for preview in previews:
             preview.close()
-    for message in errors:
+    for line in run.notices:
+        _warning(line)
+    for message in run.errors:
         _error(message)
-    if not presentation.quiet:
-        count = len(would_fix)
-        noun = "problem" if count == 1 else "problems"
-        files_noun = "file" if changed == 1 else "files"
-        if changed:
-            _note(f"Would fix {count} {noun} in {changed} {files_noun}.")
-        elif not errors:
-            _note("No fixes.")
-    if errors:
-        return EXIT_ERROR
-    return EXIT_PROBLEMS if changed and not presentation.exit_zero else EXIT_OK
+    note = run.note(len(would_fix))
+    if not presentation.quiet and note is not None:
+        _note(note)
+    return run.exit_code(presentation.exit_zero)
 
 
 def _run_repair(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
-    from sessionfix import repair as repairing
+    from sessionfix.repair import repair_paths
 
-    errors: list[str] = []
-    results: list[repairing.RepairResult] = []
-    unrepaired: list[Diagnostic] = []
-    """The problems of files whose repair was refused, as a check of them finds them."""
-    for path in files:
-        try:
-            if target.in_place:
-                result = repairing.repair_in_place(
-                    path,
-                    settings,
-                    backup=target.backup,
-                    force=target.force,
-                    follow_symlinks=target.follow_symlinks,
-                    break_stale_lock=target.break_stale_lock,
-                )
-            elif target.output == "-":
-                result = repairing.repair_to_stream(path, _stdout(), settings)
-            else:
-                assert target.output is not None
-                result = repairing.repair_to(
-                    path, Path(target.output), settings, replace=target.force
-                )
-        except SessionfixError as exc:
-            errors.append(str(exc))
-            if not isinstance(exc, InputError):
-                unrepaired.extend(_findings_of(path, settings))
-            continue
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            errors.append(f"{path}: {described(exc)}; nothing written")
-            unrepaired.extend(_findings_of(path, settings))
-            continue
-        results.append(result)
-    remaining = sorted([*(d for r in results for d in r.remaining), *unrepaired], key=SORT_KEY)
-    fixed = sum(len(r.applied) for r in results)
-    _write_report(remaining, dataclasses_replace(presentation, fixed=fixed), settings, len(errors))
-    for message in errors:
+    run = repair_paths(
+        files,
+        settings,
+        in_place=target.in_place,
+        output=Path(target.output) if target.output not in (None, "-") else None,
+        stream=_stdout() if target.output == "-" else None,
+        backup=target.backup,
+        force=target.force,
+        follow_symlinks=target.follow_symlinks,
+        break_stale_lock=target.break_stale_lock,
+    )
+    fixed = dataclasses_replace(presentation, fixed=run.fixed)
+    _write_report(run.remaining, fixed, settings, len(run.errors))
+    for line in run.notices:
+        _warning(line)
+    for message in run.errors:
         _error(message)
-    if not presentation.quiet and results:
-        _note(_repair_summary(results, target))
-    for result in results:
-        if result.unsettled is not None:
-            _warning(f"{result.filename}: repaired, but {result.unsettled}")
-    if errors:
-        return EXIT_ERROR
-    if presentation.exit_zero:
-        return EXIT_OK
-    if target.exit_non_zero_on_fix and any(r.changed for r in results):
-        return EXIT_PROBLEMS
-    return _exit_code(remaining, False, settings, presentation.exit_zero)
-
-
-def _findings_of(path: Path, settings: Settings) -> list[Diagnostic]:
-    """What a check of a file whose repair was refused finds in it: a refusal must not
-    read as "no problems"."""
-    try:
-        return check_file(path, settings)
-    except SessionfixError:
-        return []
-
-
-def _repair_summary(results: Sequence[RepairResult], target: RepairTarget) -> str:
-    """One line on stderr: what changed, what was saved."""
-    changed = [r for r in results if r.changed]
-    if not changed:
-        return "Nothing to repair."
-    files = "file" if len(changed) == 1 else "files"
-    verb = "Repaired" if target.in_place else "Wrote the repair of"
-    parts = []
-    dropped = sum(r.dropped_entries for r in changed)
-    pruned = sum(r.reads_pruned for r in changed)
-    split = sum(r.lines_split for r in changed)
-    inserted = sum(r.inserted_records for r in changed)
-    if dropped:
-        parts.append(f"{dropped} entr{'y' if dropped == 1 else 'ies'} dropped")
-    if pruned:
-        parts.append(f"{pruned} stale read{'s' if pruned != 1 else ''} pruned")
-    if split:
-        parts.append(f"{split} glued line{'s' if split != 1 else ''} split")
-    if inserted:
-        parts.append(f"{inserted} record{'s' if inserted != 1 else ''} inserted")
-    saved = sum(r.bytes_saved for r in changed)
-    tokens = sum(r.tokens_saved for r in changed)
-    note = f"{verb} {len(changed)} {files}"
-    if parts:
-        note += ": " + ", ".join(parts)
-    if saved > 0:
-        note += f"; {human_bytes(saved)} saved (~{tokens:,} tokens)"
-    elif saved < 0:
-        note += f"; {human_bytes(-saved)} added"
-    backups = [r.backup for r in changed if r.backup is not None]
-    if len(backups) == 1:
-        note += f"; backup: {backups[0]}"
-    elif backups:
-        note += f"; {len(backups)} backups beside the files"
-    return note + "."
+    note = run.note(in_place=target.in_place)
+    if not presentation.quiet and note is not None:
+        _note(note)
+    for line in run.unsettled:
+        _warning(line)
+    return run.exit_code(
+        settings, exit_zero=presentation.exit_zero, exit_on_fix=target.exit_non_zero_on_fix
+    )
 
 
 def _note(message: str) -> None:
@@ -1117,23 +957,7 @@ def _rule_command(code: str | None, show_all: bool, output_format: RuleOutput) -
     else:
         chosen = list(RULES)
     out = _stdout()
-    if output_format is RuleOutput.JSON:
-        data = [
-            {
-                "code": r.code,
-                "name": r.name,
-                "severity": r.severity.label,
-                "fix": r.fix,
-                "formats": sorted(f.value for f in r.formats),
-                "summary": r.summary,
-                "url": r.url,
-                "doc": r.doc,
-            }
-            for r in chosen
-        ]
-        text = orjson.dumps(data if show_all else data[0], option=orjson.OPT_INDENT_2) + b"\n"
-    else:
-        text = "\n\n".join(r.doc.rstrip() for r in chosen).encode() + b"\n"
+    text = render.rules_text(chosen, as_json=output_format is RuleOutput.JSON, listing=show_all)
     with _writing("to standard output"):
         out.write(text)
         out.flush()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final
+
+from sessionfix.reader import LineIssue
 
 
 class Severity(enum.IntEnum):
@@ -38,7 +41,35 @@ class Applicability(enum.Enum):
     UNSAFE = "unsafe"
 
 
+EXCERPT_CHARS: Final = 160
+"""Characters of a record a report shows under its diagnostic."""
+EXCERPT_BYTES: Final = EXCERPT_CHARS * 4
+"""Bytes read for an excerpt: enough for `EXCERPT_CHARS` of any UTF-8 text."""
+_UNSAFE_CHARS: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def escape(text: str) -> str:
+    """Make untrusted text safe for a terminal and for line-based readers: control
+    characters (tab and newline too) and bidi overrides become escapes."""
+    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def excerpt_of(data: bytes, cut: bool) -> str:
+    """The start of a record as a report shows it: on one line, bounded and escaped.
+    `data` is its first bytes; `cut`: the record goes on past them."""
+    text = data.decode("utf-8", "replace").replace("\t", " ").replace("\n", " ").replace("\r", " ")
+    if len(text) > EXCERPT_CHARS or cut:
+        text = text[:EXCERPT_CHARS] + "…"
+    return escape(text)
+
+
+STRUCTURAL_ISSUES: Final = frozenset({LineIssue.GLUED, LineIssue.NUL, LineIssue.BOM})
+"""Line damage that must be fixed before the records on the line can be emitted apart."""
+
+
 class EditOp(enum.Enum):
+    """Where an edit's text goes, as `fix.edits` reports it."""
+
     DELETE = "delete"
     REPLACE = "replace"
     INSERT_AFTER = "insert_after"
@@ -52,34 +83,158 @@ Transform = Callable[[Any], Any]
 class Edit:
     """One change to a physical input line, as reported in `fix.edits`.
 
-    The replacement text of large records is produced on demand (`content`), so
-    a scan never holds the new text of every changed record at once. Record-level
-    edits also carry the decision `repair` resolves (rules.md §1 step 4): the record
-    they concern, the survivor of a dropped copy, a content transform, or the record
-    an insertion builds.
+    Each kind of change is a subclass that says what it does; `repair` decides by the
+    kind and the facts it carries. The replacement text of large records is produced
+    on demand (`content`), so a scan never holds the new text of every changed record.
     """
 
-    op: EditOp
     row: int
     produce: Callable[[], str] | None = field(default=None, repr=False, compare=False)
-    record: int | None = field(default=None, compare=False)
-    """View index of the record a record-level edit concerns (the anchor of an insert)."""
-    survivor: int | None = field(default=None, compare=False)
-    """For a dropped copy: the record it duplicates."""
-    transform: Transform | None = field(default=None, repr=False, compare=False)
-    build: Callable[[], dict[str, Any]] | None = field(default=None, repr=False, compare=False)
-    """For an insertion: the new record, before its references are resolved."""
-    new_id: str | None = field(default=None, compare=False)
-    """For an insertion into an id-linked session: the id the new record gets."""
-    raw: Callable[[], bytes] | None = field(default=None, repr=False, compare=False)
-    """The line's exact bytes, when `content` is known to be only their text."""
-    end: str | None = field(default=None, compare=False)
-    """The terminator written after the line ("\n", "\r\n", "" for an unterminated last
-    line), where it is known."""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.REPLACE
 
     @property
     def content(self) -> str | None:
         return None if self.produce is None else self.produce()
+
+
+# ---- line edits: the plan derives their bytes from the line report -----------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineEdit(Edit):
+    """A change to a damaged physical line; `repairs` names the damage it removes."""
+
+    repairs: LineIssue | None = None
+
+    @property
+    def structural(self) -> bool:
+        """Whether the records on the line can be emitted apart only once this is fixed."""
+        return self.repairs in STRUCTURAL_ISSUES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SplitLine(LineEdit):
+    """Split a line holding several records into one line per record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StripBytes(LineEdit):
+    """Remove bytes around a record (NUL runs, a byte-order mark), keeping the record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrimDamage(LineEdit):
+    """Keep the complete records of a line and drop its damaged bytes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DropLine(LineEdit):
+    """Drop a whole line that holds no record."""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.DELETE
+
+
+@dataclass(frozen=True, slots=True)
+class NormaliseTerminator(Edit):
+    """End a line with LF instead of CRLF; one decision for every such line of a file."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddFinalNewline(Edit):
+    """Terminate the file's unterminated last line."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RebuildHeader(Edit):
+    """Write a new session header over a damaged one, or before the first line."""
+
+    replaces: bool
+    """Whether it takes the place of line `row` (else it goes before line `row + 1`)."""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.REPLACE if self.replaces else EditOp.INSERT_AFTER
+
+
+# ---- record edits: decisions the plan resolves with every reference (rules.md §8) ----
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordEdit(Edit):
+    """A decision about one record of the view."""
+
+    record: int
+    """View index of the record concerned (the anchor of an insertion)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DropRecord(RecordEdit):
+    """Drop a record; references to it move to its survivor, else on up the tree."""
+
+    survivor: int | None = None
+    """For a dropped copy: the record it duplicates."""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.DELETE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RewriteRecord(RecordEdit):
+    """Change a record's content; it is re-serialised the way its writer does."""
+
+    transform: Transform = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoveCut(RewriteRecord):
+    """Move a compaction's cut: the entry it keeps from changes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InsertRecord(RecordEdit):
+    """Insert a new record after `record`; the entry that followed moves below it."""
+
+    build: Callable[[], dict[str, Any]] = field(repr=False, compare=False)
+    """The new record, before its references are resolved."""
+    new_id: str | None = field(default=None, compare=False)
+    """For an id-linked session: the id the new record gets."""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.INSERT_AFTER
+
+
+# ---- what a preview lists: lines of the written result -----------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WrittenLine(Edit):
+    """A line of the repaired file at input line `row`, with its exact bytes."""
+
+    placement: EditOp
+    raw: Callable[[], bytes] = field(repr=False, compare=False)
+    end: str = field(compare=False)
+    """The terminator written after the line ("\n", "\r\n", "" for an unterminated last
+    line)."""
+
+    @property
+    def op(self) -> EditOp:
+        return self.placement
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedLine(Edit):
+    """An input line the repaired file no longer holds."""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.DELETE
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +262,9 @@ class Diagnostic:
     """Byte offset and length of the record in the file, for excerpts."""
     source: Path | None = field(default=None, compare=False, repr=False)
     """The file the span refers to."""
+    excerpt: str | None = field(default=None, compare=False, repr=False)
+    """The start of the record, escaped and bounded, read when the finding was made:
+    a report shows it without opening the session again."""
 
     @property
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -126,6 +284,7 @@ class Diagnostic:
             format=self.format,
             span=self.span,
             source=self.source,
+            excerpt=self.excerpt,
         )
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, BinaryIO, Final
 
-from sessionfix.render import escape
+from sessionfix.diagnostics import escape
 from sessionfix.repair import RepairPreview
 from sessionfix.rowmap import PREFIX_ROW
 

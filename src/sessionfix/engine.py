@@ -2,18 +2,44 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessionfix import summary
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
+from sessionfix.discovery import discover, is_directory
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format
+from sessionfix.formats import Format, capabilities
+from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.reader import RecordSource
 from sessionfix.rules import RULES
-from sessionfix.rules.base import RuleContext
+from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
+from sessionfix.view import SessionView
+
+
+@dataclass(frozen=True, slots=True)
+class Inapplicable:
+    """A rule selected by its code that a file's format cannot run: it lacks `missing`."""
+
+    rule: Rule
+    format: Format
+    missing: tuple[Capability, ...]
+    positional: bool = False
+    """The format provides what is missing, but only in its id-linked (tree) sessions."""
+
+    def __str__(self) -> str:
+        rule = self.rule
+        sessions = f"{self.format.value} sessions"
+        if self.positional:
+            sessions = f"positional (v1) {sessions}"
+        return (
+            f"{rule.code} ({rule.name}) does not apply to {sessions}: needs {listed(self.missing)}"
+        )
 
 
 @dataclass(slots=True)
@@ -24,15 +50,55 @@ class FileReport:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: str | None = None
     size: int = 0
+    inapplicable: tuple[Inapplicable, ...] = ()
+    """Rules selected by code that this file's format cannot run."""
+
+
+def inapplicable(settings: Settings, view: SessionView) -> tuple[Inapplicable, ...]:
+    """The rules `settings` names by code that a file read into `view` cannot run."""
+    named = settings.named(rule.code for rule in RULES)
+    if not named:
+        return ()
+    fmt = Format(view.format)
+    found = []
+    for rule in RULES:
+        if rule.code in named:
+            lacking = rule.missing_for(fmt, tree=view.tree)
+            if lacking:
+                positional = not view.tree and not rule.missing_for(fmt, tree=True)
+                found.append(Inapplicable(rule, fmt, tuple(lacking), positional))
+    return tuple(found)
+
+
+class Notices:
+    """Collects what a run says once: each inapplicable rule on the first file it met."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self.lines: list[str] = []
+
+    def add(self, found: Iterable[Inapplicable]) -> list[Inapplicable]:
+        """Record `found`; return those not reported earlier in the run."""
+        new = [item for item in found if item.rule.code not in self._seen]
+        self._seen.update(item.rule.code for item in new)
+        self.lines.extend(str(item) for item in new)
+        return new
 
 
 def run_rules(
-    scanned: ScannedFile, settings: Settings, filename: str, origin: Path | None = None
+    scanned: ScannedFile,
+    settings: Settings,
+    filename: str,
+    origin: Path | None = None,
+    *,
+    excerpts: bool = True,
 ) -> list[Diagnostic]:
     """Every enabled rule's diagnostics for a read file, in report order. `origin` is
-    the session's own path when the bytes were read from elsewhere."""
+    the session's own path when the bytes were read from elsewhere; `excerpts`: the
+    diagnostics carry the start of their record."""
     fmt = Format(scanned.view.format)
     enabled = settings.enabled(rule.code for rule in RULES)
+    provided = capabilities.provided(fmt, tree=scanned.view.tree)
     context = RuleContext(
         view=scanned.view,
         lines=scanned.lines,
@@ -44,12 +110,11 @@ def run_rules(
         editor=scanned.editor,
         tracking=scanned.tracking,
         origin=origin,
+        excerpts=excerpts,
     )
     diagnostics: list[Diagnostic] = []
     for rule in RULES:
-        if rule.code not in enabled or fmt not in rule.formats:
-            continue
-        if rule.tree_only and not scanned.view.tree:
+        if rule.code not in enabled or not rule.runs_on(provided):
             continue
         diagnostics.extend(rule.check(context))
     adjusted = [_adjust_fix(d, settings, fmt) for d in diagnostics]
@@ -103,5 +168,93 @@ def check_paths(
             yield FileReport(path, display(path), "unknown", error=str(exc))
             continue
         yield FileReport(
-            path, display(path), scanned.view.format, diagnostics, size=scanned.info.size
+            path,
+            display(path),
+            scanned.view.format,
+            diagnostics,
+            size=scanned.info.size,
+            inapplicable=inapplicable(settings, scanned.view),
         )
+
+
+@dataclass(slots=True)
+class Selection:
+    """The files a run reads, and what was refused before reading any."""
+
+    files: list[Path]
+    errors: list[str] = field(default_factory=list)
+    skipped: int = 0
+    """Sibling artefacts a walk left out (locks, trajectories, resets)."""
+    size: int = 0
+    """Total bytes of `files`."""
+    started: float = field(default_factory=time.perf_counter)
+
+
+def select_files(paths: Iterable[Path], *, walk: bool) -> Selection:
+    """The session files under `paths` (`walk`: folders are searched), or the files as
+    given, a folder among them being an error."""
+    selection = Selection([])
+    if walk:
+        found = discover(paths)
+        selection.files = found.files
+        selection.skipped = len(found.skipped)
+        selection.errors.extend(f"{path}: {reason}" for path, reason in found.unreadable)
+    else:
+        for path in paths:
+            if is_directory(path):
+                selection.errors.append(
+                    f"{path}: is a directory (use `sessionfix scan` for directories)"
+                )
+            else:
+                selection.files.append(path)
+    for path in selection.files:
+        with suppress(OSError):
+            selection.size += path.stat().st_size
+    return selection
+
+
+@dataclass(slots=True)
+class CheckRun:
+    """What checking a selection of files found."""
+
+    selection: Selection
+    reports: list[FileReport]
+    diagnostics: list[Diagnostic]
+    """Every file's diagnostics, in report order."""
+    errors: list[str]
+    """Files refused or unreadable, one line each."""
+    notices: list[str]
+    """Warnings to print once: rules selected by code that a file's format cannot run."""
+    elapsed: float
+
+    def exit_code(self, settings: Settings, exit_zero: bool) -> int:
+        return summary.exit_code(self.diagnostics, bool(self.errors), settings, exit_zero)
+
+    def note(self) -> str:
+        """How much was read, how fast; or that there was nothing to read."""
+        selection = self.selection
+        read = sum(1 for r in self.reports if r.error is None)
+        nothing = not selection.files and not self.errors
+        return summary.scan_note(
+            read, selection.size, self.elapsed, selection.skipped, nothing=nothing
+        )
+
+
+def check_run(
+    selection: Selection, settings: Settings, *, progress: ProgressCallback | None = None
+) -> CheckRun:
+    """Check every selected file; an unreadable one becomes an error line, not a failure."""
+    errors = list(selection.errors)
+    diagnostics: list[Diagnostic] = []
+    reports: list[FileReport] = []
+    notices = Notices()
+    for report in check_paths(selection.files, settings, progress=progress):
+        reports.append(report)
+        if report.error is not None:
+            errors.append(report.error)
+        diagnostics.extend(report.diagnostics)
+        notices.add(report.inapplicable)
+    if len(reports) > 1:
+        diagnostics.sort(key=SORT_KEY)  # each file's own are in order already
+    elapsed = time.perf_counter() - selection.started
+    return CheckRun(selection, reports, diagnostics, errors, notices.lines, elapsed)

@@ -16,18 +16,24 @@ from typing import Any, Final
 
 from sessionfix import jsonutil
 from sessionfix.analysis import TreeOrder, order_of
-from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Transform
+from sessionfix.diagnostics import (
+    STRUCTURAL_ISSUES,
+    AddFinalNewline,
+    Diagnostic,
+    DropRecord,
+    InsertRecord,
+    LineEdit,
+    NormaliseTerminator,
+    RebuildHeader,
+    RewriteRecord,
+    Transform,
+)
 from sessionfix.formats import RefRole
 from sessionfix.reader import BOM, LineFinding, LineIssue, RecordSource
 from sessionfix.rowmap import PREFIX_ROW, RowMap
 from sessionfix.scanner import ScannedFile
 from sessionfix.view import MISSING, Flag, Kind
 
-LINE_CODES: Final = frozenset(f"SF00{n}" for n in range(1, 10))
-"""Rules whose fixes rewrite physical lines; the plan derives their bytes from the
-line report rather than from the edits."""
-_STRUCTURAL: Final = {LineIssue.GLUED: "SF001", LineIssue.NUL: "SF004", LineIssue.BOM: "SF005"}
-"""Line issues that must be fixed before the records on the line can be emitted apart."""
 COPY_BYTES: Final = 4 << 20
 NO_SURVIVOR: Final = -1
 
@@ -44,7 +50,7 @@ class RowChange:
     lines: list[bytes]
     terminated: bool = True
     """Whether the last output line gets a terminator (not when the input's last line
-    had none and SF009 is not applied)."""
+    had none and no final newline is added)."""
     causes: frozenset[int] = frozenset()
     """The applied diagnostics (indexes into `RepairPlan.diagnostics`) whose decisions
     change this line, follow-on changes included (a child re-parented past a dropped
@@ -71,15 +77,15 @@ class RepairPlan:
         cause is its diagnostic's index here."""
         self.dropped: dict[int, int] = {}
         """Record index → the survivor it is a copy of, or NO_SURVIVOR."""
-        self.drop_codes: dict[int, str] = {}
         self.drop_causes: dict[int, int] = {}
         self.transforms: dict[int, list[Transform]] = {}
         self.transform_causes: dict[int, set[int]] = {}
-        self.insertions: dict[int, list[Edit]] = {}
+        self.insertions: dict[int, list[InsertRecord]] = {}
         self.insertion_causes: dict[int, list[int]] = {}
-        self.row_codes: dict[int, set[str]] = {}
+        self.row_fixes: dict[int, set[LineIssue | None]] = {}
+        """Damaged line → the damage the applied line edits remove from it."""
         self.row_causes: dict[int, set[int]] = {}
-        self.header: Edit | None = None
+        self.header: RebuildHeader | None = None
         self.header_cause = -1
         self.crlf = False
         self.crlf_cause = -1
@@ -117,38 +123,41 @@ class RepairPlan:
             return
         code = diagnostic.code
         self.codes[code] = self.codes.get(code, 0) + 1
-        if code == "SF006":
-            self.crlf = True
-            self.crlf_cause = cause
-        elif code == "SF009":
-            self.final_newline = True
-            self.final_newline_cause = cause
-        elif code in LINE_CODES:
-            self.row_codes.setdefault(diagnostic.row, set()).add(code)
-            self.row_causes.setdefault(diagnostic.row, set()).add(cause)
-        elif code == "SF101":
-            self.header = fix.edits[0] if fix.edits else None
-            self.header_cause = cause
-        else:
-            for edit in fix.edits:
-                self._take_edit(code, edit, cause)
+        for edit in fix.edits:
+            match edit:
+                case NormaliseTerminator():
+                    self.crlf = True
+                    self.crlf_cause = cause
+                    return
+                case AddFinalNewline():
+                    self.final_newline = True
+                    self.final_newline_cause = cause
+                case LineEdit():
+                    self.row_fixes.setdefault(edit.row, set()).add(edit.repairs)
+                    self.row_causes.setdefault(edit.row, set()).add(cause)
+                case RebuildHeader():
+                    self.header = edit
+                    self.header_cause = cause
+                case DropRecord():
+                    self._take_drop(edit, cause)
+                case InsertRecord():
+                    self.insertions.setdefault(edit.record, []).append(edit)
+                    self.insertion_causes.setdefault(edit.record, []).append(cause)
+                case RewriteRecord():
+                    self.transforms.setdefault(edit.record, []).append(edit.transform)
+                    self.transform_causes.setdefault(edit.record, set()).add(cause)
 
-    def _take_edit(self, code: str, edit: Edit, cause: int) -> None:
+    def _take_drop(self, edit: DropRecord, cause: int) -> None:
         index = edit.record
-        if index is None:
-            return
-        if edit.op is EditOp.DELETE:
-            survivor = NO_SURVIVOR if edit.survivor is None else edit.survivor
-            if self.dropped.get(index, NO_SURVIVOR) == NO_SURVIVOR:
-                self.dropped[index] = survivor
-                self.drop_codes[index] = code
-                self.drop_causes[index] = cause
-        elif edit.op is EditOp.INSERT_AFTER:
-            self.insertions.setdefault(index, []).append(edit)
-            self.insertion_causes.setdefault(index, []).append(cause)
-        elif edit.transform is not None:
-            self.transforms.setdefault(index, []).append(edit.transform)
-            self.transform_causes.setdefault(index, set()).add(cause)
+        survivor = NO_SURVIVOR if edit.survivor is None else edit.survivor
+        if self.dropped.get(index, NO_SURVIVOR) == NO_SURVIVOR:
+            self.dropped[index] = survivor
+            self.drop_causes[index] = cause
+
+    @property
+    def drop_codes(self) -> dict[int, str]:
+        """Record index → the code of the rule whose decision drops it."""
+        return {index: self.diagnostics[cause].code for index, cause in self.drop_causes.items()}
 
     # ---- resolving references (rules.md §8) ----------------------------------------------
 
@@ -194,12 +203,11 @@ class RepairPlan:
                         continue
                     if self._survivor(target) is None and self._climb(target)[0] is None:
                         self.dropped[index] = NO_SURVIVOR
-                        self.drop_codes[index] = self.drop_codes.get(target, "SF108")
                         self.drop_causes[index] = self.drop_causes[target]
                         changed = True
 
     def _same_id_survives(self, index: int) -> bool:
-        """A dropped copy whose survivor has its id (SF104): references need no change."""
+        """A dropped copy whose survivor has its id: references need no change."""
         survivor = self._survivor(index)
         return survivor is not None and self.view.entry_id(survivor) == self.view.entry_id(index)
 
@@ -240,7 +248,7 @@ class RepairPlan:
         return current, view.entry_id(current)
 
     def _preceding_entry(self, index: int, owner: int | None = None) -> int | None:
-        """The nearest earlier surviving entry with an id (SF106 re-linking) that is not
+        """The nearest earlier surviving entry with an id (re-linking past one without) that is not
         `owner` and does not hang below it."""
         view = self.view
         for candidate in range(index - 1, -1, -1):
@@ -316,7 +324,7 @@ class RepairPlan:
         ancestor, _ = self._climb(target)
         if ancestor is not None:
             return view.entry_id(ancestor)
-        return "root" if role is RefRole.FROM else None
+        return self.editor.unlinked(role)
 
     # ---- positions (pi v1) -------------------------------------------------------------
 
@@ -329,8 +337,8 @@ class RepairPlan:
             shifts.append((anchor + 1, len(edits), self.insertion_causes[anchor][-1]))
         if self.header is not None:
             shifts.append((0, 1, self.header_cause))
-        for row, codes in self.row_codes.items():
-            if "SF008" in codes:
+        for row, fixed in self.row_fixes.items():
+            if LineIssue.UNPARSABLE in fixed:
                 for finding in self._findings_on(row):
                     if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
                         cause = min(self.row_causes[row])
@@ -405,7 +413,7 @@ class RepairPlan:
             self.dropped
             or self._rewrites
             or self.insertions
-            or self.row_codes
+            or self.row_fixes
             or self.header
             or self.crlf
             or self.final_newline
@@ -420,7 +428,7 @@ class RepairPlan:
 
     def changed_rows(self) -> list[int]:
         view = self.view
-        rows = set(self.row_codes)
+        rows = set(self.row_fixes)
         rows.update(view.rows[index] for index in self.dropped)
         rows.update(view.rows[index] for index in self._rewrites)
         rows.update(view.rows[index] for index in self.insertions)
@@ -429,14 +437,14 @@ class RepairPlan:
         if self.final_newline and not self.lines.final_newline:
             rows.add(self.lines.line_count)
         header = self.header
-        if header is not None and header.op is EditOp.REPLACE:
+        if header is not None and header.replaces:
             rows.add(header.row)
         return sorted(rows)
 
     def prefix(self) -> bytes:
-        """Bytes written before the first input line (a rebuilt header, SF101)."""
+        """Bytes written before the first input line (a rebuilt header)."""
         header = self.header
-        if header is None or header.op is not EditOp.INSERT_AFTER or header.content is None:
+        if header is None or header.replaces or header.content is None:
             return b""
         return jsonutil.encode_text(header.content) + self.terminator
 
@@ -468,7 +476,7 @@ class RepairPlan:
         ending = 2 if after == b"\r\n" else 1 if after[:1] in (b"\n", b"\r") else 0
         header = self.header
         damaged_tail = False
-        if header is not None and header.op is EditOp.REPLACE and header.row == row:
+        if header is not None and header.replaces and header.row == row:
             lines = [jsonutil.encode_text(header.content or "")]
         elif findings:
             lines, damaged_tail = self._damaged_row(row, findings, records, start, length)
@@ -493,7 +501,7 @@ class RepairPlan:
         """The decisions that change line `row`, once its records were emitted."""
         causes = set(self.row_causes.get(row, ()))
         header = self.header
-        if header is not None and header.op is EditOp.REPLACE and header.row == row:
+        if header is not None and header.replaces and header.row == row:
             causes.add(self.header_cause)
         crlf_rows = self.lines.crlf_rows
         if self.crlf and bisect_left(crlf_rows, row) < bisect_right(crlf_rows, row):
@@ -510,45 +518,44 @@ class RepairPlan:
     ) -> tuple[list[bytes], bool]:
         """The output lines of a line with findings, and whether the last of them is
         damaged bytes kept as they were."""
-        codes = self.row_codes.get(row, set())
+        fixed = self.row_fixes.get(row, set())
         issues = {finding.issue: finding for finding in findings}
         body = self.source.read(start, length)
         if LineIssue.BLANK in issues:
-            return ([], False) if "SF007" in codes else ([body], True)
+            return ([], False) if LineIssue.BLANK in fixed else ([body], True)
         if LineIssue.UNDEFINED in issues:
-            return ([], False) if "SF003" in codes else ([body], True)
+            return ([], False) if LineIssue.UNDEFINED in fixed else ([body], True)
         if not records:
-            lines = self._recordless_row(issues, codes, body)
+            lines = self._recordless_row(issues, fixed, body)
             return lines, bool(lines) and lines[-1] is body
-        if any(issue in issues and code not in codes for issue, code in _STRUCTURAL.items()):
+        if any(issue in issues and issue not in fixed for issue in STRUCTURAL_ISSUES):
             return [body], True
         lines = self._record_lines(records)
         damaged_tail = False
         for finding in findings:
             if finding.issue not in (LineIssue.TORN, LineIssue.UNPARSABLE) or not finding.span:
                 continue
-            code = "SF002" if finding.issue is LineIssue.TORN else "SF008"
-            if code not in codes:
+            if finding.issue not in fixed:
                 lines.append(body[finding.span[0] : finding.span[1]])
                 damaged_tail = True
         return lines, damaged_tail
 
     @staticmethod
     def _recordless_row(
-        issues: dict[LineIssue, LineFinding], codes: set[str], body: bytes
+        issues: dict[LineIssue, LineFinding], fixed: set[LineIssue | None], body: bytes
     ) -> list[bytes]:
         """A line holding no complete record: kept as it is unless its fix applies."""
         torn = issues.get(LineIssue.TORN)
         if torn is not None:
-            return [] if "SF002" in codes else [body]
+            return [] if LineIssue.TORN in fixed else [body]
         unparsable = issues.get(LineIssue.UNPARSABLE)
-        if unparsable is not None and "SF008" in codes:
+        if unparsable is not None and LineIssue.UNPARSABLE in fixed:
             recovered = unparsable.recoverable
             return [body[recovered[0] : recovered[1]]] if recovered else []
         nul = issues.get(LineIssue.NUL)
-        if nul is not None and unparsable is None and "SF004" in codes:
+        if nul is not None and unparsable is None and LineIssue.NUL in fixed:
             return []
-        if LineIssue.BOM in issues and "SF005" in codes and body.startswith(BOM):
+        if LineIssue.BOM in issues and LineIssue.BOM in fixed and body.startswith(BOM):
             return [body[len(BOM) :]]
         return [body]
 
@@ -584,8 +591,7 @@ class RepairPlan:
         self._record_causes[index] = causes
         return jsonutil.stringify_bytes(record)
 
-    def _inserted(self, anchor: int, edit: Edit) -> bytes:
-        assert edit.build is not None
+    def _inserted(self, anchor: int, edit: InsertRecord) -> bytes:
         return jsonutil.stringify_bytes(self._remap_record(edit.build(), anchor)[0])
 
     def _remap_record(

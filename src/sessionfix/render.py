@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import base64
 import enum
-import re
+import io
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any, Final
 
 import orjson
 
 from sessionfix import __version__
-from sessionfix.diagnostics import Applicability, Diagnostic, Severity
-from sessionfix.errors import SessionfixError
-from sessionfix.reader import RecordSource
-from sessionfix.rules import RULES, get_rule
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    Severity,
+    WrittenLine,
+    escape,
+)
+from sessionfix.rules import RULES, Rule, get_rule
 
-EXCERPT_CHARS = 160
 INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
 
 
@@ -39,34 +41,6 @@ class OutputFormat(enum.Enum):
     @property
     def is_human(self) -> bool:
         return self in (OutputFormat.FULL, OutputFormat.CONCISE)
-
-
-_UNSAFE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def escape(text: str) -> str:
-    """Make untrusted text safe for a terminal and for line-based readers: control
-    characters (tab and newline too) and bidi overrides become escapes."""
-    return _UNSAFE_CHARS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def _excerpt(diagnostic: Diagnostic, sources: dict[Path, RecordSource]) -> str | None:
-    """The start of the record a diagnostic is about, on one line and escaped."""
-    if diagnostic.span is None or diagnostic.source is None:
-        return None
-    offset, length = diagnostic.span
-    take = min(length, EXCERPT_CHARS * 4)
-    source = sources.get(diagnostic.source)
-    if source is None:
-        source = sources[diagnostic.source] = RecordSource(diagnostic.source)
-    try:
-        data = source.read(offset, take)
-    except SessionfixError:
-        return None
-    text = data.decode("utf-8", "replace").replace("\t", " ").replace("\n", " ").replace("\r", " ")
-    if len(text) > EXCERPT_CHARS or take < length:
-        text = text[:EXCERPT_CHARS] + "…"
-    return escape(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +104,11 @@ def render_human(
     excerpt of the record, its severity, name and entry, and the fix it proposes.
     Session text is escaped; styles are plain SGR codes, only when `color`."""
     paint = _painter(color)
-    sources: dict[Path, RecordSource] = {}
     lines: list[str] = []
     for number, diagnostic in enumerate(diagnostics, 1):
         lines.append(_header_line(diagnostic, unsafe_fixes, paint))
         if not concise:
-            lines.extend(_details(diagnostic, paint, sources))
+            lines.extend(_details(diagnostic, paint))
         if number % _PRINT_BATCH == 0 or number == len(diagnostics):
             lines.append("")
             out.write("\n".join(lines))
@@ -161,12 +134,11 @@ def _header_line(
 def _details(
     diagnostic: Diagnostic,
     paint: Callable[[str, str], str],
-    sources: dict[Path, RecordSource],
 ) -> list[str]:
     """The excerpt, the notes and the fix under a diagnostic's first line, then a blank line."""
     details: list[str] = []
     gutter = " " * len(str(diagnostic.row))
-    excerpt = _excerpt(diagnostic, sources)
+    excerpt = diagnostic.excerpt
     if excerpt is not None:
         details.append(paint(f" {diagnostic.row} | ", "dim") + excerpt)
     notes = [diagnostic.severity.label, diagnostic.name]
@@ -255,14 +227,13 @@ def _edit_json(edit: Any) -> dict[str, Any]:
     content = edit.content
     if content is not None:
         data["content"] = content
-    if edit.raw is not None:
+    if isinstance(edit, WrittenLine):
         raw = edit.raw()
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             # JSON text cannot hold the invalid bytes `content` shows as U+FFFD.
             data["content_base64"] = base64.b64encode(raw).decode("ascii")
-    if edit.end is not None:
         data["end"] = edit.end
     return data
 
@@ -407,3 +378,71 @@ def write_statistics_text(rows: Sequence[dict[str, Any]], out: IO[bytes]) -> Non
     for row in rows:
         marker = "[*]" if row["fixable"] else "[-]" if row["fixable_count"] else "[ ]"
         out.write(f"{row['count']:>{width}}\t{row['code']}\t{marker} {row['name']}\n".encode())
+
+
+def write_report(
+    diagnostics: list[Diagnostic],
+    out: IO[bytes],
+    output_format: OutputFormat,
+    *,
+    as_statistics: bool = False,
+    color: bool = False,
+    unsafe_fixes: bool = False,
+    quiet: bool = False,
+    unreadable: int = 0,
+    fixed: int | None = None,
+) -> None:
+    """Write a report of `diagnostics` in `output_format` (or their per-rule statistics):
+    the one entry point for every report a command prints. Human formats end with the
+    footer unless `quiet`."""
+    if as_statistics:
+        rows = statistics(diagnostics)
+        if output_format.is_human:
+            write_statistics_text(rows, out)
+        else:
+            out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    if output_format is OutputFormat.JSON:
+        write_json(diagnostics, out)
+    elif output_format is OutputFormat.JSON_LINES:
+        write_json_lines(diagnostics, out)
+    elif output_format is OutputFormat.GITHUB:
+        write_github(diagnostics, out)
+    elif output_format is OutputFormat.SARIF:
+        write_sarif(diagnostics, out)
+    else:
+        text = io.TextIOWrapper(out, encoding="utf-8", errors="replace", write_through=False)
+        try:
+            render_human(
+                diagnostics,
+                text,
+                color=color,
+                concise=output_format is OutputFormat.CONCISE,
+                unsafe_fixes=unsafe_fixes,
+            )
+            if not quiet:
+                text.write(footer(diagnostics, unsafe_fixes, unreadable, fixed=fixed) + "\n")
+            text.flush()
+        finally:
+            text.detach()
+
+
+def rules_text(rules: Sequence[Rule], *, as_json: bool, listing: bool) -> bytes:
+    """Rule documentation: Markdown, or JSON (a list when `listing`, else one object)
+    with the formats each rule covers."""
+    if not as_json:
+        return "\n\n".join(r.doc.rstrip() for r in rules).encode() + b"\n"
+    data = [
+        {
+            "code": r.code,
+            "name": r.name,
+            "severity": r.severity.label,
+            "fix": r.fix,
+            "formats": sorted(f.value for f in r.formats),
+            "summary": r.summary,
+            "url": r.url,
+            "doc": r.doc,
+        }
+        for r in rules
+    ]
+    return orjson.dumps(data if listing else data[0], option=orjson.OPT_INDENT_2) + b"\n"

@@ -24,16 +24,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from sessionfix import jsonutil
+from sessionfix import jsonutil, summary
 from sessionfix.backups import OwnWrite
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix
-from sessionfix.engine import run_rules
-from sessionfix.errors import SessionfixError, described
+from sessionfix.diagnostics import (
+    SORT_KEY,
+    Applicability,
+    Diagnostic,
+    Edit,
+    EditOp,
+    Fix,
+    RemovedLine,
+    WrittenLine,
+)
+from sessionfix.engine import Inapplicable, Notices, check_file, inapplicable, run_rules
+from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.locks import rewrite_access
 from sessionfix.plan import RepairPlan
 from sessionfix.reader import RecordSource
 from sessionfix.rowmap import PREFIX_ROW, RepairTrace
+from sessionfix.rules import RULES, rule_of
+from sessionfix.rules.base import Counted, Invariant
 from sessionfix.scanner import (
     ProgressCallback,
     ScannedFile,
@@ -62,12 +73,6 @@ from sessionfix.writing import (
 )
 
 PARENT_LINK: Final = "parent link"
-CYCLE_CODE: Final = "SF105"
-"""Parent links that loop: a repair must not add any."""
-MOVED_CUT_CODE: Final = "SF501"
-"""A compaction's kept entry that is gone or not before it: a repair must not cause one
-on a compaction it rewrote. (Breaking a cycle or a re-link may reveal one the broken
-tree hid; that one stays reported.)"""
 WRITE_BUFFER: Final = 1 << 20
 BYTES_PER_TOKEN: Final = 4
 """Rough size of a token in JSON session text, for the summary's estimate."""
@@ -89,7 +94,8 @@ def applies(diagnostic: Diagnostic, settings: Settings) -> bool:
     fix = diagnostic.fix
     if fix is None:
         return False
-    if diagnostic.code == "SF205":
+    rule = rule_of(diagnostic.code)
+    if rule is not None and rule.prunes_to_leaf:
         return settings.prune_to_leaf
     return fix.applicability is Applicability.SAFE or settings.unsafe_fixes
 
@@ -118,6 +124,8 @@ class RepairResult:
     """Times an in-place repair started again because the file grew meanwhile."""
     carried_over: int = 0
     """Bytes a writer appended during the swap, carried over to the repaired file."""
+    inapplicable: tuple[Inapplicable, ...] = ()
+    """Rules selected by code that the file's format cannot run."""
     unsettled: str | None = None
     """Why lines an agent appended during an in-place repair were left as written: not
     checked (the file kept changing), or not carried over (then they are in the backup)."""
@@ -132,11 +140,19 @@ class RepairResult:
 
     @property
     def reads_pruned(self) -> int:
-        return self.tally["SF301"]
+        return self.counted(Counted.STALE_READS_PRUNED)
 
     @property
     def lines_split(self) -> int:
-        return self.tally["SF001"]
+        return self.counted(Counted.GLUED_LINES_SPLIT)
+
+    def counted(self, what: Counted) -> int:
+        """Applied fixes of the rules the summary counts as `what`."""
+        return sum(
+            count
+            for code, count in self.tally.items()
+            if (rule := rule_of(code)) is not None and rule.counted is what
+        )
 
     @property
     def bytes_saved(self) -> int:
@@ -203,6 +219,7 @@ class PlannedRepair:
             found=self.found,
             applied=self.applied,
             input_size=self.scanned.info.size,
+            inapplicable=inapplicable(self.settings, self.scanned.view),
             tally=self.tally,
         )
 
@@ -222,14 +239,13 @@ class PlannedRepair:
         than the input (a later run would apply other rules to it), a name that dangles in
         the result but named a record in the input (the children of a dropped entry whose
         parent was already gone inherit that gone name: not a new one), more cycles than
-        the input had, and a broken kept entry on a compaction the repair rewrote.
+        the input had, and a broken kept entry on a compaction the repair rewrote: each
+        rule's `invariant`.
         """
         settings = self.settings
         before = self.scanned.view
         dangled = _dangling_names(before)
-        cycles = sum(d.code == CYCLE_CODE for d in self.found)
-        cuts = sum(d.code == MOVED_CUT_CODE for d in self.found)
-        broken_cuts = {d.entry_id for d in self.found if d.code == MOVED_CUT_CODE}
+        guard = _Invariants(self.found)
         rewritten = self.plan.rewritten_ids()
         if self.tracing:
             assert self.plan.row_map is not None, "verify() follows a write of chunks()"
@@ -240,7 +256,9 @@ class PlannedRepair:
                 scanned = read_session(
                     written, Format(self.format), None, settings.jobs, session_only=False
                 )
-                diagnostics = run_rules(scanned, settings, filename, origin=self.path)
+                diagnostics = run_rules(
+                    scanned, settings, filename, origin=self.path, excerpts=False
+                )
             view = scanned.view
             if settings.format is Format.AUTO:
                 self._check_detected(written, filename)
@@ -257,19 +275,7 @@ class PlannedRepair:
                     raise self._failed(
                         f"{what} {value!r} on its line {view.rows[owner]} names no entry"
                     )
-            more_cycles = sum(d.code == CYCLE_CODE for d in diagnostics) > cycles
-            more_cuts = sum(d.code == MOVED_CUT_CODE for d in diagnostics) > cuts
-            introduced = [
-                d
-                for d in diagnostics
-                if (d.code == CYCLE_CODE and more_cycles)
-                or (
-                    d.code == MOVED_CUT_CODE
-                    # Positional formats (pi v1) have no ids: the count decides.
-                    and (d.entry_id in rewritten or (d.entry_id is None and more_cuts))
-                    and d.entry_id not in broken_cuts
-                )
-            ]
+            introduced = guard.broken_by(diagnostics, rewritten)
             if introduced:
                 raise self._failed(_described(introduced[0]))
             left = [d for d in diagnostics if applies(d, settings)]
@@ -288,7 +294,7 @@ class PlannedRepair:
             return
         with gc_paused():
             scanned = read_session(written, detected, None, self.settings.jobs, session_only=False)
-            later = run_rules(scanned, self.settings, filename, origin=self.path)
+            later = run_rules(scanned, self.settings, filename, origin=self.path, excerpts=False)
         left = [d for d in later if applies(d, self.settings)]
         if left:
             raise self._failed(
@@ -332,6 +338,34 @@ class PlannedRepair:
 
     def close(self) -> None:
         self.source.close()
+
+
+class _Invariants:
+    """The findings of the input that the rules' invariants compare a result with."""
+
+    def __init__(self, found: list[Diagnostic]) -> None:
+        self.kept = {rule.code: rule.invariant for rule in RULES if rule.invariant is not None}
+        self.counts = Counter(d.code for d in found if d.code in self.kept)
+        self.present = {(d.code, d.entry_id) for d in found if d.code in self.kept}
+
+    def broken_by(self, diagnostics: list[Diagnostic], rewritten: set[str]) -> list[Diagnostic]:
+        """The findings of a result that break an invariant, in report order."""
+        kept = self.kept
+        counts = Counter(d.code for d in diagnostics if d.code in kept)
+        more = {code for code, count in counts.items() if count > self.counts[code]}
+        broken: list[Diagnostic] = []
+        for d in diagnostics:
+            invariant = kept.get(d.code)
+            if invariant is Invariant.NO_MORE:
+                if d.code in more:
+                    broken.append(d)
+            elif invariant is Invariant.NOT_ON_REWRITTEN and (
+                # Positional formats (pi v1) have no ids: the count decides.
+                (d.entry_id in rewritten or (d.entry_id is None and d.code in more))
+                and (d.code, d.entry_id) not in self.present
+            ):
+                broken.append(d)
+        return broken
 
 
 def _described(problem: Diagnostic) -> str:
@@ -567,6 +601,7 @@ class RepairPreview:
                     format=diagnostic.format,
                     span=diagnostic.span if first_pass else None,
                     source=diagnostic.source if first_pass else None,
+                    excerpt=diagnostic.excerpt if first_pass else None,
                 )
             )
         return listed
@@ -590,12 +625,14 @@ def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource)
         def raw() -> bytes:
             return source.read(offset, length)
 
-        return Edit(op, row, lambda: raw().decode("utf-8", "replace"), raw=raw, end=end)
+        return WrittenLine(
+            row, lambda: raw().decode("utf-8", "replace"), placement=op, raw=raw, end=end
+        )
 
     if row == PREFIX_ROW:
         return [edit(EditOp.INSERT_AFTER, line) for line in lines]
     if not lines:
-        return [Edit(EditOp.DELETE, row)]
+        return [RemovedLine(row)]
     first, *rest = lines
     return [edit(EditOp.REPLACE, first), *(edit(EditOp.INSERT_AFTER, line) for line in rest)]
 
@@ -961,3 +998,143 @@ def _write_new(
         raise WriteFailed(
             f"{shown or path}: cannot write the repaired file ({described(exc)})"
         ) from None
+
+
+@dataclass(slots=True)
+class RepairRun:
+    """What repairing several files did, and what a report of them shows."""
+
+    results: list[RepairResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Files that could not be repaired, one line each."""
+    unrepaired: list[Diagnostic] = field(default_factory=list)
+    """The problems of files whose repair was refused, as a check of them finds them:
+    a refusal must not read as "no problems"."""
+    notices: list[str] = field(default_factory=list)
+    """Warnings to print once: rules selected by code that a file's format cannot run."""
+
+    @property
+    def remaining(self) -> list[Diagnostic]:
+        """What is left to report: the results' remaining problems and the refused files'."""
+        left = [*(d for r in self.results for d in r.remaining), *self.unrepaired]
+        return sorted(left, key=SORT_KEY)
+
+    @property
+    def fixed(self) -> int:
+        return sum(len(r.applied) for r in self.results)
+
+    @property
+    def unsettled(self) -> list[str]:
+        """Warnings about lines appended during an in-place repair and left as written."""
+        return [
+            f"{r.filename}: repaired, but {r.unsettled}"
+            for r in self.results
+            if r.unsettled is not None
+        ]
+
+    def note(self, *, in_place: bool) -> str | None:
+        return summary.repair_note(self.results, in_place=in_place) if self.results else None
+
+    def exit_code(self, settings: Settings, *, exit_zero: bool, exit_on_fix: bool) -> int:
+        """2 on any error; 1 when problems remain (or, with `exit_on_fix`, a file
+        changed), unless `exit_zero`."""
+        if self.errors:
+            return summary.EXIT_ERROR
+        if exit_zero:
+            return summary.EXIT_OK
+        if exit_on_fix and any(r.changed for r in self.results):
+            return summary.EXIT_PROBLEMS
+        return summary.exit_code(self.remaining, False, settings, exit_zero)
+
+
+def repair_paths(
+    files: list[Path],
+    settings: Settings,
+    *,
+    in_place: bool = False,
+    output: Path | None = None,
+    stream: BinaryIO | None = None,
+    backup: bool = True,
+    force: bool = False,
+    follow_symlinks: bool = False,
+    break_stale_lock: bool = False,
+) -> RepairRun:
+    """Repair every file in place, or the one file to `output` or `stream`; a file that
+    cannot be repaired becomes an error line and its findings are still reported."""
+    run = RepairRun()
+    notices = Notices()
+    for path in files:
+        try:
+            if in_place:
+                result = repair_in_place(
+                    path,
+                    settings,
+                    backup=backup,
+                    force=force,
+                    follow_symlinks=follow_symlinks,
+                    break_stale_lock=break_stale_lock,
+                )
+            elif stream is not None:
+                result = repair_to_stream(path, stream, settings)
+            else:
+                assert output is not None, "repair to a path, a stream or in place"
+                result = repair_to(path, output, settings, replace=force)
+        except SessionfixError as exc:
+            run.errors.append(str(exc))
+            if not isinstance(exc, InputError):
+                run.unrepaired.extend(_findings_of(path, settings))
+            continue
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            run.errors.append(f"{path}: {described(exc)}; nothing written")
+            run.unrepaired.extend(_findings_of(path, settings))
+            continue
+        run.results.append(result)
+        notices.add(result.inapplicable)
+    run.notices = notices.lines
+    return run
+
+
+def _findings_of(path: Path, settings: Settings) -> list[Diagnostic]:
+    """What a check of a file whose repair was refused finds in it."""
+    try:
+        return check_file(path, settings)
+    except SessionfixError:
+        return []
+
+
+class PreviewRun:
+    """Previews of several files' repairs, made one at a time as they are iterated; a
+    file that cannot be previewed becomes an error line."""
+
+    def __init__(self, files: list[Path], settings: Settings) -> None:
+        self.files = files
+        self.settings = settings
+        self.errors: list[str] = []
+        self.changed = 0
+        """Files the repair would change."""
+        self._notices = Notices()
+
+    @property
+    def notices(self) -> list[str]:
+        """Warnings to print once: rules selected by code that a file's format cannot run."""
+        return self._notices.lines
+
+    def __iter__(self) -> Iterator[RepairPreview]:
+        for path in self.files:
+            try:
+                preview = preview_repair(path, self.settings)
+            except SessionfixError as exc:
+                self.errors.append(str(exc))
+                continue
+            self._notices.add(preview.result.inapplicable)
+            if preview.changes_anything:
+                self.changed += 1
+            yield preview
+
+    def note(self, problems: int) -> str | None:
+        return summary.preview_note(problems, self.changed, bool(self.errors))
+
+    def exit_code(self, exit_zero: bool) -> int:
+        return summary.preview_exit_code(self.changed, bool(self.errors), exit_zero)

@@ -74,6 +74,11 @@ class Settings:
                 chosen.add(code)
         return frozenset(chosen)
 
+    def named(self, codes: Iterable[str]) -> frozenset[str]:
+        """Enabled codes that a selector names in full (not through ALL or a prefix)."""
+        spelled = {*self.select, *self.extend_select}
+        return frozenset(code for code in self.enabled(codes) if code in spelled)
+
     def promoted_to_safe(self, code: str) -> bool:
         return _specificity(code, self.extend_safe_fixes) > _specificity(
             code, self.extend_unsafe_fixes

@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from itertools import chain, pairwise, repeat
 from operator import add, ge
 from pathlib import Path
-from typing import Final, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar, overload
+
+if TYPE_CHECKING:
+    from sessionfix.formats import RefRole
 
 
 class Kind(enum.IntEnum):
@@ -153,6 +156,8 @@ class Reference:
     field: str
     target: str
     kind: RefKind = RefKind.BACKWARD
+    role: RefRole | None = None
+    """What the reference means to the session (the view asks by role, never by field)."""
 
 
 @dataclass(slots=True)
@@ -797,8 +802,10 @@ class SessionView:
             parents[index] = ROOT if parent in seen else parent
 
     def _leaf_target(self, index: int) -> int | None:
+        from sessionfix.formats import RefRole
+
         for reference in self.references.get(index, ()):
-            if reference.field == "targetId":
+            if reference.role is RefRole.LEAF:
                 return self.resolve(reference.target)
         return None
 
@@ -824,7 +831,9 @@ class SessionView:
             return None
         if not self.tree or kinds[last] != Kind.LEAF:
             return last
-        if not any(r.field == "targetId" for r in self.references.get(last, ())):
+        from sessionfix.formats import RefRole
+
+        if not any(r.role is RefRole.LEAF for r in self.references.get(last, ())):
             return None
         target = self._leaf_target(last)
         if target is not None:

@@ -33,7 +33,10 @@ class RefRole(enum.Enum):
     FROM = "from"
     """Moves to the survivor or an ancestor, else to `"root"`."""
     LEAF = "leaf"
-    """Moves to the survivor or an ancestor, else to null."""
+    """Names the entry a leaf row makes the leaf; moves to the survivor or an ancestor,
+    else to null."""
+    APPEND_PARENT = "append-parent"
+    """Names where a leaf row's next entry is appended; remapped as LEAF."""
 
 
 class RecordEditor(Protocol):
@@ -49,6 +52,11 @@ class RecordEditor(Protocol):
     def set_field(self, name: str, value: object) -> Transform: ...
 
     def set_parent(self, parent_id: str | None) -> Transform: ...
+
+    def unlinked(self, role: RefRole) -> object:
+        """What a reference of `role` becomes when its target goes with no survivor
+        or surviving ancestor."""
+        ...
 
     def set_first_kept(self, entry_id: str | None, index: int | None) -> Transform: ...
 

@@ -14,6 +14,7 @@ import msgspec
 
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RefRole
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineReport
 from sessionfix.tracking import PathTracker
 from sessionfix.view import Kind, SessionView
@@ -24,6 +25,14 @@ class _AnyObject(msgspec.Struct, gc=False):
 
 
 _DECODER: Final = msgspec.json.Decoder(_AnyObject)
+
+
+def capabilities(fmt: Format) -> frozenset[Capability]:
+    """Lines only; a file of no known format may also be a session whose header was
+    lost, which the header rule rebuilds."""
+    if fmt is Format.UNKNOWN:
+        return frozenset({Capability.LINES, Capability.HEADER})
+    return frozenset({Capability.LINES})
 
 
 class _NoEditor:
@@ -39,6 +48,10 @@ class _NoEditor:
         return []
 
     parent_link = "parent link"
+
+    def unlinked(self, role: RefRole) -> object:
+        return None
+
     set_field = set_parent = set_first_kept = replace_result_text = _refuse
     drop_leaked_partial_json = drop_result_blocks = holds_other_content = _refuse
     new_record_id = _refuse

@@ -27,6 +27,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from sessionfix import jsonutil
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RefRole, is_openclaw_location
+from sessionfix.formats.capabilities import Capability
 from sessionfix.ids import generate_entry_id
 from sessionfix.reader import LineReport, RecordSource
 from sessionfix.tracking import CleanBlock, PathTracker
@@ -734,21 +735,23 @@ class PiAdapter:
             if isinstance(record.summary, str) and record.summary:
                 flags |= _F_CONTEXT
                 self.tracker.context(index)
-            if isinstance(record.fromId, str) and record.fromId != "root":
-                references = (Reference("fromId", record.fromId),)
+            if isinstance(record.fromId, str) and record.fromId != ROOT_NAME:
+                references = (Reference("fromId", record.fromId, role=RefRole.FROM),)
         elif kind == _K_CUSTOM_MESSAGE:
             flags = _F_CONTEXT_CUT
             self.tracker.context(index)
         elif kind == _K_LABEL:
             if isinstance(record.targetId, str):
-                references = (Reference("targetId", record.targetId),)
+                references = (Reference("targetId", record.targetId, role=RefRole.LABEL),)
         elif kind == _K_LEAF:
             self._note_openclaw("has leaf entries")
             refs = []
             if isinstance(record.targetId, str):
-                refs.append(Reference("targetId", record.targetId))
+                refs.append(Reference("targetId", record.targetId, role=RefRole.LEAF))
             if isinstance(record.appendParentId, str):
-                refs.append(Reference("appendParentId", record.appendParentId))
+                refs.append(
+                    Reference("appendParentId", record.appendParentId, role=RefRole.APPEND_PARENT)
+                )
             references = tuple(refs)
         if references and not replaying:
             view.references[index] = references
@@ -793,7 +796,7 @@ class PiAdapter:
         )
         references: tuple[Reference, ...] = ()
         if isinstance(kept, str) and kept != MISSING:
-            references = (Reference("firstKeptEntryId", kept, RefKind.FORWARD),)
+            references = (Reference("firstKeptEntryId", kept, RefKind.FORWARD, RefRole.FIRST_KEPT),)
         return facts, references
 
 
@@ -978,10 +981,36 @@ def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str 
     return entry_id, MISSING if ids.parentId is UNSET else ids.parentId
 
 
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.LINES,
+        Capability.HEADER,
+        Capability.ENTRIES,
+        Capability.TOOL_CALLS,
+        Capability.BOUNDARIES,
+        Capability.FILE_ACTIONS,
+        Capability.STREAMING_STATE,
+    }
+)
+"""What every pi session provides (v1 links its entries by position)."""
+TREE_CAPABILITIES: Final = CAPABILITIES | {
+    Capability.TREE,
+    Capability.UNIQUE_IDS,
+    Capability.ENTRY_LINKS,
+    Capability.RETRY_COPIES,
+    Capability.BRANCHES,
+}
+"""What a v2/v3 pi session provides: entries linked by id."""
+
+ROOT_NAME: Final = "root"
+"""What a branch summary's `fromId` holds when it branches from the session's start."""
+HEADER_START: Final = b'{"type":"session"'
+"""How a session header line starts as pi writes it."""
+
 _BACKWARD_ROLES: Final = {
     "label": (("targetId", RefRole.LABEL),),
     "branch_summary": (("fromId", RefRole.FROM),),
-    "leaf": (("targetId", RefRole.LEAF), ("appendParentId", RefRole.LEAF)),
+    "leaf": (("targetId", RefRole.LEAF), ("appendParentId", RefRole.APPEND_PARENT)),
 }
 
 
@@ -1018,7 +1047,7 @@ class PiEditor:
                 found.append(("firstKeptEntryIndex", RefRole.FIRST_KEPT_POSITION))
         for name, role in _BACKWARD_ROLES.get(kind, ()) if isinstance(kind, str) else ():
             value = record.get(name)
-            if isinstance(value, str) and not (role is RefRole.FROM and value == "root"):
+            if isinstance(value, str) and not (role is RefRole.FROM and value == ROOT_NAME):
                 found.append((name, role))
         return found
 
@@ -1028,6 +1057,10 @@ class PiEditor:
             return record
 
         return transform
+
+    def unlinked(self, role: RefRole) -> object:
+        """A branch summary with nothing left to branch from names `"root"`."""
+        return ROOT_NAME if role is RefRole.FROM else None
 
     def set_parent(self, parent_id: str | None) -> Callable[[Any], Any]:
         def transform(record: Any) -> Any:

@@ -87,9 +87,14 @@ _BY_CODE = {rule.code: rule for rule in RULES}
 _BY_NAME = {rule.name: rule for rule in RULES}
 
 
+def rule_of(code: str) -> Rule | None:
+    """The rule a diagnostic's code names (exactly as a diagnostic spells it)."""
+    return _BY_CODE.get(code)
+
+
 def get_rule(code_or_name: str) -> Rule | None:
     """Look a rule up by code (`SF201`, any case) or name (`overflow-clone-message`)."""
     return _BY_CODE.get(code_or_name.upper()) or _BY_NAME.get(code_or_name.lower())
 
 
-__all__ = ["RULES", "Rule", "get_rule"]
+__all__ = ["RULES", "Rule", "get_rule", "rule_of"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -10,8 +11,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sessionfix import jsonutil
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+from sessionfix.diagnostics import (
+    EXCERPT_BYTES,
+    Applicability,
+    Diagnostic,
+    DropRecord,
+    Edit,
+    Fix,
+    InsertRecord,
+    MoveCut,
+    RewriteRecord,
+    Severity,
+    excerpt_of,
+)
+from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RecordEditor
+from sessionfix.formats.capabilities import Capability, coverage, missing
 from sessionfix.reader import FileInfo, LineReport, RecordSource
 from sessionfix.settings import Settings
 from sessionfix.tracking import Tracking
@@ -19,11 +34,30 @@ from sessionfix.view import SessionView
 
 ALL_FORMATS = frozenset(Format) - {Format.AUTO}
 PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
-TREE_FORMATS = PI_FORMATS | {Format.CLAUDE}
-"""Formats whose records link into a tree by id."""
 DOCS_URL = "https://github.com/sessionfix/sessionfix/blob/main/src/sessionfix/docs/rules/{name}.md"
 
 T = TypeVar("T")
+
+
+class Invariant(enum.Enum):
+    """A property of a rule's findings that every repair must keep."""
+
+    NO_MORE = "no-more"
+    """The repaired file holds no more of these findings than the input did."""
+    NOT_ON_REWRITTEN = "not-on-rewritten"
+    """No record the repair rewrote carries one that the input did not have."""
+
+
+class Counted(enum.Enum):
+    """What the repair summary counts a rule's applied fixes as, in the summary's order."""
+
+    STALE_READS_PRUNED = ("stale read", "pruned")
+    GLUED_LINES_SPLIT = ("glued line", "split")
+
+    def phrase(self, count: int) -> str:
+        """`3 stale reads pruned`."""
+        noun, verb = self.value
+        return f"{count} {noun}{'s' if count != 1 else ''} {verb}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +70,16 @@ class Rule:
     """Default severity; some findings of a rule are reported at another level."""
     fix: str
     """Fix availability as the catalogue states it (e.g. "safe", "unsafe", "none")."""
-    formats: frozenset[Format]
+    requires: frozenset[Capability]
+    """What a file's format must provide for the rule to run on it."""
     summary: str
     check: Callable[[RuleContext], Iterable[Diagnostic]] = field(repr=False, compare=False)
-    tree_only: bool = False
-    """Applies only to id-linked (v2/v3) pi sessions."""
+    invariant: Invariant | None = None
+    """What verification of a repair keeps about this rule's findings."""
+    prunes_to_leaf: bool = False
+    """Its fix drops history off the active path: applied only when asked to prune."""
+    counted: Counted | None = None
+    """How the repair summary counts its applied fixes."""
 
     @property
     def doc(self) -> str:
@@ -50,17 +89,31 @@ class Rule:
             .joinpath("docs", "rules", f"{self.name}.md")
             .read_text(encoding="utf-8")
         )
+        covered, tree_only = coverage(self.requires)
         formats = (
             "all"
-            if self.formats == ALL_FORMATS
-            else ", ".join(sorted(f.value for f in self.formats))
+            if frozenset(covered) == ALL_FORMATS
+            else ", ".join(sorted(f.value for f in covered))
         )
-        scope = " (v2/v3 tree sessions)" if self.tree_only else ""
+        scope = " (v2/v3 tree sessions)" if tree_only else ""
         return (
             f"# {self.name} ({self.code})\n\n"
             f"Severity: {self.severity.label} · Fix: {self.fix} · Formats: {formats}{scope}\n\n"
             f"{self.summary}.\n\n{body.strip()}\n"
         )
+
+    @property
+    def formats(self) -> frozenset[Format]:
+        """The formats whose files (some of them, for a tree rule) the rule covers."""
+        return frozenset(coverage(self.requires)[0])
+
+    def runs_on(self, provided: frozenset[Capability]) -> bool:
+        """Whether a file providing `provided` has everything the rule needs."""
+        return self.requires <= provided
+
+    def missing_for(self, fmt: Format, *, tree: bool) -> list[Capability]:
+        """What a file of `fmt` lacks for this rule, in declaration order."""
+        return missing(self.requires, fmt, tree=tree)
 
     @property
     def url(self) -> str:
@@ -83,7 +136,11 @@ class RuleContext:
         editor: RecordEditor,
         tracking: Tracking,
         origin: Path | None = None,
+        excerpts: bool = True,
     ) -> None:
+        self.excerpts = excerpts
+        """Whether diagnostics carry an excerpt of their record (not for a file that
+        is about to go, such as a repair's temporary result)."""
         self.origin = origin or info.path
         """The session's own path, for rules that read its name (a repair is checked
         under a temporary name)."""
@@ -140,6 +197,7 @@ class RuleContext:
             column = column or view.column(index)
             span = span or view.span(index)
         return Diagnostic(
+            excerpt=self._excerpt(span) if span is not None and self.excerpts else None,
             code=rule.code,
             name=rule.name,
             severity=rule.severity if severity is None else severity,
@@ -153,6 +211,15 @@ class RuleContext:
             span=span,
             source=self.info.path,
         )
+
+    def _excerpt(self, span: tuple[int, int]) -> str | None:
+        offset, length = span
+        take = min(length, EXCERPT_BYTES)
+        try:
+            data = self.source.read(offset, take)
+        except SessionfixError:
+            return None
+        return excerpt_of(data, take < length)
 
     def entry_diagnostic(
         self,
@@ -169,8 +236,8 @@ class RuleContext:
 
     # ---- fix helpers -------------------------------------------------------------------
 
-    def rewrite_record(self, index: int, transform: Callable[[Any], Any]) -> Edit:
-        """A replace edit whose content is the record changed by `transform`.
+    def rewrite_record(self, index: int, transform: Callable[[Any], Any]) -> RewriteRecord:
+        """Change a record by `transform`.
 
         The record is re-read and re-serialised the way its writer does
         (compact, key order and number lexemes kept) only when the content is asked for.
@@ -182,13 +249,16 @@ class RuleContext:
             value = jsonutil.loads_preserving(source.read(*span))
             return _display(jsonutil.stringify_bytes(transform(value)))
 
-        return Edit(
-            EditOp.REPLACE, self.view.rows[index], produce, record=index, transform=transform
-        )
+        return RewriteRecord(self.view.rows[index], produce, record=index, transform=transform)
 
-    def drop(self, index: int, survivor: int | None = None) -> Edit:
+    def move_cut(self, index: int, entry_id: str | None, position: int | None) -> MoveCut:
+        """Make compaction `index` keep from `entry_id` (or, positionally, `position`)."""
+        rewrite = self.rewrite_record(index, self.editor.set_first_kept(entry_id, position))
+        return MoveCut(rewrite.row, rewrite.produce, record=index, transform=rewrite.transform)
+
+    def drop(self, index: int, survivor: int | None = None) -> DropRecord:
         """Drop a record; a copy names the `survivor` its references move to (§8)."""
-        return Edit(EditOp.DELETE, self.view.rows[index], record=index, survivor=survivor)
+        return DropRecord(self.view.rows[index], record=index, survivor=survivor)
 
     def drop_result(self, index: int, call_id: str | None) -> Edit:
         """Remove one tool result: the record when it holds nothing else, otherwise its
@@ -200,23 +270,19 @@ class RuleContext:
 
     def insert_after(
         self, anchor: int, build: Callable[[], dict[str, Any]], new_id: str | None
-    ) -> Edit:
+    ) -> InsertRecord:
         """Insert a record after `anchor`; the entry that followed it moves below the new one."""
 
         def produce() -> str:
             return jsonutil.stringify(build())
 
-        return Edit(
-            EditOp.INSERT_AFTER,
-            self.view.rows[anchor],
-            produce,
-            record=anchor,
-            build=build,
-            new_id=new_id,
+        return InsertRecord(
+            self.view.rows[anchor], produce, record=anchor, build=build, new_id=new_id
         )
 
-    def replace_line(self, row: int, produce_bytes: Callable[[], bytes]) -> Edit:
-        return Edit(EditOp.REPLACE, row, lambda: _display(produce_bytes()))
+    def line_text(self, produce_bytes: Callable[[], bytes]) -> Callable[[], str]:
+        """The text a line edit shows for bytes read on demand."""
+        return lambda: _display(produce_bytes())
 
     def line_bytes(self, offset: int, length: int) -> Callable[[], bytes]:
         source = self.source
@@ -225,10 +291,6 @@ class RuleContext:
 
 def _display(data: bytes) -> str:
     return data.decode("utf-8", "replace")
-
-
-def delete(row: int) -> Edit:
-    return Edit(EditOp.DELETE, row)
 
 
 def safe(message: str, *edits: Edit) -> Fix:

@@ -7,9 +7,10 @@ from functools import partial
 from typing import Final
 
 from sessionfix.analysis import describe, records_on_row
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, Severity, SplitLine
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import Counted, Rule, RuleContext, safe
 
 LISTED: Final = 4
 """Record kinds named in a message before the rest are counted."""
@@ -49,7 +50,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             span=(finding.offset, finding.length),
             fix=safe(
                 f"split into {len(spans)} lines, each record's bytes unchanged",
-                ctx.replace_line(finding.row, produce),
+                SplitLine(finding.row, ctx.line_text(produce), repairs=LineIssue.GLUED),
             ),
         )
 
@@ -64,7 +65,8 @@ RULE = Rule(
     name="glued-records",
     severity=Severity.ERROR,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="Two or more records glued onto one line",
     check=check,
+    counted=Counted.GLUED_LINES_SPLIT,
 )

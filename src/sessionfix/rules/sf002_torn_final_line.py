@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.analysis import damaged_header_row
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, DropLine, LineEdit, Severity, TrimDamage
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -33,9 +34,13 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
             continue
         if glued and finding.span is not None:
-            edit = ctx.replace_line(finding.row, ctx.line_bytes(finding.offset, finding.span[0]))
+            edit: LineEdit = TrimDamage(
+                finding.row,
+                ctx.line_text(ctx.line_bytes(finding.offset, finding.span[0])),
+                repairs=LineIssue.TORN,
+            )
         else:
-            edit = delete(finding.row)
+            edit = DropLine(finding.row, repairs=LineIssue.TORN)
         yield ctx.diagnostic(
             RULE,
             finding.row,
@@ -50,7 +55,7 @@ RULE = Rule(
     name="torn-final-line",
     severity=Severity.WARNING,
     fix="safe if quiescent, else none",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="The last line is an incomplete record",
     check=check,
 )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, DropLine, Severity
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -17,7 +18,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 finding.row,
                 "line is the literal `undefined` (a serialised missing value), not a record",
                 span=(finding.offset, finding.length),
-                fix=safe("drop the line", delete(finding.row)),
+                fix=safe("drop the line", DropLine(finding.row, repairs=LineIssue.UNDEFINED)),
             )
 
 
@@ -26,7 +27,7 @@ RULE = Rule(
     name="undefined-line",
     severity=Severity.WARNING,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="A line holding the literal `undefined`",
     check=check,
 )

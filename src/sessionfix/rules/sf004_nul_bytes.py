@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, DropLine, Severity, StripBytes
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue, NulPlacement
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 _WHERE = {
     NulPlacement.LEADING: "before the record",
@@ -26,7 +27,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 f"line is {finding.length} NUL bytes (a zero-filled region from an interrupted "
                 "write)",
                 span=(finding.offset, finding.length),
-                fix=safe("drop the line", delete(finding.row)),
+                fix=safe("drop the line", DropLine(finding.row, repairs=LineIssue.NUL)),
             )
             continue
         start, end = finding.span
@@ -40,7 +41,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             span=(finding.offset, finding.length),
             fix=safe(
                 "strip the NUL bytes, keep the record",
-                ctx.replace_line(finding.row, ctx.line_bytes(finding.offset + start, end - start)),
+                StripBytes(
+                    finding.row,
+                    ctx.line_text(ctx.line_bytes(finding.offset + start, end - start)),
+                    repairs=LineIssue.NUL,
+                ),
             ),
         )
 
@@ -50,7 +55,7 @@ RULE = Rule(
     name="nul-bytes",
     severity=Severity.ERROR,
     fix="safe (NUL-only lines, NUL runs before or after a record)",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="Raw NUL bytes in a line",
     check=check,
 )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, Severity, StripBytes
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import BOM, LineIssue
-from sessionfix.rules.base import ALL_FORMATS, PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -30,9 +31,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             span=(finding.offset, finding.length),
             fix=safe(
                 "remove the byte-order mark",
-                ctx.replace_line(
+                StripBytes(
                     finding.row,
-                    ctx.line_bytes(finding.offset + len(BOM), finding.length - len(BOM)),
+                    ctx.line_text(
+                        ctx.line_bytes(finding.offset + len(BOM), finding.length - len(BOM))
+                    ),
+                    repairs=LineIssue.BOM,
                 ),
             ),
         )
@@ -43,7 +47,7 @@ RULE = Rule(
     name="byte-order-mark",
     severity=Severity.ERROR,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="A UTF-8 byte-order mark at the start of a line",
     check=check,
 )

@@ -6,8 +6,16 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
 from sessionfix.analysis import records_on_row
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    Edit,
+    Fix,
+    NormaliseTerminator,
+    Severity,
+)
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 
 
 class _TerminatorEdits(Sequence[Edit]):
@@ -32,10 +40,12 @@ class _TerminatorEdits(Sequence[Edit]):
         records = records_on_row(self._ctx, row)
         if not records:
             # A blank or damaged line: its own rule (SF007, SF002, SF008) decides its fate.
-            return Edit(EditOp.REPLACE, row, _unchanged_line(self._ctx, row))
+            return NormaliseTerminator(row, _unchanged_line(self._ctx, row))
         start = view.offsets[records[0]]
         end = view.offsets[records[-1]] + view.sizes[records[-1]]
-        return self._ctx.replace_line(row, self._ctx.line_bytes(start, end - start))
+        return NormaliseTerminator(
+            row, self._ctx.line_text(self._ctx.line_bytes(start, end - start))
+        )
 
 
 def _unchanged_line(ctx: RuleContext, row: int) -> Callable[[], str]:
@@ -70,7 +80,7 @@ RULE = Rule(
     name="crlf-line-ending",
     severity=Severity.INFO,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="Lines ending in CRLF",
     check=check,
 )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, DropLine, Severity
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, delete, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -18,7 +19,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 finding.row,
                 f"{what} line; strict JSONL readers reject it",
                 span=(finding.offset, finding.length),
-                fix=safe("drop the line", delete(finding.row)),
+                fix=safe("drop the line", DropLine(finding.row, repairs=LineIssue.BLANK)),
             )
 
 
@@ -27,7 +28,7 @@ RULE = Rule(
     name="blank-line",
     severity=Severity.INFO,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="An empty or whitespace-only line",
     check=check,
 )

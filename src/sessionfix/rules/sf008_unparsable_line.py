@@ -6,10 +6,11 @@ from collections.abc import Iterator
 
 from sessionfix import jsonutil
 from sessionfix.analysis import damaged_header_row
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, DropLine, Severity, TrimDamage
 from sessionfix.formats import Format, has_record_shape
+from sessionfix.formats.capabilities import Capability
 from sessionfix.reader import LineIssue
-from sessionfix.rules.base import ALL_FORMATS, PI_FORMATS, Rule, RuleContext, delete, unsafe
+from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -24,7 +25,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             message = f"the end of the line after its complete records does not parse ({reason})"
             fix = unsafe(
                 "drop the damaged bytes after the last complete record",
-                ctx.replace_line(finding.row, ctx.line_bytes(finding.offset, span[0])),
+                TrimDamage(
+                    finding.row,
+                    ctx.line_text(ctx.line_bytes(finding.offset, span[0])),
+                    repairs=LineIssue.UNPARSABLE,
+                ),
             )
         else:
             if finding.truncated:
@@ -36,14 +41,18 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 )
             else:
                 message = f"line is not a JSON object ({reason}); readers skip it"
-            fix = unsafe("drop the line", delete(finding.row))
+            fix = unsafe("drop the line", DropLine(finding.row, repairs=LineIssue.UNPARSABLE))
         recovered = _recoverable(ctx, finding.offset, finding.recoverable)
         if recovered is not None:
             start, end = recovered
             message += f"; a complete record follows the damaged prefix (byte {start + 1})"
             fix = unsafe(
                 "drop the damaged prefix, keep the complete record after it",
-                ctx.replace_line(finding.row, ctx.line_bytes(finding.offset + start, end - start)),
+                TrimDamage(
+                    finding.row,
+                    ctx.line_text(ctx.line_bytes(finding.offset + start, end - start)),
+                    repairs=LineIssue.UNPARSABLE,
+                ),
             )
         yield ctx.diagnostic(
             RULE, finding.row, message, span=(finding.offset, finding.length), fix=fix
@@ -80,7 +89,7 @@ RULE = Rule(
     name="unparsable-line",
     severity=Severity.ERROR,
     fix="unsafe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="A line that is not exactly one JSON object",
     check=check,
 )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.analysis import records_on_row
-from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext, safe
+from sessionfix.diagnostics import AddFinalNewline, Diagnostic, Severity
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -26,7 +27,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         index=last,
         fix=safe(
             "append a newline",
-            ctx.replace_line(lines.last_row, ctx.line_bytes(start, end - start)),
+            AddFinalNewline(lines.last_row, ctx.line_text(ctx.line_bytes(start, end - start))),
         ),
     )
 
@@ -36,7 +37,7 @@ RULE = Rule(
     name="no-final-newline",
     severity=Severity.INFO,
     fix="safe",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="The file does not end with a newline",
     check=check,
 )

@@ -8,8 +8,9 @@ from typing import Any
 
 from sessionfix import jsonutil
 from sessionfix.analysis import damaged_header_row
-from sessionfix.diagnostics import Diagnostic, Edit, EditOp, Severity
+from sessionfix.diagnostics import Diagnostic, RebuildHeader, Severity
 from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.pi import VALID_VERSIONS
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 
@@ -75,9 +76,9 @@ def _missing_header(ctx: RuleContext) -> Iterator[Diagnostic]:
     header = _rebuilt_header(ctx)
     content = jsonutil.stringify(header)
     if damaged_row is not None:
-        edit = Edit(EditOp.REPLACE, damaged_row, lambda: content)
+        edit = RebuildHeader(damaged_row, lambda: content, replaces=True)
     else:
-        edit = Edit(EditOp.INSERT_AFTER, row - 1, lambda: content)
+        edit = RebuildHeader(row - 1, lambda: content, replaces=False)
     yield ctx.diagnostic(
         RULE,
         row,
@@ -117,7 +118,7 @@ RULE = Rule(
     name="invalid-header",
     severity=Severity.ERROR,
     fix="unsafe (pi missing/damaged header, with --cwd), else none",
-    formats=frozenset({Format.PI, Format.OPENCLAW, Format.UNKNOWN}),
+    requires=frozenset({Capability.HEADER}),
     summary="The session header is missing, damaged or invalid",
     check=check,
 )

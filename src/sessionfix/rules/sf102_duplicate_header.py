@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 from sessionfix.view import Kind
 
 
@@ -41,7 +42,7 @@ RULE = Rule(
     name="duplicate-header",
     severity=Severity.WARNING,
     fix="safe (same id), else none",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.HEADER, Capability.ENTRIES}),
     summary="A second session header inside the file",
     check=check,
 )

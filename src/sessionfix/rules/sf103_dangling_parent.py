@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import recovered_ids, relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.view import Kind
 
 
@@ -59,8 +60,7 @@ RULE = Rule(
     name="dangling-parent",
     severity=Severity.WARNING,
     fix="unsafe",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TREE}),
     summary="A parent link naming no record",
     check=check,
-    tree_only=True,
 )

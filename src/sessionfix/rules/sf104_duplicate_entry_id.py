@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -49,8 +50,7 @@ RULE = Rule(
     name="duplicate-entry-id",
     severity=Severity.ERROR,
     fix="safe (identical records), else none",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.TREE, Capability.UNIQUE_IDS}),
     summary="Two records share one id",
     check=check,
-    tree_only=True,
 )

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Invariant, Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -67,8 +68,8 @@ RULE = Rule(
     name="parent-cycle",
     severity=Severity.ERROR,
     fix="unsafe",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TREE}),
     summary="Parent links that form a cycle",
     check=check,
-    tree_only=True,
+    invariant=Invariant.NO_MORE,
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, unsafe
 from sessionfix.view import Flag
 
 
@@ -40,8 +41,7 @@ RULE = Rule(
     name="missing-entry-id",
     severity=Severity.WARNING,
     fix="unsafe",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.TREE, Capability.ENTRY_LINKS}),
     summary="An entry without an id or a parent link",
     check=check,
-    tree_only=True,
 )

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.view import NULL_KEY
 
 
@@ -33,8 +34,7 @@ RULE = Rule(
     name="unexpected-root",
     severity=Severity.WARNING,
     fix="unsafe",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.TREE, Capability.ENTRY_LINKS}),
     summary="A parentId-null entry in the middle of the active path",
     check=check,
-    tree_only=True,
 )

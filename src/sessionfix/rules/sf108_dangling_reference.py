@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 from sessionfix.view import Kind, RefKind
 
 
@@ -36,8 +37,7 @@ RULE = Rule(
     name="dangling-reference",
     severity=Severity.WARNING,
     fix="safe for labels, else none",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TREE}),
     summary="A label, branch summary or leaf row naming no record",
     check=check,
-    tree_only=True,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.base import Rule, RuleContext
 
 
@@ -30,7 +30,7 @@ RULE = Rule(
     name="foreign-session-record",
     severity=Severity.INFO,
     fix="none",
-    formats=frozenset({Format.CLAUDE}),
+    requires=frozenset({Capability.SESSION_STAMPS}),
     summary="Records stamped with another session's id",
     check=check,
 )

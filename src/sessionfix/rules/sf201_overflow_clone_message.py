@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import user_clones
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe, unsafe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -40,8 +41,7 @@ RULE = Rule(
     name="overflow-clone-message",
     severity=Severity.WARNING,
     fix="safe / unsafe",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.ENTRIES, Capability.TREE, Capability.RETRY_COPIES}),
     summary="A user message re-appended by context-overflow recovery",
     check=check,
-    tree_only=True,
 )

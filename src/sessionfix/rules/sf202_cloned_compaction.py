@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import compaction_clones
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe, unsafe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -31,8 +32,7 @@ RULE = Rule(
     name="cloned-compaction",
     severity=Severity.WARNING,
     fix="safe / unsafe",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.BOUNDARIES, Capability.TREE, Capability.RETRY_COPIES}),
     summary="A compaction entry repeated with only its id changed",
     check=check,
-    tree_only=True,
 )

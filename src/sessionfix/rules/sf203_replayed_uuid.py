@@ -8,7 +8,7 @@ from typing import Any
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.base import Rule, RuleContext, safe
 from sessionfix.view import Kind
 
@@ -95,7 +95,7 @@ RULE = Rule(
     name="replayed-uuid",
     severity=Severity.WARNING,
     fix="safe (equal copies), else none",
-    formats=frozenset({Format.CLAUDE}),
+    requires=frozenset({Capability.TREE, Capability.REPLAYED_IDS}),
     summary="One uuid on several lines",
     check=check,
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Applicability, Diagnostic, Fix, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.units import human_bytes
 from sessionfix.view import Kind
 
@@ -51,8 +52,8 @@ RULE = Rule(
     name="abandoned-branch-bloat",
     severity=Severity.INFO,
     fix="unsafe (--prune-to-leaf)",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.TREE, Capability.BRANCHES}),
     summary="Most of the file is history on abandoned branches",
     check=check,
-    tree_only=True,
+    prunes_to_leaf=True,
 )

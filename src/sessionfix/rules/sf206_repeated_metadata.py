@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.base import Rule, RuleContext, safe
 from sessionfix.view import Flag, Kind
 
@@ -48,7 +48,7 @@ RULE = Rule(
     name="repeated-metadata",
     severity=Severity.INFO,
     fix="safe",
-    formats=frozenset({Format.CLAUDE}),
+    requires=frozenset({Capability.STATE_METADATA}),
     summary="A metadata line repeated unchanged",
     check=check,
 )

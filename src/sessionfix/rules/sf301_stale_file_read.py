@@ -9,8 +9,9 @@ from operator import and_, itemgetter, lt, methodcaller
 from typing import NamedTuple
 
 from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.formats.capabilities import Capability
 from sessionfix.paths import matches_glob, normalize
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import Counted, Rule, RuleContext, safe
 from sessionfix.view import Bit, Kind, Role, SessionView
 
 _FORWARD = methodcaller("replace", "\\", "/")
@@ -159,7 +160,8 @@ RULE = Rule(
     name="stale-file-read",
     severity=Severity.INFO,
     fix="safe",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TOOL_CALLS, Capability.FILE_ACTIONS}),
     summary="A file read whose file was later fully rewritten",
     check=check,
+    counted=Counted.STALE_READS_PRUNED,
 )

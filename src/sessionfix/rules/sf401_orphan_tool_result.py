@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 from sessionfix.view import DANGLING, Kind, Role
 
 
@@ -54,7 +55,7 @@ RULE = Rule(
     name="orphan-tool-result",
     severity=Severity.ERROR,
     fix="safe",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool result that answers no tool call",
     check=check,
 )

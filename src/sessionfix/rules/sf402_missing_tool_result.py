@@ -7,7 +7,8 @@ from typing import Any
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, unsafe
 from sessionfix.tracking import Group
 from sessionfix.view import ToolCall
 
@@ -94,7 +95,7 @@ RULE = Rule(
     name="missing-tool-result",
     severity=Severity.ERROR,
     fix="unsafe (error cases), none (info cases)",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool call without a result",
     check=check,
 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -28,7 +29,7 @@ RULE = Rule(
     name="duplicate-tool-result",
     severity=Severity.ERROR,
     fix="safe",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool call answered more than once",
     check=check,
 )

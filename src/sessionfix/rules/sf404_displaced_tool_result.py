@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import TREE_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -26,7 +27,7 @@ RULE = Rule(
     name="displaced-tool-result",
     severity=Severity.WARNING,
     fix="none",
-    formats=TREE_FORMATS,
+    requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool result separated from its call by another turn",
     check=check,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.base import Rule, RuleContext
 
 
@@ -25,7 +25,7 @@ RULE = Rule(
     name="duplicate-tool-call-id",
     severity=Severity.ERROR,
     fix="none",
-    formats=frozenset({Format.CLAUDE}),
+    requires=frozenset({Capability.TOOL_CALLS, Capability.TURNS}),
     summary="One tool call id used twice in one turn",
     check=check,
 )

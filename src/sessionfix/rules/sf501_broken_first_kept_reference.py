@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Invariant, Rule, RuleContext, safe
 from sessionfix.view import MISSING, Flag, Kind, Role
 
 NOTHING_KEPT = "so nothing before it is kept in context"
@@ -69,7 +70,7 @@ def _check_by_id(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
             "the kept range starts with a result whose call was summarised away",
             fix=safe(
                 f"move the cut forward to {new_id} (line {view.rows[cut]})",
-                ctx.rewrite_record(index, ctx.editor.set_first_kept(new_id, None)),
+                ctx.move_cut(index, new_id, None),
             ),
         )
 
@@ -131,7 +132,7 @@ def _check_by_position(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
             "summarised away",
             fix=safe(
                 f"move the cut forward to position {cut} (line {view.rows[cut]})",
-                ctx.rewrite_record(index, ctx.editor.set_first_kept(None, cut)),
+                ctx.move_cut(index, None, cut),
             ),
         )
 
@@ -141,7 +142,8 @@ RULE = Rule(
     name="broken-first-kept-reference",
     severity=Severity.WARNING,
     fix="safe for tool-result targets, else none",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.BOUNDARIES}),
     summary="A compaction keeps history from a missing or invalid entry",
     check=check,
+    invariant=Invariant.NOT_ON_REWRITTEN,
 )

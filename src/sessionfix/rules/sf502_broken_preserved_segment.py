@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Fix, Severity
-from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 from sessionfix.view import DANGLING, MISSING, BoundaryFacts, Flag, Kind, SessionView
 
@@ -130,7 +130,7 @@ RULE = Rule(
     name="broken-preserved-segment",
     severity=Severity.WARNING,
     fix="unsafe for the replay case, else none",
-    formats=frozenset({Format.CLAUDE}),
+    requires=frozenset({Capability.TREE, Capability.PRESERVED_SEGMENTS}),
     summary="A compaction's preserved records that do not link up",
     check=check,
 )

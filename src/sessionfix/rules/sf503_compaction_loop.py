@@ -8,7 +8,8 @@ from itertools import pairwise
 from sessionfix import jsonutil
 from sessionfix.analysis import compaction_clones
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.view import Kind, Role
 
 
@@ -52,7 +53,7 @@ RULE = Rule(
     name="compaction-loop",
     severity=Severity.WARNING,
     fix="none",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.BOUNDARIES}),
     summary="Compactions in a row with no user message between them",
     check=check,
 )

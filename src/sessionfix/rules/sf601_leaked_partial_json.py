@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -30,7 +31,7 @@ RULE = Rule(
     name="leaked-partial-json",
     severity=Severity.WARNING,
     fix="safe",
-    formats=PI_FORMATS,
+    requires=frozenset({Capability.TOOL_CALLS, Capability.STREAMING_STATE}),
     summary="Streaming `partialJson` state left on stored tool calls",
     check=check,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.base import Rule, RuleContext
 
 
@@ -28,7 +28,7 @@ RULE = Rule(
     name="invalid-tool-name",
     severity=Severity.ERROR,
     fix="none",
-    formats=frozenset({Format.CLAUDE}),
+    requires=frozenset({Capability.TOOL_NAMES}),
     summary="A tool call whose name the provider refuses",
     check=check,
 )

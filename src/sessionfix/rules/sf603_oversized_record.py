@@ -8,7 +8,8 @@ from operator import lt
 
 from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
-from sessionfix.rules.base import ALL_FORMATS, Rule, RuleContext
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.units import human_bytes
 
 
@@ -34,7 +35,7 @@ RULE = Rule(
     name="oversized-record",
     severity=Severity.INFO,
     fix="none",
-    formats=ALL_FORMATS,
+    requires=frozenset({Capability.LINES}),
     summary="A single record over the size limit",
     check=check,
 )

@@ -2,6 +2,7 @@
 files (spec: formats/claude-code.md)."""
 
 from sessionfix.formats.claude.decode import (
+    CAPABILITIES,
     CONVERSATION_TYPES,
     METADATA_TYPES,
     ClaudeAdapter,
@@ -9,4 +10,11 @@ from sessionfix.formats.claude.decode import (
 )
 from sessionfix.formats.claude.edit import ClaudeEditor
 
-__all__ = ["CONVERSATION_TYPES", "METADATA_TYPES", "ClaudeAdapter", "ClaudeContext", "ClaudeEditor"]
+__all__ = [
+    "CAPABILITIES",
+    "CONVERSATION_TYPES",
+    "METADATA_TYPES",
+    "ClaudeAdapter",
+    "ClaudeContext",
+    "ClaudeEditor",
+]

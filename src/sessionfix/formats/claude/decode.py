@@ -23,6 +23,8 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sessionfix import jsonutil
+from sessionfix.formats import RefRole
+from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.reader import LineReport, RecordSource
@@ -46,6 +48,22 @@ from sessionfix.view import (
 )
 
 FORMAT_NAME: Final = "claude"
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.LINES,
+        Capability.ENTRIES,
+        Capability.TREE,
+        Capability.TOOL_CALLS,
+        Capability.FILE_ACTIONS,
+        Capability.TURNS,
+        Capability.REPLAYED_IDS,
+        Capability.STATE_METADATA,
+        Capability.SESSION_STAMPS,
+        Capability.PRESERVED_SEGMENTS,
+        Capability.TOOL_NAMES,
+    }
+)
+"""What a Claude Code transcript lets rules see."""
 CONVERSATION_TYPES: Final = frozenset({"user", "assistant", "system", "attachment"})
 METADATA_TYPES: Final = frozenset(
     {
@@ -374,10 +392,12 @@ class ClaudeAdapter:
         if kind == Kind.METADATA:
             if type(record.leafUuid) is str:
                 if record_type == "last-prompt":
-                    reference = Reference("leafUuid", record.leafUuid)
+                    reference = Reference("leafUuid", record.leafUuid, role=RefRole.LEAF)
                     view.leaf_hints[index] = record.leafUuid
                 else:
-                    reference = Reference("leafUuid", record.leafUuid, RefKind.ANY_SESSION)
+                    reference = Reference(
+                        "leafUuid", record.leafUuid, RefKind.ANY_SESSION, RefRole.LEAF
+                    )
                 view.references[index] = (reference,)
             if record_type in STATE_TYPES:
                 flags |= Flag.STATE

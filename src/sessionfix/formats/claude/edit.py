@@ -84,6 +84,10 @@ class ClaudeEditor:
 
         return transform
 
+    def unlinked(self, role: RefRole) -> object:
+        """A parent or leaf link with nothing left to name becomes null."""
+        return None
+
     def set_parent(self, parent_id: str | None) -> Callable[[Any], Any]:
         def transform(record: Any) -> Any:
             record["parentUuid"] = parent_id

@@ -1,0 +1,85 @@
+"""What a session format lets rules see: rules require capabilities, formats provide them.
+
+A rule runs on a file only when the file's format provides every capability it
+requires; which formats a rule covers follows from the same sets.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+from sessionfix.formats import Format
+
+
+class Capability(enum.Enum):
+    """One kind of fact a format's adapter puts into the view."""
+
+    LINES = "lines"
+    """Physical lines and the records on them."""
+    HEADER = "a session header"
+    ENTRIES = "typed entries"
+    """Records with a kind, a role and an id (messages, compactions, labels …)."""
+    TREE = "an id-linked tree"
+    """Entries linked to their parents by id (not by position)."""
+    TOOL_CALLS = "tool calls"
+    """Tool calls and their results, paired by call id."""
+    BOUNDARIES = "compaction boundaries"
+    """Compactions and resets, with the entry they keep from."""
+    FILE_ACTIONS = "file actions"
+    """Which tool calls read and which rewrite a file."""
+    UNIQUE_IDS = "ids each record holds alone"
+    """A repeated id is a second record, not a copy of the first (pi)."""
+    ENTRY_LINKS = "an id and a parent link on every entry"
+    """Every entry after the header takes part in the tree, from one root (pi v2/v3)."""
+    RETRY_COPIES = "messages a retry re-appends"
+    """Overflow recovery re-appends user messages and compactions with new ids."""
+    BRANCHES = "abandoned branches kept as history"
+    """Entries off the active path are history the user can return to (pi's /tree)."""
+    STREAMING_STATE = "streaming state on tool calls"
+    TURNS = "API messages spanning records"
+    """One API message is several records sharing a key (Claude `message.id`)."""
+    REPLAYED_IDS = "records replayed with their ids"
+    """A repeated id is a copy of the same record written again (Claude)."""
+    STATE_METADATA = "metadata readers take the last copy of"
+    SESSION_STAMPS = "records stamped with their session"
+    PRESERVED_SEGMENTS = "compactions that keep records verbatim"
+    TOOL_NAMES = "tool names the provider checks"
+
+
+def provided(fmt: Format, *, tree: bool) -> frozenset[Capability]:
+    """What a file of `fmt` provides; `tree`: its entries are linked by id."""
+    if fmt.is_pi_family:
+        from sessionfix.formats import pi
+
+        return pi.TREE_CAPABILITIES if tree else pi.CAPABILITIES
+    if fmt is Format.CLAUDE:
+        from sessionfix.formats.claude import CAPABILITIES
+
+        return CAPABILITIES
+    from sessionfix.formats import opaque
+
+    return opaque.capabilities(fmt)
+
+
+def missing(requires: Iterable[Capability], fmt: Format, *, tree: bool) -> list[Capability]:
+    """What a file of `fmt` lacks of `requires`, in declaration order."""
+    have = provided(fmt, tree=tree)
+    wanted = set(requires)
+    return [capability for capability in Capability if capability in wanted - have]
+
+
+def coverage(requires: frozenset[Capability]) -> tuple[list[Format], bool]:
+    """The formats some of whose files provide `requires`, and whether only their
+    id-linked (tree) files do."""
+    formats: list[Format] = [
+        f for f in Format if f is not Format.AUTO and requires <= provided(f, tree=True)
+    ]
+    tree_only = any(not requires <= provided(f, tree=False) for f in formats)
+    return formats, tree_only
+
+
+def listed(capabilities: Iterable[Capability]) -> str:
+    """`tool calls and file actions`."""
+    names = [capability.value for capability in capabilities]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

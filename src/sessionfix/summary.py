@@ -1,0 +1,97 @@
+"""What a run comes to: its exit code (cli-and-safety.md §2) and the lines it ends with.
+
+0: nothing at or above `--fail-on`; 1: problems found (or, when asked, fixes made);
+2: a usage error, unreadable input or an internal error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Final
+
+from sessionfix.diagnostics import Diagnostic
+from sessionfix.rules.base import Counted
+from sessionfix.settings import Settings
+from sessionfix.units import human_bytes
+
+if TYPE_CHECKING:
+    from sessionfix.repair import RepairResult
+
+EXIT_OK: Final = 0
+EXIT_PROBLEMS: Final = 1
+EXIT_ERROR: Final = 2
+
+
+def exit_code(
+    diagnostics: Iterable[Diagnostic], errors: bool, settings: Settings, exit_zero: bool
+) -> int:
+    """2 on any error; else 1 when a finding reaches `--fail-on`, unless `exit_zero`."""
+    if errors:
+        return EXIT_ERROR
+    if exit_zero:
+        return EXIT_OK
+    if any(d.severity >= settings.fail_on for d in diagnostics):
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def preview_exit_code(changed: int, errors: bool, exit_zero: bool) -> int:
+    """A `--diff`: 2 on any error; 1 when a file would change, unless `exit_zero`."""
+    if errors:
+        return EXIT_ERROR
+    return EXIT_PROBLEMS if changed and not exit_zero else EXIT_OK
+
+
+def scan_note(scanned: int, size: int, elapsed: float, skipped: int, *, nothing: bool) -> str:
+    """How much a scan read and how long it took; `nothing`: no file was found at all."""
+    if nothing:
+        return "No session files found"
+    note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(size)}) in "
+    note += f"{elapsed:.2f}s"
+    if skipped:
+        note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
+    return note
+
+
+def preview_note(problems: int, changed: int, errors: bool) -> str | None:
+    """What a `--diff` would fix."""
+    noun = "problem" if problems == 1 else "problems"
+    files_noun = "file" if changed == 1 else "files"
+    if changed:
+        return f"Would fix {problems} {noun} in {changed} {files_noun}."
+    return None if errors else "No fixes."
+
+
+def repair_note(results: Sequence[RepairResult], *, in_place: bool) -> str:
+    """One line: what the repairs changed, what they saved."""
+    changed = [r for r in results if r.changed]
+    if not changed:
+        return "Nothing to repair."
+    files = "file" if len(changed) == 1 else "files"
+    verb = "Repaired" if in_place else "Wrote the repair of"
+    parts = []
+    dropped = sum(r.dropped_entries for r in changed)
+    inserted = sum(r.inserted_records for r in changed)
+    if dropped:
+        parts.append(f"{dropped} entr{'y' if dropped == 1 else 'ies'} dropped")
+    for what in Counted:
+        count = sum(r.counted(what) for r in changed)
+        if count:
+            parts.append(what.phrase(count))
+    if inserted:
+        parts.append(f"{inserted} record{'s' if inserted != 1 else ''} inserted")
+    saved = sum(r.bytes_saved for r in changed)
+    tokens = sum(r.tokens_saved for r in changed)
+    note = f"{verb} {len(changed)} {files}"
+    if parts:
+        note += ": " + ", ".join(parts)
+    if saved > 0:
+        note += f"; {human_bytes(saved)} saved (~{tokens:,} tokens)"
+    elif saved < 0:
+        note += f"; {human_bytes(-saved)} added"
+    backups = [r.backup for r in changed if r.backup is not None]
+    if len(backups) == 1:
+        note += f"; backup: {backups[0]}"
+    elif backups:
+        note += f"; {len(backups)} backups beside the files"
+    return note + "."

@@ -1,0 +1,38 @@
+"""A report is written from the diagnostics alone: the session is not opened again."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+from sessionfix import check_file
+from sessionfix.render import OutputFormat, write_report
+
+from .conftest import FIXTURES
+
+GLUED = FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl"
+
+
+def test_the_excerpt_travels_with_the_diagnostic(tmp_path: Path) -> None:
+    session = tmp_path / "glued.jsonl"
+    shutil.copy(GLUED, session)
+    diagnostics = check_file(session)
+    assert diagnostics
+    assert all(d.excerpt for d in diagnostics if d.span is not None)
+    before = io.BytesIO()
+    write_report(diagnostics, before, OutputFormat.FULL)
+    session.unlink()
+    after = io.BytesIO()
+    write_report(diagnostics, after, OutputFormat.FULL)
+    assert after.getvalue() == before.getvalue()
+    assert b" | " in after.getvalue()
+
+
+def test_an_excerpt_is_bounded_and_on_one_line(tmp_path: Path) -> None:
+    session = tmp_path / "long.jsonl"
+    session.write_bytes(b'{"type":"message","text":"' + b"x\\n" * 1000 + b'"\n\n')
+    for diagnostic in check_file(session):
+        if diagnostic.excerpt is not None:
+            assert "\n" not in diagnostic.excerpt
+            assert len(diagnostic.excerpt) <= 161
