@@ -180,3 +180,47 @@ def test_a_broken_v1_cut_fails_the_repair(monkeypatch: pytest.MonkeyPatch, tmp_p
     with pytest.raises(VerificationFailed, match="SF501"):
         repair_to(source, tmp_path / "bad.jsonl", SETTINGS)
     assert not (tmp_path / "bad.jsonl").exists()
+
+
+REPORT_ONLY = FIXTURES / "SF402-claude-session-ends-mid-call" / "input.jsonl"
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Record every session read of the repair module."""
+    import sessionfix.repair as repair_module
+
+    reads: list[Path] = []
+    real = repair_module.read_session
+
+    def counted(path: Path, *args: object, **kwargs: object) -> object:
+        reads.append(Path(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(repair_module, "read_session", counted)
+    return reads
+
+
+def test_an_exact_copy_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing applies: the written copy is the input byte for byte, so its check is the
+    input's, under the output's name."""
+    reads = _counting_reads(monkeypatch)
+    out = tmp_path / "out.jsonl"
+    result = repair_to(REPORT_ONLY, out, SETTINGS)
+    assert out.read_bytes() == REPORT_ONLY.read_bytes()
+    assert reads == [REPORT_ONLY]
+    assert [d.code for d in result.remaining] == ["SF402"]
+    assert {d.filename for d in result.remaining} == {str(out)}
+
+
+def test_a_copy_whose_digest_differs_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sessionfix.repair as repair_module
+
+    reads = _counting_reads(monkeypatch)
+    digests = iter(["written", "input"])
+    monkeypatch.setattr(repair_module, "file_digest", lambda *args: next(digests))
+    out = tmp_path / "out.jsonl"
+    repair_to(REPORT_ONLY, out, SETTINGS)
+    assert len(reads) == 2
+    assert reads[1] != REPORT_ONLY

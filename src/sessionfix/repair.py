@@ -9,6 +9,7 @@ applies may remain, and no reference may dangle that did not dangle before.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import mmap
 import os
@@ -228,6 +229,18 @@ class PlannedRepair:
         self.tally["dropped"] += plan.dropped_entries
         self.tally["inserted"] += plan.inserted_records
 
+    def _copied_exactly(self, written: Path) -> bool:
+        """The written copy has the input's size and digest (a hash pass over two files
+        in the page cache, several times cheaper than reading the copy as a session)."""
+        try:
+            with open(written, "rb") as copy, open(self.path, "rb") as original:
+                size = self.scanned.info.size
+                if os.fstat(copy.fileno()).st_size != size:
+                    return False
+                return file_digest(copy) == file_digest(original, size)
+        except OSError:
+            return False
+
     def verify(self, written: Path, filename: str) -> list[Diagnostic]:
         """Check repaired bytes at `written`; return what a check of them reports.
 
@@ -243,6 +256,10 @@ class PlannedRepair:
         rule's `invariant`.
         """
         settings = self.settings
+        if self.plan.is_empty() and not self.tracing and self._copied_exactly(written):
+            # The copy is the input byte for byte (nothing applies), which was just
+            # checked: checking it again would only find the same.
+            return [dataclasses.replace(d, filename=filename) for d in self.found]
         before = self.scanned.view
         dangled = _dangling_names(before)
         guard = _Invariants(self.found)
