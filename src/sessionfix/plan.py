@@ -309,6 +309,9 @@ class RepairPlan:
         view = self.view
         if role is RefRole.FIRST_KEPT_POSITION:
             return self._remap_position(value, owner)
+        if role is RefRole.SEGMENT_MEMBER and isinstance(value, list):
+            kept = [item for item in value if self.remap(item, role, owner) == item]
+            return value if len(kept) == len(value) else kept
         if not isinstance(value, str) or value not in self._dropped_ids:
             return value
         target = view.resolve(value)
@@ -321,10 +324,27 @@ class RepairPlan:
             return view.entry_id(survivor)
         if role is RefRole.FIRST_KEPT:
             return view.entry_id(self._down(target, owner))
+        if role is RefRole.SEGMENT_MEMBER:
+            return None
+        if role is RefRole.SEGMENT_HEAD:
+            child = self._surviving_child(target)
+            return self.editor.unlinked(role) if child is None else view.entry_id(child)
         ancestor, _ = self._climb(target)
         if ancestor is not None:
             return view.entry_id(ancestor)
         return self.editor.unlinked(role)
+
+    def _surviving_child(self, index: int) -> int | None:
+        """The first surviving record in file order below a dropped one (its child, or
+        the child of a dropped child)."""
+        parents = self.view.parents
+        frontier = {index}
+        for candidate in range(index + 1, len(parents)):
+            if parents[candidate] in frontier:
+                if candidate not in self.dropped:
+                    return candidate
+                frontier.add(candidate)
+        return None
 
     # ---- positions (pi v1) -------------------------------------------------------------
 
@@ -601,7 +621,7 @@ class RepairPlan:
         decisions that changed them are added to `causes`."""
         remapped = False
         for name, role in self.editor.references(record):
-            value = record[name]
+            value = self.editor.get_field(record, name)
             new = self.remap(value, role, owner)
             if new is not value and new != value:
                 record = self.editor.set_field(name, new)(record)
@@ -613,6 +633,9 @@ class RepairPlan:
     def _reference_cause(self, value: object, role: RefRole) -> int:
         if role is RefRole.FIRST_KEPT_POSITION:
             return self._position_cause(value)
+        if isinstance(value, list):
+            gone = [item for item in value if self.remap(item, role, -1) != item]
+            return self._reference_cause(gone[0], role)
         target = self.view.resolve(str(value))
         assert target is not None
         return self.drop_causes[target]

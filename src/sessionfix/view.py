@@ -144,6 +144,9 @@ class BoundaryFacts:
 class RefKind(enum.Enum):
     BACKWARD = "backward"
     FORWARD = "forward"
+    COMPACTION = "compaction"
+    """A compaction's own bookkeeping (its logical parent, its kept records): checked by
+    the compaction rules, remapped like any reference."""
     ANY_SESSION = "any-session"
     """May name a record of another session's file (Claude `summary.leafUuid`): remapped
     when its target goes, never reported when it names nothing here."""
@@ -172,6 +175,11 @@ class ChainPolicy(Protocol):
     """What a format decides about its tree beyond parent links: which record is the
     leaf, and what its loader adds to the walk from the leaf (Claude re-attaches the
     parallel tool calls and results a single-parent walk leaves behind)."""
+
+    def relink(self, view: SessionView, parents: array[int]) -> None:
+        """Change `parents` where the loader links records otherwise than their parent
+        fields say (Claude: the records a compaction keeps hang below its summary)."""
+        ...
 
     def leaf(self, view: SessionView) -> int | None: ...
 
@@ -760,6 +768,8 @@ class SessionView:
             self._link_through_leaf_rows(parents)
         if Kind.CONTROL in self.kinds:
             self._link_through_control_rows(parents)
+        if self.policy is not None:
+            self.policy.relink(self, parents)
 
     def _find_duplicates(self, index: dict[int, int]) -> None:
         start = self.first_entry

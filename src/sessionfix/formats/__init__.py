@@ -37,6 +37,14 @@ class RefRole(enum.Enum):
     else to null."""
     APPEND_PARENT = "append-parent"
     """Names where a leaf row's next entry is appended; remapped as LEAF."""
+    LOGICAL_PARENT = "logical-parent"
+    """Where a compaction cut the conversation: the survivor or an ancestor, else null."""
+    SEGMENT_HEAD = "segment-head"
+    """The first record a compaction keeps: the survivor, else the next kept record."""
+    SEGMENT_TAIL = "segment-tail"
+    """The last record a compaction keeps: the survivor or an ancestor, else null."""
+    SEGMENT_MEMBER = "segment-member"
+    """A list of the records a compaction keeps: dropped ones leave it."""
 
 
 class RecordEditor(Protocol):
@@ -50,6 +58,10 @@ class RecordEditor(Protocol):
         ...
 
     def set_field(self, name: str, value: object) -> Transform: ...
+
+    def get_field(self, record: Any, name: str) -> object:
+        """The value of a field `references` named."""
+        ...
 
     def set_parent(self, parent_id: str | None) -> Transform: ...
 

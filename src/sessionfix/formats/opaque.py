@@ -59,6 +59,9 @@ class _NoEditor:
     def identity(self, record: Any) -> str | None:
         return None
 
+    def get_field(self, record: Any, name: str) -> object:
+        return None
+
     synthetic_tool_result = _refuse
 
 

@@ -1062,6 +1062,9 @@ class PiEditor:
         """A branch summary with nothing left to branch from names `"root"`."""
         return ROOT_NAME if role is RefRole.FROM else None
 
+    def get_field(self, record: Any, name: str) -> object:
+        return record[name]
+
     def set_parent(self, parent_id: str | None) -> Callable[[Any], Any]:
         def transform(record: Any) -> Any:
             record["parentId"] = parent_id

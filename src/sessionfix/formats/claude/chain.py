@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from array import array
+from itertools import pairwise
+
 from sessionfix.view import Kind, Role, SessionView
 
 _CHAIN_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL_RESULT})
@@ -14,6 +17,42 @@ class ClaudeChain:
     conversation record, else the physically last user or assistant record. Path: the
     `parentUuid` walk back from it, plus the parallel tool calls and results that the
     loader re-attaches after the last on-chain record of their API message."""
+
+    def relink(self, view: SessionView, parents: array[int]) -> None:
+        """Claude Code's reader, for every boundary that keeps records: with a list of
+        them that all resolve, the first hangs below the anchor and each below the one
+        before; else the segment's head hangs below the anchor. Either way the anchor's
+        other children move below the last kept record."""
+        last_kept: dict[int, tuple[int, set[int]]] = {}
+        for _, facts in sorted(view.boundaries.items()):
+            segment = facts.preserved
+            if segment is None or not isinstance(segment.anchor, str):
+                continue
+            anchor = view.resolve(segment.anchor)
+            if anchor is None:
+                continue
+            listed = [u for u in segment.listed or () if isinstance(u, str)]
+            members = [view.resolve(u) for u in dict.fromkeys(listed)]
+            if members and None not in members:
+                kept = [m for m in members if m is not None]
+                parents[kept[0]] = anchor
+                for before, member in pairwise(kept):
+                    parents[member] = before
+                last = kept[-1]
+            else:
+                head = view.resolve(segment.head) if isinstance(segment.head, str) else None
+                tail = view.resolve(segment.tail) if isinstance(segment.tail, str) else None
+                if head is None or tail is None:
+                    continue
+                parents[head] = anchor
+                kept, last = [head], tail
+            last_kept[anchor] = (last, {*kept, anchor, last})
+        if not last_kept:
+            return
+        for child, parent in enumerate(parents):
+            moved = last_kept.get(parent)
+            if moved is not None and child not in moved[1]:
+                parents[child] = moved[0]
 
     def leaf(self, view: SessionView) -> int | None:
         if view.leaf_hints:

@@ -402,7 +402,10 @@ class ClaudeAdapter:
             if record_type in STATE_TYPES:
                 flags |= Flag.STATE
         elif kind == Kind.COMPACTION:
-            view.boundaries[index] = _boundary_facts(record)
+            facts = view.boundaries[index] = _boundary_facts(record)
+            references = _boundary_references(facts)
+            if references:
+                view.references[index] = references
         if role == Role.ASSISTANT and record.message is not None:
             turn = record.message.id
             if type(turn) is str:
@@ -531,6 +534,20 @@ def _boundary_facts(record: _Record) -> BoundaryFacts:
         segment.headUuid, segment.anchorUuid, segment.tailUuid, listed_anchor, ids
     )
     return facts
+
+
+def _boundary_references(facts: BoundaryFacts) -> tuple[Reference, ...]:
+    """What a compaction names besides its (null) parent, for remapping and checks."""
+    named: list[tuple[object, RefRole]] = [(facts.logical_parent, RefRole.LOGICAL_PARENT)]
+    segment = facts.preserved
+    if segment is not None:
+        named += [(segment.head, RefRole.SEGMENT_HEAD), (segment.tail, RefRole.SEGMENT_TAIL)]
+        named += [(uuid, RefRole.SEGMENT_MEMBER) for uuid in segment.listed or ()]
+    return tuple(
+        Reference(role.value, target, RefKind.COMPACTION, role)
+        for target, role in named
+        if isinstance(target, str) and target and target != MISSING
+    )
 
 
 def _invalid_tool_names(content: object) -> tuple[str, ...]:

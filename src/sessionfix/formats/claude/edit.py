@@ -20,6 +20,26 @@ _COPIED_ENVELOPE: Final = ("isSidechain", "userType", "cwd", "sessionId", "versi
 _COPIED_TAIL: Final = ("slug",)
 
 
+_MEMBER: Final = RefRole.SEGMENT_MEMBER
+_SEGMENT_FIELDS: Final = (
+    (("compactMetadata", "preservedSegment", "headUuid"), RefRole.SEGMENT_HEAD),
+    (("compactMetadata", "preservedSegment", "tailUuid"), RefRole.SEGMENT_TAIL),
+    (("compactMetadata", "preservedMessages", "uuids"), _MEMBER),
+    (("compactMetadata", "preservedMessages", "allUuids"), _MEMBER),
+)
+"""A compaction's kept records, by field path; the anchor is a summary or the boundary
+itself, which no fix drops."""
+
+
+def _get(record: Any, path: tuple[str, ...]) -> object:
+    value: object = record
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
 def claude_uuid(material: str) -> str:
     """A UUID from `xxh3_128` of `material`, version nibble 8, RFC 4122 variant (§9.3)."""
     digest = bytearray(xxhash.xxh3_128_digest(material.encode("utf-8", "surrogatepass")))
@@ -75,11 +95,25 @@ class ClaudeEditor:
             found.append(("parentUuid", RefRole.PARENT))
         if isinstance(record.get("leafUuid"), str):
             found.append(("leafUuid", RefRole.LEAF))
+        if isinstance(record.get("logicalParentUuid"), str):
+            found.append(("logicalParentUuid", RefRole.LOGICAL_PARENT))
+        for path, role in _SEGMENT_FIELDS:
+            value = _get(record, path)
+            if isinstance(value, str) or (isinstance(value, list) and role is _MEMBER):
+                found.append((".".join(path), role))
         return found
 
+    def get_field(self, record: Any, name: str) -> object:
+        return _get(record, tuple(name.split(".")))
+
     def set_field(self, name: str, value: object) -> Callable[[Any], Any]:
+        path = name.split(".")
+
         def transform(record: Any) -> Any:
-            record[name] = value
+            holder = record
+            for key in path[:-1]:
+                holder = holder[key]
+            holder[path[-1]] = value
             return record
 
         return transform
