@@ -4,8 +4,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PI_CACHE := .cache/pi
 PI_STAMP := $(PI_CACHE)/.installed
+CLAUDE_CACHE := .cache/claude
+CLAUDE_STAMP := $(CLAUDE_CACHE)/.installed
 
-.PHONY: install pi demo test lint typecheck unit bench docs clean
+.PHONY: install pi claude demo test lint typecheck unit bench docs clean
 
 install: $(STAMP)
 
@@ -24,6 +26,17 @@ $(PI_STAMP): tests/pi/package.json tests/pi/package-lock.json
 	cd $(PI_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(PI_STAMP)
 
+# Claude Code's session reader (the Agent SDK, pinned in tests/claude). Its platform
+# binaries (optional dependencies, hundreds of MB) and the peer packages for its agent
+# API are left out: reading sessions needs neither.
+claude: $(CLAUDE_STAMP)
+
+$(CLAUDE_STAMP): tests/claude/package.json tests/claude/package-lock.json
+	mkdir -p $(CLAUDE_CACHE)
+	cp tests/claude/package.json tests/claude/package-lock.json $(CLAUDE_CACHE)/
+	cd $(CLAUDE_CACHE) && npm ci --ignore-scripts --omit=optional --omit=peer --no-audit --no-fund --loglevel=error
+	touch $(CLAUDE_STAMP)
+
 # Scan the example sessions; exit 1 (problems found) is the expected outcome here.
 demo: install
 	@$(BIN)/sessionfix scan examples/sessions; status=$$?; [ $$status -le 1 ]
@@ -34,8 +47,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy --strict src
 
-unit: install pi
-	SESSIONFIX_REQUIRE_PI=1 $(BIN)/pytest
+unit: install pi claude
+	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 $(BIN)/pytest
 
 test: lint typecheck unit
 
