@@ -356,6 +356,7 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
         folder = root / str(number)
         folder.mkdir()
         copy = folder / name
+        copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, copy)
         repaired = {}
         for mode in MODES:
