@@ -3,22 +3,31 @@ the Agent SDK's `getSessionMessages`), before and after `sessionfix repair`.
 
 Every Claude Code session the tests can see is taken: the shared corpus, the examples
 and every fixture whose input is a Claude Code session (told by its first record, so a
-new fixture is taken without touching this module). Each is repaired with the safe and
-with the unsafe fixes; the originals are loaded in one Node.js run and the repairs in a
-second one. Then:
+new fixture is taken without touching this module; it is repaired under the file name
+its `case.json` gives, folders and all). Each is repaired with the safe and with the
+unsafe fixes; the originals are loaded in one Node.js run and the repairs in a second
+one. Then:
 
 - the reader never throws and never writes to a file;
 - the chain it loads, original or repaired, is the intended chain: an independent
   reading of the file in this module (`intended_chain`);
 - a repair loses nothing from the loaded chain: the original's messages are still
-  there, in the same order;
-- every `tool_use` on the repaired chain has its `tool_result` later on the chain, except
-  the pending call of a session that was captured mid-call (`PENDING_AT_END`);
+  there, in the same order, with their content, but for result blocks that answer
+  nothing (SF401, SF403) and stale reads (SF301);
+- every `tool_use` on the loaded chain has its `tool_result` later on the chain, except
+  the pending call of a session that was captured mid-call (`PENDING_AT_END`) and,
+  before an unsafe repair, the calls a fixture leaves unanswered mid-chain
+  (`UNANSWERED_UNTIL_UNSAFE`);
+- a record the repair re-links is loaded after its new parent's line; a record it
+  brings back or writes is loaded; after the unsafe fixes a compaction's preserved
+  segment is loaded whole;
 - a glued line (`GLUED`): what the reader does with it before the repair, and that the
   repair gives the file its records back as lines of their own.
 
-A new case needs a new file only; `PENDING_AT_END` and `GLUED` name the expected
-exceptions, and a test checks that they name exactly the sessions that have them.
+A new case needs a new file only. The corpus's exceptions are named here; a fixture's
+are read from its `case.json` (its description, and the lines it expects SF402 and
+SF001 on); a test checks that `GLUED` names exactly the glued lines. Repairs the reader
+shows to be wrong are in `KNOWN_REPAIR_GAPS`, their cases expected to fail strictly.
 
 What the reader (SDK 0.3.330) does, as observed on these files and read from its code,
 and how `intended_chain` models it:
