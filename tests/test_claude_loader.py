@@ -27,7 +27,8 @@ one. Then:
 A new case needs a new file only. The corpus's exceptions are named here; a fixture's
 are read from its `case.json` (its description, and the lines it expects SF402 and
 SF001 on); a test checks that `GLUED` names exactly the glued lines. Repairs the reader
-shows to be wrong are in `KNOWN_REPAIR_GAPS`, their cases expected to fail strictly.
+shows to be wrong go in `KNOWN_REPAIR_GAPS` (empty while it shows none), their cases
+expected to fail strictly.
 
 What the reader (SDK 0.3.330) does, as observed on these files and read from its code,
 and how `intended_chain` models it:
@@ -474,45 +475,8 @@ class RepairGap:
     reason: str
 
 
-_SEGMENT_NOT_MENDED = (
-    "SF502 offers no fix for a segment broken by a replay (its diagnostic has none), "
-    "though the fixture's expect_repair re-parents the tail (the stop_hook_summary, "
-    "parented into the replayed block) to the last assistant before the second "
-    "compaction: the reader walks from the tail into the replay and leaves the "
-    "segment's head, that assistant, and its prompt off the chain"
-)
-KNOWN_REPAIR_GAPS: dict[str, RepairGap] = {
-    "SF105-claude-two-record-cycle/input.jsonl": RepairGap(
-        frozenset({("test_a_repair_loses_nothing_from_the_loaded_chain", "unsafe")}),
-        "the unsafe SF105 fix breaks the cycle at line 4 (re-linked to line 2) and leaves "
-        "line 3 a child of line 4, beside line 5: the reader loaded the prompt on line 3 "
-        "before the repair and drops it after (1, 2, 4, 5, 6 instead of 1, 2, 3, 4, 5, 6)",
-    ),
-    "SF103-claude-tool-result-relinked-to-source/input.jsonl": RepairGap(
-        frozenset(
-            {
-                ("test_every_tool_call_on_the_loaded_chain_has_its_result", "original"),
-                ("test_every_tool_call_on_the_loaded_chain_has_its_result", "safe"),
-            }
-        ),
-        "SF402 (an error) is reported on line 2's call, yet the reader answers it: it "
-        "puts the result on line 4, whose parent is missing, back after the call's "
-        "message because its sourceToolAssistantUUID names line 2",
-    ),
-    "SF008-claude-damaged-prefix-then-record/input.jsonl": RepairGap(
-        frozenset({("test_what_a_repair_adds_is_loaded", "unsafe")}),
-        "the unsafe repair cuts the assistant record out of the damaged line 4 and also "
-        "re-links line 5 (SF103, found before the record was back) to line 3: the reader "
-        "leaves the recovered reply off the chain (two prompts in a row)",
-    ),
-    "SF502-claude-replay-behind-preserved-segment/input.jsonl": RepairGap(
-        frozenset({("test_a_preserved_segment_is_loaded_whole", "unsafe")}), _SEGMENT_NOT_MENDED
-    ),
-    "sessions/claude-second-compact.jsonl": RepairGap(
-        frozenset({("test_a_preserved_segment_is_loaded_whole", "unsafe")}), _SEGMENT_NOT_MENDED
-    ),
-}
-"""Sessions whose repair the reader shows to be wrong, by `_name`."""
+KNOWN_REPAIR_GAPS: dict[str, RepairGap] = {}
+"""Sessions whose repair the reader shows to be wrong, by `_name` (none at present)."""
 
 
 # --- repairs and loads, once per run -----------------------------------------------------
@@ -618,6 +582,19 @@ def test_the_exceptions_name_exactly_the_sessions_that_have_them() -> None:
         assert {mode for _, mode in gap.cases} <= {"original", *MODES}
     glued = {(_name(path), row) for path in SESSIONS for row in _glued_lines(path)}
     assert glued == {(name, g.row) for name, g in GLUED.items()}
+
+
+def test_a_known_gap_marks_its_cases_as_strict_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of `KNOWN_REPAIR_GAPS` makes exactly its (check, mode) cases strict
+    xfails, and only for its session: the table works when a gap is listed again."""
+    name = _name(SESSIONS[0])
+    check = "test_a_repair_loses_nothing_from_the_loaded_chain"
+    gap = RepairGap(frozenset({(check, "unsafe")}), "a listed gap")
+    monkeypatch.setitem(KNOWN_REPAIR_GAPS, name, gap)
+    marked = {case.id: [(m.name, m.kwargs) for m in case.marks] for case in _cases(check, MODES)}
+    assert marked[f"unsafe-{name}"] == [("xfail", {"strict": True, "reason": "a listed gap"})]
+    assert [case for case, marks in marked.items() if marks] == [f"unsafe-{name}"]
+    assert all(not case.marks for case in _cases("test_a_relink_is_followed", MODES))
 
 
 @pytest.mark.parametrize(
