@@ -13,14 +13,16 @@ one. Then:
   reading of the file in this module (`intended_chain`);
 - a repair loses nothing from the loaded chain: the original's messages are still
   there, in the same order, with their content, but for result blocks that answer
-  nothing (SF401, SF403) and stale reads (SF301);
+  nothing (SF401, SF403), stale reads (SF301), and replays of earlier history (SF203)
+  that an SF502 fix takes off the chain, as sessionfix's own diagnostics of the file
+  show (`_replays_unhooked`);
 - every `tool_use` on the loaded chain has its `tool_result` later on the chain, except
   the pending call of a session that was captured mid-call (`PENDING_AT_END`) and,
   before an unsafe repair, the calls a fixture leaves unanswered mid-chain
   (`UNANSWERED_UNTIL_UNSAFE`);
 - a record the repair re-links is loaded after its new parent's line; a record it
   brings back or writes is loaded; after the unsafe fixes a compaction's preserved
-  segment is loaded whole;
+  segment is loaded whole, and one SF502 mended is loaded below its summary;
 - a glued line (`GLUED`): what the reader does with it before the repair, and that the
   repair gives the file its records back as lines of their own.
 
@@ -74,7 +76,8 @@ from typing import Any
 
 import pytest
 
-from sessionfix import Settings
+from sessionfix import Applicability, Diagnostic, Settings, check_file
+from sessionfix.diagnostics import RewriteRecord
 from sessionfix.repair import repair_to
 
 from .claude_loader import ClaudeLoad, LoadedMessage, load_with_claude, require_claude_at_collection
@@ -485,6 +488,8 @@ KNOWN_REPAIR_GAPS: dict[str, RepairGap] = {}
 @dataclass(frozen=True)
 class Versions:
     original: Path
+    copy: Path
+    """The copy that was repaired, under the file name its case gives."""
     repaired: dict[str, Path]
 
 
@@ -505,7 +510,7 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
             target = folder / f"{mode}.jsonl"
             repair_to(copy, target, dataclasses.replace(settings, unsafe_fixes=mode == "unsafe"))
             repaired[mode] = target
-        found[path] = Versions(path, repaired)
+        found[path] = Versions(path, copy, repaired)
     return found
 
 
@@ -711,10 +716,13 @@ def test_a_repair_loses_nothing_from_the_loaded_chain(
     order, each with its content; what may go is only what answers nothing: a result
     block for a call not on the chain before it or already answered (SF401, SF403),
     and a record with nothing else, which is then gone from the file. A read result may
-    have its text replaced by sessionfix's placeholder (SF301)."""
+    have its text replaced by sessionfix's placeholder (SF301). And a replay may leave
+    the chain whole (`_replays_unhooked`): a copy of earlier history that an SF502 fix
+    takes off the chain by re-parenting the record below it."""
     file, repaired = _load(path, mode, versions, before, after)
     original = before[path].messages
     spare = _spare_results(original)
+    unhooked = _replays_unhooked(path, mode, versions)
     in_file = {r.get("uuid") for r in records(file)}
     kept = {m.uuid: m for m in repaired.messages}
     order = iter(m.uuid for m in repaired.messages)
@@ -722,6 +730,8 @@ def test_a_repair_loses_nothing_from_the_loaded_chain(
     for position, message in enumerate(original):
         dropped = {index for (at, index) in spare if at == position}
         content = _content({"message": message.message})
+        if message.uuid not in kept and message.uuid in unhooked:
+            continue
         if message.uuid not in kept:
             whole = bool(content) and dropped == set(range(len(content)))
             if not (whole and message.uuid not in in_file):
@@ -732,6 +742,65 @@ def test_a_repair_loses_nothing_from_the_loaded_chain(
         elif not _kept_as_intended(message.message, kept[message.uuid].message, dropped):
             changed.append(message.uuid)
     assert (lost, changed) == ([], [])
+
+
+def _applied(path: Path, mode: str, versions: dict[Path, Versions]) -> list[Diagnostic]:
+    """sessionfix's diagnostics of the copy it repaired, with `mode`'s settings, each
+    with its fix only if a repair in `mode` applies it (else none)."""
+    settings, _ = _case_settings(path)
+    settings = dataclasses.replace(settings, unsafe_fixes=mode == "unsafe")
+    return [
+        d.with_fix(None)
+        if d.fix is not None and d.fix.applicability is Applicability.UNSAFE and mode != "unsafe"
+        else d
+        for d in check_file(versions[path].copy, settings)
+    ]
+
+
+def _replays_unhooked(path: Path, mode: str, versions: dict[Path, Versions]) -> set[str]:
+    """The uuids a repair in `mode` may take off the loaded chain as replays, read from
+    sessionfix's own diagnostics of the copy it repaired (with `mode`'s settings).
+
+    A record qualifies only if it is both: a proven copy, a uuid on more than one line
+    of the original that an SF203 diagnostic finds to be a replay (it offers to drop the
+    copy for a survivor) and no mere conflict; and a record the chain used to pass
+    through that an applied SF502 fix unhooks, i.e. an ancestor of a re-parented
+    record's old parent in the original that is no ancestor of its new parent in the
+    repair (walked as the reader links them, `linked_records`). The fix must be in the
+    repair: the re-parented record carries the new parent there."""
+    diagnostics = _applied(path, mode, versions)
+    counts: dict[str, int] = {}
+    for record in records(path):
+        if isinstance(uuid := record.get("uuid"), str):
+            counts[uuid] = counts.get(uuid, 0) + 1
+    copies = {
+        uuid
+        for d in diagnostics
+        if d.code == "SF203" and d.fix is not None
+        if isinstance(uuid := _record_on(path, d.row).get("uuid"), str) and counts[uuid] > 1
+    }
+    old_links = linked_records(records(path))
+    new_records = records(versions[path].repaired[mode])
+    new_links = linked_records(new_records)
+    unhooked: set[str] = set()
+    for d in diagnostics:
+        if d.code != "SF502" or d.fix is None:
+            continue
+        for edit in d.fix.edits:
+            if not isinstance(edit, RewriteRecord) or edit.content is None:
+                continue
+            before_fix = _record_on(path, edit.row)
+            after_fix = json.loads(edit.content)
+            uuid, parent = before_fix.get("uuid"), after_fix.get("parentUuid")
+            if parent == before_fix.get("parentUuid") or after_fix.get("uuid") != uuid:
+                continue
+            if not any(
+                r.get("uuid") == uuid and r.get("parentUuid") == parent for r in new_records
+            ):
+                continue
+            above = set(_ancestors(old_links, before_fix.get("parentUuid")))
+            unhooked |= (above - set(_ancestors(new_links, parent))) & copies
+    return unhooked
 
 
 def _unanswered(messages: tuple[LoadedMessage, ...]) -> list[tuple[int, str]]:
@@ -855,10 +924,17 @@ def test_a_preserved_segment_is_loaded_whole(
     """After the unsafe fixes (SF502), each compaction's preserved segment whose head and
     tail are in the file is whole on the chain the reader loads: with its tail, the
     reader loads its head, and every record it returns from the tail back to the head
-    (walked as the reader links them, `linked_records`)."""
+    (walked as the reader links them, `linked_records`), in that order. A segment an
+    SF502 fix mended is loaded in any case: the compaction's summary (the anchor, which
+    the reader puts the head below), then the head, then the tail."""
     file, repaired = _load(path, mode, versions, before, after)
     by_uuid = linked_records(records(file))
     loaded = [m.uuid for m in repaired.messages]
+    mended = {
+        _record_on(path, d.row).get("uuid")
+        for d in _applied(path, mode, versions)
+        if d.code == "SF502" and d.fix is not None
+    }
     broken = []
     for record in by_uuid.values():
         metadata = record.get("compactMetadata")
@@ -866,15 +942,25 @@ def test_a_preserved_segment_is_loaded_whole(
         if record.get("subtype") != "compact_boundary" or not isinstance(segment, dict):
             continue
         head, tail = segment.get("headUuid"), segment.get("tailUuid")
+        anchor = segment.get("anchorUuid")
+        if record["uuid"] in mended:
+            shown = [u for u in (anchor, head, tail) if u in by_uuid and _returned(by_uuid[u])]
+            if (
+                tail not in by_uuid
+                or head not in shown
+                or [u for u in loaded if u in shown] != shown
+            ):
+                broken.append(record["uuid"])
+                continue
         if head not in by_uuid or tail not in by_uuid or tail not in loaded:
             continue
         walk = list(_ancestors(by_uuid, tail))
         kept = (
-            [u for u in walk[: walk.index(head) + 1] if _returned(by_uuid[u])]
+            [u for u in reversed(walk[: walk.index(head) + 1]) if _returned(by_uuid[u])]
             if head in walk
             else []
         )
-        if head not in walk or any(u not in loaded for u in kept):
+        if head not in walk or [u for u in loaded if u in kept] != kept:
             broken.append(record["uuid"])
     assert broken == []
 
