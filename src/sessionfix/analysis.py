@@ -313,6 +313,7 @@ def relink_target(
     careful = bool(relinked) or bool(view.duplicate_ids)
     own_id = view.entry_id(index)
     keys = view.id_keys
+    side = view.flags[index] & Flag.SIDECHAIN
     adopter = view.adopters.get(index)
     named = view.resolve(adopter) if adopter is not None else None
     candidates: Iterable[int] = range(index - 1, -1, -1)
@@ -326,6 +327,8 @@ def relink_target(
         if candidate_id is None or candidate in exclude or not view.is_entry(candidate):
             continue
         if view.kinds[candidate] in _NOT_ADOPTERS or view.resolve(candidate_id) != candidate:
+            continue
+        if view.flags[candidate] & Flag.SIDECHAIN != side:
             continue
         below = order.is_descendant(candidate, index)
         if below is None:

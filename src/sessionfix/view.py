@@ -77,6 +77,8 @@ class Flag:
     """A message carrying a compaction's summary (Claude `isCompactSummary`)."""
     STATE: Final = 32
     """Metadata whose latest copy is what readers use (a title, a mode, the last prompt)."""
+    SIDECHAIN: Final = 64
+    """A record of a side conversation (Claude sub-agent lines): it links only to its kind."""
 
 
 class FileAction(enum.IntEnum):

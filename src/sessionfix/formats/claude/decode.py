@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from itertools import compress, repeat
-from operator import attrgetter, eq, not_
+from operator import attrgetter, eq, is_, not_
 from pathlib import Path
 from typing import Any, Final
 
@@ -353,6 +353,11 @@ class ClaudeAdapter:
         view.kinds.extend(codes.translate(_KIND_OF_CODE))
         view.roles.extend(codes.translate(_ROLE_OF_CODE))
         view.flags.extend(codes.translate(_FLAGS_OF_CODE))
+        sidechain = list(map(_SIDECHAIN_OF, records))
+        if True in sidechain:
+            flags = view.flags
+            for position in compress(range(count), map(is_, sidechain, repeat(True))):
+                flags[base + position] |= Flag.SIDECHAIN
         view.id_keys.extend(array("q", map(hash, map(_UUID_OF, records))))
         view.parent_keys.extend(array("q", map(hash, map(_PARENT_OF, records))))
         for position in compress(range(count), map(eq, codes, repeat(_CODE_ASSISTANT))):
@@ -415,6 +420,8 @@ class ClaudeAdapter:
                 view.invalid_calls[index] = invalid
         if record.isCompactSummary is True:
             flags |= Flag.SUMMARY
+        if record.isSidechain is True:
+            flags |= Flag.SIDECHAIN
         source = record.sourceToolAssistantUUID
         if type(source) is str and source and source != parent:
             view.adopters[index] = source
@@ -467,6 +474,7 @@ _UUID_OF: Final = attrgetter("uuid")
 _PARENT_OF: Final = attrgetter("parentUuid")
 _SUMMARY_OF: Final = attrgetter("isCompactSummary")
 _SESSION_OF: Final = attrgetter("sessionId")
+_SIDECHAIN_OF: Final = attrgetter("isSidechain")
 _SOURCE_OF: Final = attrgetter("sourceToolAssistantUUID")
 _MESSAGE_OF: Final = attrgetter("message")
 _PLAIN_TYPES: Final = frozenset({"user", "assistant", "progress"})
