@@ -11,27 +11,9 @@ from pathlib import Path
 
 from sessionfix.formats import is_sibling_file
 
-# Sibling artefacts that agents and repair tools leave next to transcripts. Some end in
-# `.jsonl` but are not sessions; none may ever be scanned or rewritten as one.
-_SIBLING_NAMES = (
-    "*.trajectory.jsonl",
-    "*.checkpoint.*.jsonl",
-    "*.corrupt-*.jsonl",
-    "journal.jsonl",
-    "*.jsonl.lock",
-    "*.jsonl.reset.*",
-    "*.jsonl.deleted.*",
-    "*.bak-*",
-    "*.repair-*.tmp",
-    "*.jsonl.imported-*",
-    "*.sessionfix-bak-*",
-    "*.sessionfix-tmp*",
-)
-_SIBLING = re.compile("|".join(fnmatch.translate(pattern) for pattern in _SIBLING_NAMES))
-
-
-def is_sibling_artefact(name: str) -> bool:
-    return _SIBLING.match(name) is not None
+_OWN_FILES = ("*.sessionfix-bak-*", "*.sessionfix-tmp*")
+"""sessionfix's own backups and temporary files."""
+_OWN = re.compile("|".join(fnmatch.translate(pattern) for pattern in _OWN_FILES))
 
 
 @dataclass(slots=True)
@@ -100,9 +82,7 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
                 if entry.is_dir(follow_symlinks=False):
                     subdirectories.append(Path(entry.path))
                     continue
-                if is_sibling_artefact(entry.name) or (
-                    entry.name.endswith(".jsonl") and is_sibling_file(Path(entry.path))
-                ):
+                if _OWN.match(entry.name) or is_sibling_file(Path(entry.path)):
                     found.skipped.append(Path(entry.path))
                     continue
                 if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=True):

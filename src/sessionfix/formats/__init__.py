@@ -7,13 +7,18 @@ rules see only the format-neutral view.
 from __future__ import annotations
 
 import enum
+import functools
+import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from sessionfix.reader import LineReport
 from sessionfix.tracking import PathTracker
 from sessionfix.view import SessionView, ToolCall
+
+if TYPE_CHECKING:
+    from sessionfix.formats.capabilities import Capability
 
 Transform = Callable[[Any], Any]
 """Changes a parsed record (key order kept) and returns it."""
@@ -161,74 +166,63 @@ class FormatAdapter(Protocol):
     def finish(self, lines: LineReport) -> None: ...
 
 
-_CLAUDE_METADATA_TYPES = frozenset(
-    {
-        "summary",
-        "last-prompt",
-        "ai-title",
-        "custom-title",
-        "agent-name",
-        "agent-color",
-        "agent-setting",
-        "mode",
-        "permission-mode",
-        "queue-operation",
-        "file-history-snapshot",
-        "file-history-delta",
-        "attribution-snapshot",
-        "content-replacement",
-        "pr-link",
-        "tag",
-        "task-summary",
-        "worktree-state",
-        "cost-state",
-        "bridge-session",
-        "speculation-accept",
-    }
+class FormatPackage(Protocol):
+    """What a format package provides (each module under `formats/` that reads one)."""
+
+    FORMATS: frozenset[Format]
+    """The formats it reads."""
+
+    def detect(self, first_record: dict[str, Any]) -> Format | None:
+        """The format of a file whose first record is this, if it is this package's."""
+        ...
+
+    def has_record_shape(self, value: dict[str, Any]) -> bool:
+        """Whether an object recovered from damaged bytes looks like one of its records."""
+        ...
+
+    def make_adapter(self, fmt: Format, path: Path, context: object) -> FormatAdapter: ...
+
+    def capabilities(self, fmt: Format, tree: bool) -> frozenset[Capability]: ...
+
+    def is_sibling(self, path: Path) -> bool:
+        """A file the agent keeps beside its sessions that is not one."""
+        ...
+
+
+PACKAGES: Final = (
+    "sessionfix.formats.pi",
+    "sessionfix.formats.opaque",
+    "sessionfix.formats.claude",
 )
-_PI_ENTRY_TYPES = frozenset(
-    {
-        "message",
-        "compaction",
-        "branch_summary",
-        "custom",
-        "custom_message",
-        "label",
-        "session_info",
-        "model_change",
-        "thinking_level_change",
-        "leaf",
-        "reset",
-    }
-)
+"""The format packages, in the order they are asked to recognise a first record: adding
+a format is a package and a line here."""
+
+
+@functools.cache
+def _packages() -> tuple[FormatPackage, ...]:
+    return tuple(cast(FormatPackage, importlib.import_module(name)) for name in PACKAGES)
+
+
+def package_of(fmt: Format) -> FormatPackage:
+    """The package that reads `fmt` (formats without one are read at line level)."""
+    for package in _packages():
+        if fmt in package.FORMATS:
+            return package
+    return _packages()[1]
 
 
 def detect(first_record: dict[str, Any]) -> Format:
     """Decide the format from the first record that parses (rules.md §1)."""
-    record_type = first_record.get("type")
-    if record_type == "session":
-        return Format.PI
-    if record_type == "session_meta" or {"timestamp", "type", "payload"} <= first_record.keys():
-        return Format.CODEX
-    if (
-        "uuid" in first_record
-        or "parentUuid" in first_record
-        or "sessionId" in first_record
-        or record_type in _CLAUDE_METADATA_TYPES
-    ):
-        return Format.CLAUDE
-    if record_type in _PI_ENTRY_TYPES and (
-        "parentId" in first_record or "message" in first_record or "id" in first_record
-    ):
-        return Format.PI
+    for package in _packages():
+        found = package.detect(first_record)
+        if found is not None:
+            return found
     return Format.UNKNOWN
 
 
 def is_sibling_file(path: Path) -> bool:
-    """A JSONL file an agent keeps beside its sessions that is not a session."""
-    from sessionfix.formats.claude.files import is_sibling as is_claude_sibling
-
-    return is_claude_sibling(path)
+    """A file an agent keeps beside its sessions that is not a session."""
+    return any(package.is_sibling(path) for package in _packages())
 
 
 def is_openclaw_location(path: Path) -> bool:
@@ -239,34 +233,9 @@ def is_openclaw_location(path: Path) -> bool:
 
 def make_adapter(fmt: Format, path: Path, context: object = None) -> FormatAdapter:
     """A reader for `fmt`; `context` comes from the start of the file when reading a later part."""
-    if fmt.is_pi_family:
-        from sessionfix.formats.pi import PiAdapter, PiContext
-
-        return PiAdapter(
-            path,
-            forced_openclaw=fmt is Format.OPENCLAW,
-            context=context if isinstance(context, PiContext) else None,
-        )
-    if fmt is Format.CLAUDE:
-        from sessionfix.formats.claude import ClaudeAdapter
-
-        return ClaudeAdapter(path)
-    from sessionfix.formats.opaque import OpaqueAdapter
-
-    return OpaqueAdapter(path, fmt)
+    return package_of(fmt).make_adapter(fmt, path, context)
 
 
 def has_record_shape(fmt: Format, value: Any) -> bool:
     """Whether an object recovered from damaged bytes looks like a record of `fmt`."""
-    if not isinstance(value, dict):
-        return False
-    record_type = value.get("type")
-    if fmt.is_pi_family:
-        return isinstance(record_type, str)
-    if fmt is Format.CLAUDE:
-        return isinstance(record_type, str) and (
-            "uuid" in value or record_type in _CLAUDE_METADATA_TYPES
-        )
-    if fmt is Format.CODEX:
-        return {"timestamp", "type", "payload"} <= value.keys()
-    return False
+    return isinstance(value, dict) and package_of(fmt).has_record_shape(value)

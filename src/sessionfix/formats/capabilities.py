@@ -49,17 +49,9 @@ class Capability(enum.Enum):
 
 def provided(fmt: Format, *, tree: bool) -> frozenset[Capability]:
     """What a file of `fmt` provides; `tree`: its entries are linked by id."""
-    if fmt.is_pi_family:
-        from sessionfix.formats import pi
+    from sessionfix.formats import package_of
 
-        return pi.TREE_CAPABILITIES if tree else pi.CAPABILITIES
-    if fmt is Format.CLAUDE:
-        from sessionfix.formats.claude import CAPABILITIES
-
-        return CAPABILITIES
-    from sessionfix.formats import opaque
-
-    return opaque.capabilities(fmt)
+    return package_of(fmt).capabilities(fmt, tree)
 
 
 def missing(requires: Iterable[Capability], fmt: Format, *, tree: bool) -> list[Capability]:

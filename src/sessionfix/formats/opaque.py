@@ -1,4 +1,4 @@
-"""Formats whose records sessionfix does not interpret yet (Claude Code, Codex, unknown).
+"""Formats whose records sessionfix does not interpret yet (Codex, unknown).
 
 Records are validated as JSON objects and indexed by position and size only, so
 the line-level rules (SF001-SF009) and size rules apply to every format.
@@ -27,7 +27,31 @@ class _AnyObject(msgspec.Struct, gc=False):
 _DECODER: Final = msgspec.json.Decoder(_AnyObject)
 
 
-def capabilities(fmt: Format) -> frozenset[Capability]:
+FORMATS: Final = frozenset({Format.CODEX, Format.UNKNOWN})
+
+
+def detect(first_record: dict[str, Any]) -> Format | None:
+    """Codex rollouts: `session_meta` first, or `{timestamp, type, payload}` records."""
+    if first_record.get("type") == "session_meta" or {"timestamp", "type", "payload"} <= (
+        first_record.keys()
+    ):
+        return Format.CODEX
+    return None
+
+
+def has_record_shape(value: dict[str, Any]) -> bool:
+    return {"timestamp", "type", "payload"} <= value.keys()
+
+
+def make_adapter(fmt: Format, path: Path, context: object) -> OpaqueAdapter:
+    return OpaqueAdapter(path, fmt)
+
+
+def is_sibling(path: Path) -> bool:
+    return False
+
+
+def capabilities(fmt: Format, tree: bool = False) -> frozenset[Capability]:
     """Lines only; a file of no known format may also be a session whose header was
     lost, which the header rule rebuilds."""
     if fmt is Format.UNKNOWN:

@@ -10,6 +10,8 @@ decode, and records them in the format-neutral `SessionView`.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
@@ -1119,3 +1121,56 @@ class PiEditor:
             message["timestamp"] = assistant_message["timestamp"]
         record["message"] = message
         return record
+
+
+# ---- what the package provides (formats.FormatPackage) ---------------------------------
+
+FORMATS: Final = frozenset({Format.PI, Format.OPENCLAW})
+ENTRY_TYPES: Final = frozenset(ENTRY_KINDS) - {"session"}
+_SIBLING_NAMES: Final = (
+    "*.trajectory.jsonl",
+    "*.checkpoint.*.jsonl",
+    "*.corrupt-*.jsonl",
+    "*.jsonl.lock",
+    "*.jsonl.reset.*",
+    "*.jsonl.deleted.*",
+    "*.bak-*",
+    "*.repair-*.tmp",
+    "*.jsonl.imported-*",
+)
+"""What OpenClaw and pi leave beside a transcript: trajectories, checkpoints, quarantined
+copies, locks, reset and deleted copies, their own backups and temporary files."""
+_SIBLING: Final = re.compile("|".join(fnmatch.translate(pattern) for pattern in _SIBLING_NAMES))
+
+
+def detect(first_record: dict[str, Any]) -> Format | None:
+    """A session header; or, in a file that lost it, an entry of pi's types with pi's
+    id, parent or message fields."""
+    record_type = first_record.get("type")
+    if record_type == "session":
+        return Format.PI
+    if record_type in ENTRY_TYPES and (
+        "parentId" in first_record or "message" in first_record or "id" in first_record
+    ):
+        return Format.PI
+    return None
+
+
+def has_record_shape(value: dict[str, Any]) -> bool:
+    return isinstance(value.get("type"), str)
+
+
+def make_adapter(fmt: Format, path: Path, context: object) -> PiAdapter:
+    return PiAdapter(
+        path,
+        forced_openclaw=fmt is Format.OPENCLAW,
+        context=context if isinstance(context, PiContext) else None,
+    )
+
+
+def capabilities(fmt: Format, tree: bool) -> frozenset[Capability]:
+    return TREE_CAPABILITIES if tree else CAPABILITIES
+
+
+def is_sibling(path: Path) -> bool:
+    return _SIBLING.match(path.name) is not None

@@ -1,6 +1,13 @@
 """Claude Code transcripts: `~/.claude/projects/<slug>/<sessionId>.jsonl` and sub-agent
 files (spec: formats/claude-code.md)."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.decode import (
     CAPABILITIES,
     CONVERSATION_TYPES,
@@ -9,12 +16,49 @@ from sessionfix.formats.claude.decode import (
     ClaudeContext,
 )
 from sessionfix.formats.claude.edit import ClaudeEditor
+from sessionfix.formats.claude.files import is_sibling
+
+FORMATS: Final = frozenset({Format.CLAUDE})
+
+
+def detect(first_record: dict[str, Any]) -> Format | None:
+    """Records with `uuid` / `parentUuid` / `sessionId`, or one of Claude's metadata
+    types (rules.md §1)."""
+    if (
+        "uuid" in first_record
+        or "parentUuid" in first_record
+        or "sessionId" in first_record
+        or first_record.get("type") in METADATA_TYPES
+    ):
+        return Format.CLAUDE
+    return None
+
+
+def has_record_shape(value: dict[str, Any]) -> bool:
+    """A `type` and a `uuid`, or a metadata type (rules.md SF008)."""
+    record_type = value.get("type")
+    return isinstance(record_type, str) and ("uuid" in value or record_type in METADATA_TYPES)
+
+
+def make_adapter(fmt: Format, path: Path, context: object) -> ClaudeAdapter:
+    return ClaudeAdapter(path)
+
+
+def capabilities(fmt: Format, tree: bool) -> frozenset[Capability]:
+    return CAPABILITIES
+
 
 __all__ = [
     "CAPABILITIES",
     "CONVERSATION_TYPES",
+    "FORMATS",
     "METADATA_TYPES",
     "ClaudeAdapter",
     "ClaudeContext",
     "ClaudeEditor",
+    "capabilities",
+    "detect",
+    "has_record_shape",
+    "is_sibling",
+    "make_adapter",
 ]

@@ -8,10 +8,19 @@ HOME_FOLDER = ".claude"
 TRANSCRIPTS_FOLDER = "projects"
 
 
+WORKFLOW_JOURNAL = "journal.jsonl"
+"""A workflow agent's run log (`subagents/workflows/wf_<runId>/journal.jsonl`)."""
+
+
 def is_sibling(path: Path) -> bool:
     """Under `~/.claude` only `projects/` holds transcripts (`<slug>/<sessionId>.jsonl`
     and sub-agents' `<sessionId>/subagents/agent-*.jsonl`); `history.jsonl` and the
-    other JSONL files there are the agent's own state, not sessions."""
+    other JSONL files there are the agent's own state, not sessions. Nor is a
+    workflow's journal, wherever it lies."""
+    if path.name == WORKFLOW_JOURNAL:
+        return True
+    if not path.name.endswith(".jsonl"):
+        return False
     parts = path.absolute().parts[:-1]
     if HOME_FOLDER not in parts:
         return False
