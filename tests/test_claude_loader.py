@@ -78,7 +78,7 @@ import pytest
 
 from sessionfix import Applicability, Diagnostic, Settings, check_file
 from sessionfix.diagnostics import RewriteRecord
-from sessionfix.repair import repair_to
+from sessionfix.repair.apply import repair_to
 
 from .claude_loader import ClaudeLoad, LoadedMessage, load_with_claude, require_claude_at_collection
 from .conftest import CORPUS, FIXTURES, ROOT
@@ -495,7 +495,7 @@ class Versions:
 
 @pytest.fixture(scope="session")
 def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
-    """Every session with its safe and unsafe repairs (`sessionfix.repair.repair_to`)."""
+    """Every session with its safe and unsafe repairs (`sessionfix.repair.apply.repair_to`)."""
     root = tmp_path_factory.mktemp("claude-repairs")
     found: dict[Path, Versions] = {}
     for number, path in enumerate(SESSIONS):

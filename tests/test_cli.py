@@ -353,7 +353,7 @@ def test_every_command_has_help() -> None:
 
 def test_progress_is_only_for_interactive_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
     from sessionfix import cli
-    from sessionfix.render import OutputFormat
+    from sessionfix.report.render import OutputFormat
 
     presentation = cli.Presentation(OutputFormat.FULL, None, False, False, False, False)
     monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
@@ -416,7 +416,7 @@ def test_quiescence_must_be_a_finite_number_of_seconds(value: str) -> None:
 
 
 def test_colour_is_plain_sgr_around_our_text_never_session_text() -> None:
-    from sessionfix import render
+    from sessionfix.report import render
 
     found = check_file(INFO_ONLY)
     plain, coloured = io.StringIO(), io.StringIO()

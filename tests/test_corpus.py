@@ -10,7 +10,7 @@ import pytest
 from sessionfix import Settings, check_file, read_session
 from sessionfix.cli import main
 from sessionfix.diagnostics import Diagnostic
-from sessionfix.view import Kind, Role
+from sessionfix.model.view import Kind, Role
 
 from .conftest import CORPUS
 

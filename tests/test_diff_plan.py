@@ -20,9 +20,9 @@ from typing import Any, Final
 import pytest
 
 from sessionfix import Settings
-from sessionfix.diffreport import write_diff
-from sessionfix.render import write_json
-from sessionfix.repair import preview_repair, repair_to
+from sessionfix.repair.apply import preview_repair, repair_to
+from sessionfix.report.diff import write_diff
+from sessionfix.report.render import write_json
 
 from .conftest import CORPUS, FIXTURES, ROOT
 from .diffs import apply_diff, apply_plan

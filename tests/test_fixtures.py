@@ -20,8 +20,8 @@ import pytest
 
 from sessionfix import Settings, check_file
 from sessionfix.formats import Format
-from sessionfix.render import diagnostic_json
-from sessionfix.repair import repair_to
+from sessionfix.repair.apply import repair_to
+from sessionfix.report.render import diagnostic_json
 
 from .conftest import FIXTURES
 

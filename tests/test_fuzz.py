@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from sessionfix import Settings
 from sessionfix.errors import NotASessionFile
-from sessionfix.repair import VerificationFailed, repair_to
+from sessionfix.repair.apply import VerificationFailed, repair_to
 
 from .conftest import CORPUS, FIXTURES
 from .diffs import apply_diff

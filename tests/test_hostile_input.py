@@ -28,7 +28,7 @@ import pytest
 
 from sessionfix import Settings
 from sessionfix.diagnostics import Applicability, Diagnostic, DropLine, Fix, Severity
-from sessionfix.render import escape
+from sessionfix.report.render import escape
 
 from .conftest import FIXTURES
 from .diffs import apply_diff

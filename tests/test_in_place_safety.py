@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sessionfix import Settings, locks
+from sessionfix import Settings
 from sessionfix.cli import app
-from sessionfix.locks import SessionLocked, lock_state, sidecar_lock
-from sessionfix.repair import PlannedRepair, RepairResult, VerificationFailed, repair_in_place
-from sessionfix.writing import FileChanged
+from sessionfix.repair.apply import PlannedRepair, RepairResult, VerificationFailed, repair_in_place
+from sessionfix.safety import locks
+from sessionfix.safety.locks import SessionLocked, lock_state, sidecar_lock
+from sessionfix.safety.writing import FileChanged
 
 from .conftest import FIXTURES
 from .robustness import tree_state
@@ -605,7 +606,7 @@ import signal, sys, time
 # As an interactive shell starts it: SIGINT interrupts, even when this suite runs with
 # it ignored (in the background, under some CI runners), which the child would inherit.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from sessionfix.repair import PlannedRepair
+from sessionfix.repair.apply import PlannedRepair
 verify = PlannedRepair.verify
 def slow(self, written, filename):
     print("writing", flush=True)

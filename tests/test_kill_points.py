@@ -19,11 +19,12 @@ from typing import Any, Final
 
 import pytest
 
-from sessionfix import Settings, repair
+from sessionfix import Settings
 from sessionfix.discovery import discover
-from sessionfix.locks import SessionLocked
-from sessionfix.plan import RepairPlan
-from sessionfix.repair import repair_in_place
+from sessionfix.repair import apply as repair
+from sessionfix.repair.apply import repair_in_place
+from sessionfix.repair.plan import RepairPlan
+from sessionfix.safety.locks import SessionLocked
 
 from .sessions import Session
 

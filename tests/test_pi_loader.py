@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sessionfix import Settings, check_file
-from sessionfix.reader import LineFinding, LineIssue
-from sessionfix.scanner import read_session
-from sessionfix.view import Kind, SessionView
+from sessionfix.model.view import Kind, SessionView
+from sessionfix.read.reader import LineFinding, LineIssue
+from sessionfix.scan.scanner import read_session
 
 from .conftest import CORPUS, FIXTURES, ROOT
 from .pi_loader import PiLoad, load_with_pi

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sessionfix.rules.sf301_stale_file_read import MARKER
-from sessionfix.scanner import read_session
+from sessionfix.scan.scanner import read_session
 from tests.sessions import BASE_MS, Session
 
 texts = st.one_of(

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sessionfix import Settings
-from sessionfix.plan import RepairPlan
-from sessionfix.repair import plan_repair
+from sessionfix.repair.apply import plan_repair
+from sessionfix.repair.plan import RepairPlan
 
 from .conftest import FIXTURES
 

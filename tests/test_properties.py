@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessionfix import Settings, check_file, read_session
-from sessionfix import scanner as scanner_module
 from sessionfix.formats.pi import PiAdapter
 from sessionfix.jsonutil import loads
-from sessionfix.paths import normalize
-from sessionfix.render import diagnostic_json
+from sessionfix.report.render import diagnostic_json
+from sessionfix.rules.paths import normalize
+from sessionfix.scan import scanner as scanner_module
 
 from .robustness import time_limit
 from .sessions import Session, sessions

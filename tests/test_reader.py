@@ -8,7 +8,7 @@ import pytest
 
 from sessionfix import jsonutil, read_session
 from sessionfix.errors import InputError
-from sessionfix.reader import RECOVERY_BUDGET, LineIssue, NulPlacement, classify_line
+from sessionfix.read.reader import RECOVERY_BUDGET, LineIssue, NulPlacement, classify_line
 
 HEADER = (
     b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}'

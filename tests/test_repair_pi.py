@@ -36,9 +36,9 @@ import pytest
 from sessionfix import Settings
 from sessionfix.diagnostics import Applicability, RewriteRecord
 from sessionfix.jsonutil import loads
-from sessionfix.reader import LineIssue
-from sessionfix.repair import plan_repair, repair_to
-from sessionfix.scanner import read_session
+from sessionfix.read.reader import LineIssue
+from sessionfix.repair.apply import plan_repair, repair_to
+from sessionfix.scan.scanner import read_session
 
 from .conftest import CORPUS, FIXTURES
 from .pi_loader import PiLoad, load_with_pi

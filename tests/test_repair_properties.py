@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from sessionfix import Settings
 from sessionfix.jsonutil import canonical, loads
-from sessionfix.repair import plan_repair, repair_to
-from sessionfix.view import Kind
+from sessionfix.model.view import Kind
+from sessionfix.repair.apply import plan_repair, repair_to
 
 from .sessions import sessions
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from sessionfix import Settings
-from sessionfix.plan import RepairPlan
-from sessionfix.repair import VerificationFailed, repair_in_place, repair_to
-from sessionfix.writing import WriteFailed
+from sessionfix.repair.apply import VerificationFailed, repair_in_place, repair_to
+from sessionfix.repair.plan import RepairPlan
+from sessionfix.safety.writing import WriteFailed
 
 from .conftest import FIXTURES
 from .sessions import Session
@@ -187,7 +187,7 @@ REPORT_ONLY = FIXTURES / "SF402-claude-session-ends-mid-call" / "input.jsonl"
 
 def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record every session read of the repair module."""
-    import sessionfix.repair as repair_module
+    import sessionfix.repair.apply as repair_module
 
     reads: list[Path] = []
     real = repair_module.read_session
@@ -215,7 +215,7 @@ def test_an_exact_copy_is_not_read_again(tmp_path: Path, monkeypatch: pytest.Mon
 def test_a_copy_whose_digest_differs_is_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sessionfix.repair as repair_module
+    import sessionfix.repair.apply as repair_module
 
     reads = _counting_reads(monkeypatch)
     digests = iter(["written", "input"])

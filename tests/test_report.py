@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from sessionfix import check_file
-from sessionfix.render import OutputFormat, write_report
+from sessionfix.report.render import OutputFormat, write_report
 
 from .conftest import FIXTURES
 

@@ -13,10 +13,10 @@ import xxhash
 from typer.testing import CliRunner
 
 from sessionfix import Settings
-from sessionfix.backups import DamagedBackup, NoBackup, Status, list_backups, restore
 from sessionfix.cli import app
-from sessionfix.repair import repair_in_place
-from sessionfix.writing import BackupRecord, backup_name, replace_file, snapshot
+from sessionfix.repair.apply import repair_in_place
+from sessionfix.safety.backups import DamagedBackup, NoBackup, Status, list_backups, restore
+from sessionfix.safety.writing import BackupRecord, backup_name, replace_file, snapshot
 
 from .conftest import FIXTURES
 

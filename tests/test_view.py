@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sessionfix.view import (
+from sessionfix.model.view import (
     _BUCKET_FLOORS,
     NO_ID_KEY,
     SessionView,

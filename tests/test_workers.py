@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sessionfix.errors import InputError
-from sessionfix.workers import OrderedWorkers, WorkerDied
+from sessionfix.scan.workers import OrderedWorkers, WorkerDied
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are counted through /proc"

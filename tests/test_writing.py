@@ -13,7 +13,7 @@ import pytest
 import xxhash
 
 from sessionfix.discovery import discover
-from sessionfix.writing import (
+from sessionfix.safety.writing import (
     BackupName,
     BackupRecord,
     FileChanged,

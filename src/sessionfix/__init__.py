@@ -22,12 +22,11 @@ from sessionfix.engine import CheckRun, FileReport, check_file, check_paths, che
 from sessionfix.errors import InputError, SessionfixError, UsageError
 from sessionfix.formats import Format
 from sessionfix.rules import RULES, Rule, get_rule
-from sessionfix.scanner import read_session
+from sessionfix.scan.scanner import read_session
 from sessionfix.settings import Settings
 
 if TYPE_CHECKING:
-    from sessionfix.backups import list_backups, restore
-    from sessionfix.repair import (
+    from sessionfix.repair.apply import (
         RepairResult,
         RepairRun,
         plan_repair,
@@ -37,18 +36,19 @@ if TYPE_CHECKING:
         repair_to,
         repair_to_stream,
     )
+    from sessionfix.safety.backups import list_backups, restore
 
 _LAZY = {
-    "RepairResult": "repair",
-    "RepairRun": "repair",
-    "plan_repair": "repair",
-    "preview_repair": "repair",
-    "repair_in_place": "repair",
-    "repair_paths": "repair",
-    "repair_to": "repair",
-    "repair_to_stream": "repair",
-    "list_backups": "backups",
-    "restore": "backups",
+    "RepairResult": "repair.apply",
+    "RepairRun": "repair.apply",
+    "plan_repair": "repair.apply",
+    "preview_repair": "repair.apply",
+    "repair_in_place": "repair.apply",
+    "repair_paths": "repair.apply",
+    "repair_to": "repair.apply",
+    "repair_to_stream": "repair.apply",
+    "list_backups": "safety.backups",
+    "restore": "safety.backups",
 }
 """Repairing and restoring load only when first used: a check need not pay for them."""
 

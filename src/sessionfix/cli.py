@@ -21,18 +21,18 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO
 import orjson
 import typer
 
-from sessionfix import render
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
 from sessionfix.discovery import is_directory
 from sessionfix.engine import check_run, select_files
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
-from sessionfix.render import OutputFormat
+from sessionfix.report import render
+from sessionfix.report.render import OutputFormat
+from sessionfix.report.summary import EXIT_ERROR, EXIT_OK
 from sessionfix.rules import RULES, get_rule
+from sessionfix.safety.writing import cannot_write, open_for_writing, same_file
 from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings
-from sessionfix.summary import EXIT_ERROR, EXIT_OK
 from sessionfix.units import human_bytes
-from sessionfix.writing import cannot_write, open_for_writing, same_file
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -731,8 +731,8 @@ def _repair_command(
 def _run_diff(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
-    from sessionfix.diffreport import write_diff
-    from sessionfix.repair import PreviewRun, RepairPreview
+    from sessionfix.repair.apply import PreviewRun, RepairPreview
+    from sessionfix.report.diff import write_diff
 
     would_fix: list[Diagnostic] = []
     out = _stdout()
@@ -783,7 +783,7 @@ def _run_diff(
 def _run_repair(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
-    from sessionfix.repair import repair_paths
+    from sessionfix.repair.apply import repair_paths
 
     run = repair_paths(
         files,
@@ -880,7 +880,7 @@ def _restore_command(
     follow_symlinks: bool,
     quiet: bool,
 ) -> int:
-    from sessionfix import backups
+    from sessionfix.safety import backups
 
     if quiescence < 0:
         raise UsageError("--quiescence must be 0 or more")

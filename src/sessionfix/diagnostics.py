@@ -10,7 +10,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final
 
-from sessionfix.reader import LineIssue
+from sessionfix.read.reader import LineIssue
 
 
 class Severity(enum.IntEnum):

@@ -1,4 +1,4 @@
-"""Checking files: read each into its view (`sessionfix.scanner`), then run every rule."""
+"""Checking files: read each into its view (`sessionfix.scan.scanner`), then run every rule."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sessionfix import summary
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
 from sessionfix.discovery import discover, is_directory
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, capabilities
 from sessionfix.formats.capabilities import Capability, listed
-from sessionfix.reader import RecordSource
+from sessionfix.model.view import SessionView
+from sessionfix.read.reader import RecordSource
+from sessionfix.report import summary
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
-from sessionfix.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
+from sessionfix.scan.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
-from sessionfix.view import SessionView
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
-from sessionfix.reader import LineReport
-from sessionfix.tracking import PathTracker
-from sessionfix.view import SessionView, ToolCall
+from sessionfix.model.tracking import PathTracker
+from sessionfix.model.view import SessionView, ToolCall
+from sessionfix.read.reader import LineReport
 
 if TYPE_CHECKING:
     from sessionfix.formats.capabilities import Capability

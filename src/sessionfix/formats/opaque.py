@@ -15,9 +15,9 @@ import msgspec
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RefRole
 from sessionfix.formats.capabilities import Capability
-from sessionfix.reader import LineReport
-from sessionfix.tracking import PathTracker
-from sessionfix.view import Kind, SessionView
+from sessionfix.model.tracking import PathTracker
+from sessionfix.model.view import Kind, SessionView
+from sessionfix.read.reader import LineReport
 
 
 class _AnyObject(msgspec.Struct, gc=False):

@@ -27,10 +27,10 @@ from sessionfix.diagnostics import (
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RecordEditor
 from sessionfix.formats.capabilities import Capability, coverage, missing
-from sessionfix.reader import FileInfo, LineReport, RecordSource
+from sessionfix.model.tracking import Tracking
+from sessionfix.model.view import SessionView
+from sessionfix.read.reader import FileInfo, LineReport, RecordSource
 from sessionfix.settings import Settings
-from sessionfix.tracking import Tracking
-from sessionfix.view import SessionView
 
 ALL_FORMATS = frozenset(Format) - {Format.AUTO}
 PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
@@ -169,7 +169,7 @@ class RuleContext:
     @cached_property
     def quiescent(self) -> bool:
         """The file has been at rest for the quiescence window (no write in progress)."""
-        from sessionfix.locks import busy_reason
+        from sessionfix.safety.locks import busy_reason
 
         mtime = self.info.mtime_ns / 1e9
         return busy_reason(self.info.path, self.settings.quiescence, mtime=mtime) is None

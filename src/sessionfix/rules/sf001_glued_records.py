@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Final
 
-from sessionfix.analysis import describe, records_on_row
 from sessionfix.diagnostics import Diagnostic, Severity, SplitLine
 from sessionfix.formats.capabilities import Capability
-from sessionfix.reader import LineIssue
+from sessionfix.read.reader import LineIssue
+from sessionfix.rules.analysis import describe, records_on_row
 from sessionfix.rules.base import Counted, Rule, RuleContext, safe
 
 LISTED: Final = 4

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import damaged_header_row
 from sessionfix.diagnostics import Diagnostic, DropLine, LineEdit, Severity, TrimDamage
 from sessionfix.formats.capabilities import Capability
-from sessionfix.reader import LineIssue
+from sessionfix.read.reader import LineIssue
+from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 

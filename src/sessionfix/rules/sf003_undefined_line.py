@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity
 from sessionfix.formats.capabilities import Capability
-from sessionfix.reader import LineIssue
+from sessionfix.read.reader import LineIssue
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity, StripBytes
 from sessionfix.formats.capabilities import Capability
-from sessionfix.reader import LineIssue, NulPlacement
+from sessionfix.read.reader import LineIssue, NulPlacement
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 _WHERE = {

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity, StripBytes
 from sessionfix.formats.capabilities import Capability
-from sessionfix.reader import BOM, LineIssue
+from sessionfix.read.reader import BOM, LineIssue
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
 
 

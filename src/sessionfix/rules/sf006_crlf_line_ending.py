@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
-from sessionfix.analysis import records_on_row
 from sessionfix.diagnostics import (
     Applicability,
     Diagnostic,
@@ -15,6 +14,7 @@ from sessionfix.diagnostics import (
     Severity,
 )
 from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.analysis import records_on_row
 from sessionfix.rules.base import Rule, RuleContext
 
 

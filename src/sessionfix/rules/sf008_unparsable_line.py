@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix import jsonutil
-from sessionfix.analysis import damaged_header_row
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity, TrimDamage
 from sessionfix.formats import Format, has_record_shape
 from sessionfix.formats.capabilities import Capability
-from sessionfix.reader import LineIssue
+from sessionfix.read.reader import LineIssue
+from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 
 

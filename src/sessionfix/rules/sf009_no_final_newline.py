@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import records_on_row
 from sessionfix.diagnostics import AddFinalNewline, Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.analysis import records_on_row
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 

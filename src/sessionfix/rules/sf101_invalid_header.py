@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from sessionfix import jsonutil
-from sessionfix.analysis import damaged_header_row
 from sessionfix.diagnostics import Diagnostic, RebuildHeader, Severity
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.pi import VALID_VERSIONS
+from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 
 

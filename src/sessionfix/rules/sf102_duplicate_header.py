@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import Kind
 from sessionfix.rules.base import Rule, RuleContext, safe
-from sessionfix.view import Kind
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import recovered_ids, relink_fix
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import Kind
+from sessionfix.rules.analysis import recovered_ids, relink_fix
 from sessionfix.rules.base import Rule, RuleContext
-from sessionfix.view import Kind
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import Flag
 from sessionfix.rules.base import Rule, RuleContext, unsafe
-from sessionfix.view import Flag
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import Kind, RefKind
+from sessionfix.rules.analysis import describe
 from sessionfix.rules.base import Rule, RuleContext, safe
-from sessionfix.view import Kind, RefKind
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import compaction_clones
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.analysis import compaction_clones
 from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 

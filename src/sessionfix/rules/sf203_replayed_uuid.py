@@ -9,8 +9,8 @@ from typing import Any
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import Kind
 from sessionfix.rules.base import Rule, RuleContext, safe
-from sessionfix.view import Kind
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

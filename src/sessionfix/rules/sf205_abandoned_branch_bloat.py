@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Applicability, Diagnostic, Fix, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import Kind
 from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.units import human_bytes
-from sessionfix.view import Kind
 
 THRESHOLD = 0.5
 

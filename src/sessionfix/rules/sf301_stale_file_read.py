@@ -10,9 +10,9 @@ from typing import NamedTuple
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
-from sessionfix.paths import matches_glob, normalize
+from sessionfix.model.view import Bit, Kind, Role, SessionView
 from sessionfix.rules.base import Counted, Rule, RuleContext, safe
-from sessionfix.view import Bit, Kind, Role, SessionView
+from sessionfix.rules.paths import matches_glob, normalize
 
 _FORWARD = methodcaller("replace", "\\", "/")
 _TRIM = methodcaller("rstrip", "/")

@@ -8,9 +8,9 @@ from typing import Any
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.tracking import Group
+from sessionfix.model.view import ToolCall
 from sessionfix.rules.base import Rule, RuleContext, unsafe
-from sessionfix.tracking import Group
-from sessionfix.view import ToolCall
 
 SYNTHETIC_TEXT = (
     "[sessionfix: tool result missing from session history; synthetic error result inserted]"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import MISSING, Flag, Kind, Role
+from sessionfix.rules.analysis import describe
 from sessionfix.rules.base import Invariant, Rule, RuleContext, safe
-from sessionfix.view import MISSING, Flag, Kind, Role
 
 NOTHING_KEPT = "so nothing before it is kept in context"
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Fix, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import DANGLING, MISSING, BoundaryFacts, Flag, Kind, SessionView
 from sessionfix.rules.base import Rule, RuleContext, unsafe
-from sessionfix.view import DANGLING, MISSING, BoundaryFacts, Flag, Kind, SessionView
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

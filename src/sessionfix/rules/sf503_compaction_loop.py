@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from itertools import pairwise
 
 from sessionfix import jsonutil
-from sessionfix.analysis import compaction_clones
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.view import Kind, Role
+from sessionfix.rules.analysis import compaction_clones
 from sessionfix.rules.base import Rule, RuleContext
-from sessionfix.view import Kind, Role
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

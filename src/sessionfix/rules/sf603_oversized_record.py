@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from itertools import compress, repeat
 from operator import lt
 
-from sessionfix.analysis import describe
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.analysis import describe
 from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.units import human_bytes
 

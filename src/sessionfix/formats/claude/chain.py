@@ -6,7 +6,7 @@ from __future__ import annotations
 from array import array
 from itertools import pairwise
 
-from sessionfix.view import Kind, Role, SessionView
+from sessionfix.model.view import Kind, Role, SessionView
 
 _CHAIN_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL_RESULT})
 """Records of type `user` or `assistant`: the ones a resume may start from."""

@@ -27,9 +27,8 @@ from sessionfix.formats import RefRole
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
-from sessionfix.reader import LineReport, RecordSource
-from sessionfix.tracking import PathTracker
-from sessionfix.view import (
+from sessionfix.model.tracking import PathTracker
+from sessionfix.model.view import (
     MISSING,
     MISSING_KEY,
     NO_ID_KEY,
@@ -46,6 +45,7 @@ from sessionfix.view import (
     SessionView,
     ToolCall,
 )
+from sessionfix.read.reader import LineReport, RecordSource
 
 FORMAT_NAME: Final = "claude"
 CAPABILITIES: Final = frozenset(

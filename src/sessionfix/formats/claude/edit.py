@@ -11,7 +11,7 @@ import xxhash
 
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import RefRole
-from sessionfix.view import SessionView, ToolCall
+from sessionfix.model.view import SessionView, ToolCall
 
 MISSING_RESULT_TEXT: Final = "[Tool result missing due to internal error]"
 """Claude Code's own placeholder for a tool call without result (rules.md §6.3)."""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from typing import Final, Generic, TypeVar
 
-from sessionfix.writing import HELD_SIGNALS, signals_deferred
+from sessionfix.safety.writing import HELD_SIGNALS, signals_deferred
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -23,7 +23,9 @@ from typing import BinaryIO, Final
 
 from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.formats import Format, FormatAdapter, RecordEditor, detect, make_adapter
-from sessionfix.reader import (
+from sessionfix.model.tracking import PathTracker, Tracking
+from sessionfix.model.view import SessionView, all_distinct
+from sessionfix.read.reader import (
     FileInfo,
     LineFinding,
     LineIssue,
@@ -33,9 +35,7 @@ from sessionfix.reader import (
     foreign_data,
     open_session,
 )
-from sessionfix.tracking import PathTracker, Tracking
-from sessionfix.view import SessionView, all_distinct
-from sessionfix.workers import OrderedWorkers, WorkerDied, can_fork
+from sessionfix.scan.workers import OrderedWorkers, WorkerDied, can_fork
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""

@@ -23,7 +23,7 @@ from itertools import repeat
 from operator import add
 from typing import NamedTuple
 
-from sessionfix.view import FileAction, ToolCall
+from sessionfix.model.view import FileAction, ToolCall
 
 SUCCEEDED = 1  # mirrors view.Bit.SUCCEEDED
 

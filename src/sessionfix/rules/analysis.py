@@ -13,10 +13,10 @@ from typing import Final
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
 from sessionfix.formats.pi import HEADER_START
-from sessionfix.reader import LineIssue
+from sessionfix.model.tracking import UserEvent
+from sessionfix.model.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
+from sessionfix.read.reader import LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
-from sessionfix.tracking import UserEvent
-from sessionfix.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
 
 
 def records_on_row(ctx: RuleContext, row: int) -> range:

@@ -26,7 +26,7 @@ from typing import BinaryIO, Final, overload
 import xxhash
 
 from sessionfix.errors import SessionfixError, described
-from sessionfix.writers import find_writer
+from sessionfix.safety.writers import find_writer
 
 TEMP_MARK = ".sessionfix-tmp-"
 BACKUP_MARK = ".sessionfix-bak-"

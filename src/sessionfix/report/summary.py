@@ -15,7 +15,7 @@ from sessionfix.settings import Settings
 from sessionfix.units import human_bytes
 
 if TYPE_CHECKING:
-    from sessionfix.repair import RepairResult
+    from sessionfix.repair.apply import RepairResult
 
 EXIT_OK: Final = 0
 EXIT_PROBLEMS: Final = 1

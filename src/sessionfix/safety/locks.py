@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from sessionfix.errors import SessionfixError, described
-from sessionfix.writing import TEMP_MARK, process_alive, refuse_writers
+from sessionfix.safety.writing import TEMP_MARK, process_alive, refuse_writers
 
 try:
     import fcntl

@@ -27,9 +27,8 @@ import xxhash
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import is_openclaw_location
-from sessionfix.locks import rewrite_access, sidecar_lock
-from sessionfix.settings import DEFAULT_QUIESCENCE
-from sessionfix.writing import (
+from sessionfix.safety.locks import rewrite_access, sidecar_lock
+from sessionfix.safety.writing import (
     BackupRecord,
     FileChanged,
     WriteFailed,
@@ -41,6 +40,7 @@ from sessionfix.writing import (
     sync_directory,
     write_temp,
 )
+from sessionfix.settings import DEFAULT_QUIESCENCE
 
 FUTURE_SKEW: Final = timedelta(minutes=5)
 """How far ahead of the clock a backup's stamp may be and still be taken for the newest

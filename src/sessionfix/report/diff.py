@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import IO, BinaryIO, Final
 
 from sessionfix.diagnostics import escape
-from sessionfix.repair import RepairPreview
-from sessionfix.rowmap import PREFIX_ROW
+from sessionfix.repair.apply import RepairPreview
+from sessionfix.repair.rowmap import PREFIX_ROW
 
 LONG_LINE: Final = 4096
 NO_NEWLINE: Final = b"\\ No newline at end of file\n"

@@ -30,10 +30,9 @@ from sessionfix import jsonutil
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RefRole, is_openclaw_location
 from sessionfix.formats.capabilities import Capability
-from sessionfix.ids import generate_entry_id
-from sessionfix.reader import LineReport, RecordSource
-from sessionfix.tracking import CleanBlock, PathTracker
-from sessionfix.view import (
+from sessionfix.formats.pi.ids import generate_entry_id
+from sessionfix.model.tracking import CleanBlock, PathTracker
+from sessionfix.model.view import (
     MISSING,
     MISSING_KEY,
     NO_ID_KEY,
@@ -49,6 +48,7 @@ from sessionfix.view import (
     SessionView,
     ToolCall,
 )
+from sessionfix.read.reader import LineReport, RecordSource
 
 _NO_RAW: Final = Raw(b"")
 

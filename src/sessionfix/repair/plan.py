@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sessionfix import jsonutil
-from sessionfix.analysis import TreeOrder, order_of
 from sessionfix.diagnostics import (
     STRUCTURAL_ISSUES,
     AddFinalNewline,
@@ -29,10 +28,11 @@ from sessionfix.diagnostics import (
     Transform,
 )
 from sessionfix.formats import RefRole
-from sessionfix.reader import BOM, LineFinding, LineIssue, RecordSource
-from sessionfix.rowmap import PREFIX_ROW, RowMap
-from sessionfix.scanner import ScannedFile
-from sessionfix.view import MISSING, Flag, Kind
+from sessionfix.model.view import MISSING, Flag, Kind
+from sessionfix.read.reader import BOM, LineFinding, LineIssue, RecordSource
+from sessionfix.repair.rowmap import PREFIX_ROW, RowMap
+from sessionfix.rules.analysis import TreeOrder, order_of
+from sessionfix.scan.scanner import ScannedFile
 
 COPY_BYTES: Final = 4 << 20
 NO_SURVIVOR: Final = -1

@@ -340,7 +340,7 @@ class SessionView:
     Columns (arrays, bytearrays, lists of shared strings) rather than per-record
     objects keep a gigabyte session small, and let byte ranges decoded in parallel
     pickle and concatenate cheaply. Conversation facts (tool calls, results, user
-    messages) are not stored here: they stream into `sessionfix.tracking`.
+    messages) are not stored here: they stream into `sessionfix.model.tracking`.
     """
 
     path: Path

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from sessionfix import jsonutil, summary
-from sessionfix.backups import OwnWrite
+from sessionfix import jsonutil
 from sessionfix.diagnostics import (
     SORT_KEY,
     Applicability,
@@ -40,22 +39,16 @@ from sessionfix.diagnostics import (
 from sessionfix.engine import Inapplicable, Notices, check_file, inapplicable, run_rules
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format, is_openclaw_location
-from sessionfix.locks import rewrite_access
-from sessionfix.plan import RepairPlan
-from sessionfix.reader import RecordSource
-from sessionfix.rowmap import PREFIX_ROW, RepairTrace
+from sessionfix.model.view import SessionView
+from sessionfix.read.reader import RecordSource
+from sessionfix.repair.plan import RepairPlan
+from sessionfix.repair.rowmap import PREFIX_ROW, RepairTrace
+from sessionfix.report import summary
 from sessionfix.rules import RULES, rule_of
 from sessionfix.rules.base import Counted, Invariant
-from sessionfix.scanner import (
-    ProgressCallback,
-    ScannedFile,
-    detect_format,
-    gc_paused,
-    read_session,
-)
-from sessionfix.settings import Settings
-from sessionfix.view import SessionView
-from sessionfix.writing import (
+from sessionfix.safety.backups import OwnWrite
+from sessionfix.safety.locks import rewrite_access
+from sessionfix.safety.writing import (
     FileChanged,
     Snapshot,
     WriteFailed,
@@ -72,6 +65,14 @@ from sessionfix.writing import (
     snapshot,
     temp_path,
 )
+from sessionfix.scan.scanner import (
+    ProgressCallback,
+    ScannedFile,
+    detect_format,
+    gc_paused,
+    read_session,
+)
+from sessionfix.settings import Settings
 
 PARENT_LINK: Final = "parent link"
 WRITE_BUFFER: Final = 1 << 20

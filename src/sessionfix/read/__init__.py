@@ -1,0 +1,1 @@
+"""Bytes to lines: line splitting, line classes and the file source."""

@@ -1,0 +1,1 @@
+"""Repairs: a plan by kind of edit, its bytes, their verification, the targets."""

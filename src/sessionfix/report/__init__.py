@@ -1,0 +1,1 @@
+"""Reports: every output format, the diff of a repair, the closing summary."""

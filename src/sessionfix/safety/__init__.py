@@ -1,0 +1,1 @@
+"""Writing safely: one temp-file writer, write locks, backups and restore."""

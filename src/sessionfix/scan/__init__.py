@@ -1,0 +1,1 @@
+"""The scan driver: one stream pass over a file, parallel workers."""
