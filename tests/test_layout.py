@@ -46,7 +46,6 @@ LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in un
 KNOWN_UPWARD: Final[frozenset[tuple[str, str]]] = frozenset(
     {
         ("sessionfix.engine", "sessionfix.report.summary"),
-        ("sessionfix.model.view", "sessionfix.formats"),
         ("sessionfix.repair.apply", "sessionfix.report.summary"),
         ("sessionfix.report.render", "sessionfix"),
     }

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from sessionfix.model.tracking import PathTracker
-from sessionfix.model.view import SessionView, ToolCall
+from sessionfix.model.view import RefRole, SessionView, ToolCall
 from sessionfix.read.reader import LineReport
 
 if TYPE_CHECKING:
@@ -22,34 +22,6 @@ if TYPE_CHECKING:
 
 Transform = Callable[[Any], Any]
 """Changes a parsed record (key order kept) and returns it."""
-
-
-class RefRole(enum.Enum):
-    """How a field naming another record is remapped when that record is dropped (§8)."""
-
-    PARENT = "parent"
-    """The structural link: moves to the nearest surviving ancestor."""
-    FIRST_KEPT = "first-kept"
-    """A forward cut point: moves to the survivor, else on toward the boundary."""
-    FIRST_KEPT_POSITION = "first-kept-position"
-    """A positional cut point (pi v1): recomputed as an output position."""
-    LABEL = "label"
-    """Moves to the survivor or an ancestor; with neither, the label row goes."""
-    FROM = "from"
-    """Moves to the survivor or an ancestor, else to `"root"`."""
-    LEAF = "leaf"
-    """Names the entry a leaf row makes the leaf; moves to the survivor or an ancestor,
-    else to null."""
-    APPEND_PARENT = "append-parent"
-    """Names where a leaf row's next entry is appended; remapped as LEAF."""
-    LOGICAL_PARENT = "logical-parent"
-    """Where a compaction cut the conversation: the survivor or an ancestor, else null."""
-    SEGMENT_HEAD = "segment-head"
-    """The first record a compaction keeps: the survivor, else the next kept record."""
-    SEGMENT_TAIL = "segment-tail"
-    """The last record a compaction keeps: the survivor or an ancestor, else null."""
-    SEGMENT_MEMBER = "segment-member"
-    """A list of the records a compaction keeps: dropped ones leave it."""
 
 
 class RecordEditor(Protocol):

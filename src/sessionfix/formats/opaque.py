@@ -13,10 +13,10 @@ from typing import Any, Final
 import msgspec
 
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format, RefRole
+from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
 from sessionfix.model.tracking import PathTracker
-from sessionfix.model.view import Kind, SessionView
+from sessionfix.model.view import Kind, RefRole, SessionView
 from sessionfix.read.reader import LineReport
 
 

@@ -18,10 +18,7 @@ from dataclasses import dataclass, field
 from itertools import chain, pairwise, repeat
 from operator import add, ge
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar, overload
-
-if TYPE_CHECKING:
-    from sessionfix.formats import RefRole
+from typing import Final, Protocol, TypeVar, overload
 
 
 class Kind(enum.IntEnum):
@@ -152,6 +149,34 @@ class RefKind(enum.Enum):
     ANY_SESSION = "any-session"
     """May name a record of another session's file (Claude `summary.leafUuid`): remapped
     when its target goes, never reported when it names nothing here."""
+
+
+class RefRole(enum.Enum):
+    """How a field naming another record is remapped when that record is dropped (§8)."""
+
+    PARENT = "parent"
+    """The structural link: moves to the nearest surviving ancestor."""
+    FIRST_KEPT = "first-kept"
+    """A forward cut point: moves to the survivor, else on toward the boundary."""
+    FIRST_KEPT_POSITION = "first-kept-position"
+    """A positional cut point (pi v1): recomputed as an output position."""
+    LABEL = "label"
+    """Moves to the survivor or an ancestor; with neither, the label row goes."""
+    FROM = "from"
+    """Moves to the survivor or an ancestor, else to `"root"`."""
+    LEAF = "leaf"
+    """Names the entry a leaf row makes the leaf; moves to the survivor or an ancestor,
+    else to null."""
+    APPEND_PARENT = "append-parent"
+    """Names where a leaf row's next entry is appended; remapped as LEAF."""
+    LOGICAL_PARENT = "logical-parent"
+    """Where a compaction cut the conversation: the survivor or an ancestor, else null."""
+    SEGMENT_HEAD = "segment-head"
+    """The first record a compaction keeps: the survivor, else the next kept record."""
+    SEGMENT_TAIL = "segment-tail"
+    """The last record a compaction keeps: the survivor or an ancestor, else null."""
+    SEGMENT_MEMBER = "segment-member"
+    """A list of the records a compaction keeps: dropped ones leave it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -814,8 +839,6 @@ class SessionView:
             parents[index] = ROOT if parent in seen else parent
 
     def _leaf_target(self, index: int) -> int | None:
-        from sessionfix.formats import RefRole
-
         for reference in self.references.get(index, ()):
             if reference.role is RefRole.LEAF:
                 return self.resolve(reference.target)
@@ -843,8 +866,6 @@ class SessionView:
             return None
         if not self.tree or kinds[last] != Kind.LEAF:
             return last
-        from sessionfix.formats import RefRole
-
         if not any(r.role is RefRole.LEAF for r in self.references.get(last, ())):
             return None
         target = self._leaf_target(last)

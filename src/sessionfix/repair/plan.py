@@ -27,8 +27,7 @@ from sessionfix.diagnostics import (
     RewriteRecord,
     Transform,
 )
-from sessionfix.formats import RefRole
-from sessionfix.model.view import MISSING, Flag, Kind
+from sessionfix.model.view import MISSING, Flag, Kind, RefRole
 from sessionfix.read.reader import BOM, LineFinding, LineIssue, RecordSource
 from sessionfix.repair.rowmap import PREFIX_ROW, RowMap
 from sessionfix.rules.analysis import TreeOrder, order_of

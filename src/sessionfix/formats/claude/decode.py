@@ -23,7 +23,6 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sessionfix import jsonutil
-from sessionfix.formats import RefRole
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
@@ -41,6 +40,7 @@ from sessionfix.model.view import (
     PreservedSegment,
     Reference,
     RefKind,
+    RefRole,
     Role,
     SessionView,
     ToolCall,

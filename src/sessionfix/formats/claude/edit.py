@@ -10,8 +10,7 @@ from typing import Any, Final
 import xxhash
 
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import RefRole
-from sessionfix.model.view import SessionView, ToolCall
+from sessionfix.model.view import RefRole, SessionView, ToolCall
 
 MISSING_RESULT_TEXT: Final = "[Tool result missing due to internal error]"
 """Claude Code's own placeholder for a tool call without result (rules.md §6.3)."""

@@ -28,7 +28,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 
 from sessionfix import jsonutil
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format, RefRole, is_openclaw_location
+from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.pi.ids import generate_entry_id
 from sessionfix.model.tracking import CleanBlock, PathTracker
@@ -44,6 +44,7 @@ from sessionfix.model.view import (
     Kind,
     Reference,
     RefKind,
+    RefRole,
     Role,
     SessionView,
     ToolCall,
