@@ -15,8 +15,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
 from sessionfix.engine import CheckRun, FileReport, check_file, check_paths, check_run, select_files
 from sessionfix.errors import InputError, SessionfixError, UsageError
@@ -24,6 +22,7 @@ from sessionfix.formats import Format
 from sessionfix.rules import RULES, Rule, get_rule
 from sessionfix.scan.scanner import read_session
 from sessionfix.settings import Settings
+from sessionfix.version import __version__
 
 if TYPE_CHECKING:
     from sessionfix.repair.apply import (

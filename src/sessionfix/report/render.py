@@ -17,7 +17,6 @@ from typing import IO, Any, Final
 
 import orjson
 
-from sessionfix import __version__
 from sessionfix.diagnostics import (
     Applicability,
     Diagnostic,
@@ -26,6 +25,7 @@ from sessionfix.diagnostics import (
     escape,
 )
 from sessionfix.rules import RULES, Rule, get_rule
+from sessionfix.version import __version__
 
 INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
 

@@ -1,0 +1,3 @@
+"""The version of sessionfix, which reports carry."""
+
+__version__ = "0.1.0"
