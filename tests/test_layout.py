@@ -43,12 +43,7 @@ the rules, which ask it whether a writer holds a file."""
 
 LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in units}
 
-KNOWN_UPWARD: Final[frozenset[tuple[str, str]]] = frozenset(
-    {
-        ("sessionfix.engine", "sessionfix.report.summary"),
-        ("sessionfix.repair.apply", "sessionfix.report.summary"),
-    }
-)
+KNOWN_UPWARD: Final[frozenset[tuple[str, str]]] = frozenset()
 """Upward imports not yet removed, as (module, imported module)."""
 
 

@@ -23,12 +23,11 @@ import typer
 
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
 from sessionfix.discovery import is_directory
-from sessionfix.engine import check_run, select_files
+from sessionfix.engine import EXIT_ERROR, EXIT_OK, check_run, select_files
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
 from sessionfix.report import render
 from sessionfix.report.render import OutputFormat
-from sessionfix.report.summary import EXIT_ERROR, EXIT_OK
 from sessionfix.rules import RULES, get_rule
 from sessionfix.safety.writing import cannot_write, open_for_writing, same_file
 from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
 from sessionfix.discovery import discover, is_directory
@@ -15,11 +16,11 @@ from sessionfix.formats import Format, capabilities
 from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import RecordSource
-from sessionfix.report import summary
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
 from sessionfix.scan.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
 from sessionfix.settings import Settings
+from sessionfix.units import human_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +214,39 @@ def select_files(paths: Iterable[Path], *, walk: bool) -> Selection:
     return selection
 
 
+# ---- what a run comes to (cli-and-safety.md §2) ------------------------------------
+# 0: nothing at or above `--fail-on`; 1: problems found (or, when asked, fixes made);
+# 2: a usage error, unreadable input or an internal error.
+
+EXIT_OK: Final = 0
+EXIT_PROBLEMS: Final = 1
+EXIT_ERROR: Final = 2
+
+
+def exit_code(
+    diagnostics: Iterable[Diagnostic], errors: bool, settings: Settings, exit_zero: bool
+) -> int:
+    """2 on any error; else 1 when a finding reaches `--fail-on`, unless `exit_zero`."""
+    if errors:
+        return EXIT_ERROR
+    if exit_zero:
+        return EXIT_OK
+    if any(d.severity >= settings.fail_on for d in diagnostics):
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def scan_note(scanned: int, size: int, elapsed: float, skipped: int, *, nothing: bool) -> str:
+    """How much a scan read and how long it took; `nothing`: no file was found at all."""
+    if nothing:
+        return "No session files found"
+    note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(size)}) in "
+    note += f"{elapsed:.2f}s"
+    if skipped:
+        note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
+    return note
+
+
 @dataclass(slots=True)
 class CheckRun:
     """What checking a selection of files found."""
@@ -228,16 +262,14 @@ class CheckRun:
     elapsed: float
 
     def exit_code(self, settings: Settings, exit_zero: bool) -> int:
-        return summary.exit_code(self.diagnostics, bool(self.errors), settings, exit_zero)
+        return exit_code(self.diagnostics, bool(self.errors), settings, exit_zero)
 
     def note(self) -> str:
         """How much was read, how fast; or that there was nothing to read."""
         selection = self.selection
         read = sum(1 for r in self.reports if r.error is None)
         nothing = not selection.files and not self.errors
-        return summary.scan_note(
-            read, selection.size, self.elapsed, selection.skipped, nothing=nothing
-        )
+        return scan_note(read, selection.size, self.elapsed, selection.skipped, nothing=nothing)
 
 
 def check_run(

@@ -36,14 +36,24 @@ from sessionfix.diagnostics import (
     RemovedLine,
     WrittenLine,
 )
-from sessionfix.engine import Inapplicable, Notices, check_file, inapplicable, run_rules
+from sessionfix.engine import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    Inapplicable,
+    Notices,
+    check_file,
+    exit_code,
+    inapplicable,
+    run_rules,
+)
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import RecordSource
+from sessionfix.repair import summary
 from sessionfix.repair.plan import RepairPlan
 from sessionfix.repair.rowmap import PREFIX_ROW, RepairTrace
-from sessionfix.report import summary
 from sessionfix.rules import RULES, rule_of
 from sessionfix.rules.base import Counted, Invariant
 from sessionfix.safety.backups import OwnWrite
@@ -1057,12 +1067,12 @@ class RepairRun:
         """2 on any error; 1 when problems remain (or, with `exit_on_fix`, a file
         changed), unless `exit_zero`."""
         if self.errors:
-            return summary.EXIT_ERROR
+            return EXIT_ERROR
         if exit_zero:
-            return summary.EXIT_OK
+            return EXIT_OK
         if exit_on_fix and any(r.changed for r in self.results):
-            return summary.EXIT_PROBLEMS
-        return summary.exit_code(self.remaining, False, settings, exit_zero)
+            return EXIT_PROBLEMS
+        return exit_code(self.remaining, False, settings, exit_zero)
 
 
 def repair_paths(

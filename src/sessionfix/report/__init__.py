@@ -1,1 +1,1 @@
-"""Reports: every output format, the diff of a repair, the closing summary."""
+"""Reports: every output format and the diff of a repair."""

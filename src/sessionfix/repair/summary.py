@@ -1,38 +1,17 @@
-"""What a run comes to: its exit code (cli-and-safety.md §2) and the lines it ends with.
-
-0: nothing at or above `--fail-on`; 1: problems found (or, when asked, fixes made);
-2: a usage error, unreadable input or an internal error.
-"""
+"""What a repair or a preview of one comes to: its exit code (cli-and-safety.md §2)
+and the line it ends with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from sessionfix.diagnostics import Diagnostic
+from sessionfix.engine import EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS
 from sessionfix.rules.base import Counted
-from sessionfix.settings import Settings
 from sessionfix.units import human_bytes
 
 if TYPE_CHECKING:
     from sessionfix.repair.apply import RepairResult
-
-EXIT_OK: Final = 0
-EXIT_PROBLEMS: Final = 1
-EXIT_ERROR: Final = 2
-
-
-def exit_code(
-    diagnostics: Iterable[Diagnostic], errors: bool, settings: Settings, exit_zero: bool
-) -> int:
-    """2 on any error; else 1 when a finding reaches `--fail-on`, unless `exit_zero`."""
-    if errors:
-        return EXIT_ERROR
-    if exit_zero:
-        return EXIT_OK
-    if any(d.severity >= settings.fail_on for d in diagnostics):
-        return EXIT_PROBLEMS
-    return EXIT_OK
 
 
 def preview_exit_code(changed: int, errors: bool, exit_zero: bool) -> int:
@@ -40,17 +19,6 @@ def preview_exit_code(changed: int, errors: bool, exit_zero: bool) -> int:
     if errors:
         return EXIT_ERROR
     return EXIT_PROBLEMS if changed and not exit_zero else EXIT_OK
-
-
-def scan_note(scanned: int, size: int, elapsed: float, skipped: int, *, nothing: bool) -> str:
-    """How much a scan read and how long it took; `nothing`: no file was found at all."""
-    if nothing:
-        return "No session files found"
-    note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(size)}) in "
-    note += f"{elapsed:.2f}s"
-    if skipped:
-        note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
-    return note
 
 
 def preview_note(problems: int, changed: int, errors: bool) -> str | None:
