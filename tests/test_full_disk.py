@@ -110,17 +110,30 @@ def test_standard_output_on_a_full_device(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
 
 
-class _FullDisk:
-    """A file handle whose device fills up after `room` bytes."""
+class _Device:
+    """A device that fills up after `room` bytes, whichever way they are written."""
 
-    def __init__(self, handle: Any, room: int) -> None:
-        self.handle = handle
+    def __init__(self, room: int) -> None:
         self.room = room
+        self.files: set[int] = set()
+        """Descriptors of the files written on it."""
+
+    def take(self, size: int) -> None:
+        if size > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= size
+
+
+class _FullDisk:
+    """A file handle on a `_Device`."""
+
+    def __init__(self, handle: Any, device: _Device) -> None:
+        self.handle = handle
+        self.device = device
+        device.files.add(handle.fileno())
 
     def write(self, data: bytes) -> int:
-        if len(data) > self.room:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        self.room -= len(data)
+        self.device.take(len(data))
         written: int = self.handle.write(data)
         return written
 
@@ -143,13 +156,26 @@ def test_injected_enospc(
     original = _session_bytes()
     session.write_bytes(original)
     os.utime(session, (LONG_AGO, LONG_AGO))
-    fdopen = os.fdopen
+    fdopen, write, copy_file_range = os.fdopen, os.write, os.copy_file_range
+    device = _Device(room)
 
     def filling(fd: int, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         handle = fdopen(fd, mode, *args, **kwargs)
-        return _FullDisk(handle, room) if "w" in mode else handle
+        return _FullDisk(handle, device) if "w" in mode else handle
+
+    def writing(fd: int, data: Any) -> int:
+        if fd in device.files:
+            device.take(len(data))
+        return write(fd, data)
+
+    def copying(source: int, target: int, count: int, *args: Any) -> int:
+        if target in device.files:
+            device.take(count)
+        return copy_file_range(source, target, count, *args)
 
     monkeypatch.setattr(os, "fdopen", filling)
+    monkeypatch.setattr(os, "write", writing)
+    monkeypatch.setattr(os, "copy_file_range", copying)
     args = ["repair", how, *([str(tmp_path / "out.jsonl")] if how == "-o" else []), str(session)]
     result = CliRunner().invoke(app, args, env=ENV, color=False)
     assert result.exit_code == 2

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
 
 from sessionfix import jsonutil, read_session
 from sessionfix.errors import InputError
-from sessionfix.read.reader import RECOVERY_BUDGET, LineIssue, NulPlacement, classify_line
+from sessionfix.read.reader import (
+    RECOVERY_BUDGET,
+    LineIssue,
+    NulPlacement,
+    RecordSource,
+    classify_line,
+)
 
 HEADER = (
     b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}'
@@ -182,3 +190,27 @@ def test_invalid_utf8_inside_a_string_keeps_the_record() -> None:
     outcome = classify_line(b'{"type":"message","text":"\xff\xfe"}')
     assert outcome.damaged is None
     assert len(outcome.records) == 1
+
+
+@pytest.mark.parametrize("refusal", [None, errno.ENOSYS, errno.EXDEV])
+def test_a_source_copies_a_range_in_the_kernel_or_through_a_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: int | None
+) -> None:
+    """Untouched bytes of a repair are copied by the kernel; where it refuses (an old
+    kernel, another file system), through a buffer, with the same result."""
+    data = bytes(range(256)) * 4099
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    if refusal is not None:
+
+        def refuse(*args: object) -> int:
+            raise OSError(refusal, os.strerror(refusal))
+
+        monkeypatch.setattr(os, "copy_file_range", refuse)
+    out = tmp_path / "out"
+    with open(out, "wb") as target, RecordSource(path) as source:
+        target.write(b"head:")
+        target.flush()
+        assert source.copy_to(target.fileno(), 1000, 900_000) == 899_000
+        assert source.copy_to(target.fileno(), len(data) - 10, len(data) + 50) == 10
+    assert out.read_bytes() == b"head:" + data[1000:900_000] + data[-10:]

@@ -13,7 +13,7 @@ import pytest
 
 from sessionfix import Settings
 from sessionfix.repair.apply import VerificationFailed, repair_in_place, repair_to
-from sessionfix.repair.plan import RepairPlan
+from sessionfix.repair.plan import CopiedRange, RepairPlan
 from sessionfix.safety.writing import WriteFailed
 
 from .conftest import FIXTURES
@@ -81,17 +81,17 @@ def test_a_later_pass_that_fails_leaves_no_temp_file(
     leaves neither the output nor any temp file, and the original as it was."""
     source = FIXTURES / "SF401-orphan-sharing-an-id-with-a-kept-entry" / "input.jsonl"
     settings = Settings(quiescence=0.0, unsafe_fixes=True)
-    written = RepairPlan.chunks
+    written = RepairPlan.pieces
     passes: list[int] = []
 
-    def full_disk_on_second_pass(self: RepairPlan) -> Iterator[bytes]:
+    def full_disk_on_second_pass(self: RepairPlan) -> Iterator[bytes | CopiedRange]:
         passes.append(1)
-        for chunk in written(self):
-            yield chunk
+        for piece in written(self):
+            yield piece
             if len(passes) == 2:
                 raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(RepairPlan, "chunks", full_disk_on_second_pass)
+    monkeypatch.setattr(RepairPlan, "pieces", full_disk_on_second_pass)
     with pytest.raises(WriteFailed, match="no space left on device"):
         repair_to(source, tmp_path / "out.jsonl", settings)
     assert sorted(p.name for p in tmp_path.iterdir()) == []

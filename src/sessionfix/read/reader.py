@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import enum
+import errno
 import io
 import os
 import re
@@ -471,6 +472,14 @@ def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
     return handle, FileInfo(path, info.st_size, info.st_mtime_ns, info.st_mode)
 
 
+_COPY_RANGE: Final = 64 << 20
+_NO_COPY_RANGE: Final = frozenset(
+    {errno.ENOSYS, errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
+)
+"""Why the kernel may refuse an in-kernel copy (an old kernel, another file system, a
+special file): then bytes go through a buffer instead."""
+
+
 class RecordSource:
     """Random access to record bytes by offset, for the few records a rule inspects closely.
 
@@ -499,6 +508,38 @@ class RecordSource:
             return data
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+
+    def copy_to(self, target: int, start: int, end: int) -> int:
+        """Append bytes `start` to `end` of the file to the open descriptor `target`, in
+        the kernel where it can (no copy through Python); returns how many were copied
+        (fewer only if the file got shorter)."""
+        try:
+            file = self._file
+            if file is None:
+                file = self._file = io.FileIO(self.path, "r")
+            fd = file.fileno()
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+        position = start
+        while position < end:
+            try:
+                copied = os.copy_file_range(fd, target, min(end - position, _COPY_RANGE), position)
+            except OSError as exc:
+                if exc.errno not in _NO_COPY_RANGE:
+                    raise
+                break
+            if not copied:
+                return position - start
+            position += copied
+        while position < end:
+            data = self.read(position, min(end - position, _COPY_RANGE))
+            if not data:
+                break
+            view = memoryview(data)
+            while view:
+                view = view[os.write(target, view) :]
+            position += len(data)
+        return position - start
 
     def close(self) -> None:
         if self._file is not None:

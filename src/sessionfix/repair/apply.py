@@ -52,7 +52,7 @@ from sessionfix.formats import Format, is_openclaw_location
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair import summary
-from sessionfix.repair.plan import RepairPlan
+from sessionfix.repair.plan import CopiedRange, RepairPlan
 from sessionfix.repair.rowmap import PREFIX_ROW, RepairTrace
 from sessionfix.rules import RULES, rule_of
 from sessionfix.rules.base import Counted, Invariant
@@ -222,6 +222,9 @@ class PlannedRepair:
 
     def chunks(self) -> Iterator[bytes]:
         return self.plan.chunks()
+
+    def pieces(self) -> Iterator[bytes | CopiedRange]:
+        return self.plan.pieces()
 
     def result(self) -> RepairResult:
         return RepairResult(
@@ -483,7 +486,9 @@ def repair_to(
         result = planned.result()
         temp = temp_path(target)
         try:
-            _write_new(temp, planned.chunks(), mode=planned.mode, shown=output)
+            _write_new(
+                temp, planned.pieces(), mode=planned.mode, shown=output, source=planned.source
+            )
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
             result.output_size = temp.stat().st_size
@@ -1001,31 +1006,59 @@ def _check_input_unchanged(planned: PlannedRepair) -> None:
 
 def _write_new(
     path: Path,
-    chunks: Iterator[bytes],
+    chunks: Iterator[bytes] | Iterator[bytes | CopiedRange],
     *,
     exclusive: bool = True,
     mode: int = 0o600,
     sync: bool = False,
     shown: Path | None = None,
+    source: RecordSource | None = None,
 ) -> None:
     """Write a new file, its mode that of the session it repairs (synced to disk if
     `sync`: it is about to replace one that was); errors name `shown`, the path the
-    user gave, when the file is a temporary one beside it."""
+    user gave, when the file is a temporary one beside it. Ranges of the input that
+    the output repeats are copied from `source` in the kernel."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_EXCL if exclusive else 0)
     try:
         fd = os.open(path, flags, 0o600)
         with suppress(OSError):
             os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb", buffering=WRITE_BUFFER) as handle:
+        with os.fdopen(fd, "wb", buffering=0) as handle:
+            pending = bytearray()
             for chunk in chunks:
-                handle.write(chunk)
+                if isinstance(chunk, CopiedRange):
+                    assert source is not None, "input ranges need the input to copy from"
+                    _write_all(fd, pending)
+                    source.copy_to(fd, chunk.start, chunk.end)
+                    continue
+                if len(chunk) >= WRITE_BUFFER:
+                    # A long line goes out as it is: buffering it would hold it twice.
+                    _write_all(fd, pending)
+                    _write_out(fd, chunk)
+                    continue
+                pending += chunk
+                if len(pending) >= WRITE_BUFFER:
+                    _write_all(fd, pending)
+            _write_all(fd, pending)
             if sync:
-                handle.flush()
                 os.fsync(handle.fileno())
     except OSError as exc:
         raise WriteFailed(
             f"{shown or path}: cannot write the repaired file ({described(exc)})"
         ) from None
+
+
+def _write_all(fd: int, pending: bytearray) -> None:
+    """Write and empty `pending`."""
+    _write_out(fd, pending)
+    pending.clear()
+
+
+def _write_out(fd: int, data: bytes | bytearray) -> None:
+    with memoryview(data) as whole:
+        view = whole
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 @dataclass(slots=True)

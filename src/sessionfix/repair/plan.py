@@ -12,7 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import (
@@ -644,6 +644,15 @@ class RepairPlan:
     def chunks(self) -> Iterator[bytes]:
         """The repaired file: untouched byte ranges copied, changed rows rewritten."""
         source = self.source
+        for piece in self.pieces():
+            if isinstance(piece, CopiedRange):
+                yield from _copy(source, piece.start, piece.end)
+            else:
+                yield piece
+
+    def pieces(self) -> Iterator[bytes | CopiedRange]:
+        """`chunks()`, with the untouched byte ranges of the input named rather than read
+        (a writer copies them in the kernel)."""
         terminator = self.terminator
         prefix = self.prefix()
         self._reserialised.clear()
@@ -660,7 +669,8 @@ class RepairPlan:
             self.rows_written += 1
             if row_map is not None:
                 row_map.add(change.row, len(change.lines), change.causes)
-            yield from _copy(source, position, change.start)
+            if change.start > position:
+                yield CopiedRange(position, change.start)
             if change.lines:
                 last = len(change.lines) - 1
                 for number, line in enumerate(change.lines):
@@ -668,7 +678,15 @@ class RepairPlan:
                     if number < last or change.terminated:
                         yield terminator
             position = change.end
-        yield from _copy(source, position, self.lines.size)
+        if self.lines.size > position:
+            yield CopiedRange(position, self.lines.size)
+
+
+class CopiedRange(NamedTuple):
+    """Input bytes the output repeats unchanged."""
+
+    start: int
+    end: int
 
 
 def _copy(source: RecordSource, start: int, end: int) -> Iterator[bytes]:
