@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import compress
+from operator import ge
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
@@ -16,8 +18,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         return
     parents = view.parents
     state = bytearray(len(view))
-    for start in view.entries():
-        if state[start]:
+    # Every cycle holds a link to a later record (or to itself): walks start there only.
+    starts = compress(range(len(parents)), map(ge, parents, range(len(parents))))
+    for start in starts:
+        if state[start] or not view.is_entry(start):
             continue
         walk: list[int] = []
         current = start
