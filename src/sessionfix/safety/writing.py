@@ -319,13 +319,18 @@ def file_digest(handle: BinaryIO, size: int | None = None) -> str | None:
     digest = xxhash.xxh3_64()
     handle.seek(0)
     left = size
-    while left is None or left > 0:
-        block = handle.read(_DIGEST_BLOCK if left is None else min(left, _DIGEST_BLOCK))
-        if not block:
-            return None if left else digest.hexdigest()
-        digest.update(block)
-        if left is not None:
-            left -= len(block)
+    # One buffer read into again and again: a fresh block per read would be mapped and
+    # faulted in anew each time (large blocks bypass the heap, see cli.run).
+    buffer = bytearray(_DIGEST_BLOCK)
+    with memoryview(buffer) as whole:
+        while left is None or left > 0:
+            room = whole if left is None or left >= _DIGEST_BLOCK else whole[:left]
+            count = handle.readinto(room)  # type: ignore[attr-defined]
+            if not count:
+                return None if left else digest.hexdigest()
+            digest.update(room[:count])
+            if left is not None:
+                left -= count
     return digest.hexdigest()
 
 
