@@ -197,12 +197,6 @@ def is_sibling_file(path: Path) -> bool:
     return any(package.is_sibling(path) for package in _packages())
 
 
-def is_openclaw_location(path: Path) -> bool:
-    """OpenClaw keeps transcripts under `…/agents/<agentId>/sessions/`."""
-    parts = path.resolve().parts if not path.is_absolute() else path.parts
-    return len(parts) >= 4 and parts[-2] == "sessions" and parts[-4] == "agents"
-
-
 def make_adapter(fmt: Format, path: Path, context: object = None) -> FormatAdapter:
     """A reader for `fmt`; `context` comes from the start of the file when reading a later part."""
     return package_of(fmt).make_adapter(fmt, path, context)

@@ -48,7 +48,8 @@ from sessionfix.engine import (
     run_rules,
 )
 from sessionfix.errors import InputError, SessionfixError, described
-from sessionfix.formats import Format, is_openclaw_location
+from sessionfix.formats import Format
+from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair import summary

@@ -26,7 +26,7 @@ from typing import Final
 import xxhash
 
 from sessionfix.errors import InputError, SessionfixError, described
-from sessionfix.formats import is_openclaw_location
+from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.safety.locks import rewrite_access, sidecar_lock
 from sessionfix.safety.writing import (
     BackupRecord,

@@ -9,13 +9,13 @@ from sessionfix.formats.pi.decode import (
     VALID_VERSIONS,
     PiAdapter,
     PiContext,
-    PiEditor,
     capabilities,
     detect,
     has_record_shape,
     is_sibling,
     make_adapter,
 )
+from sessionfix.formats.pi.edit import PiEditor
 
 __all__ = [
     "CAPABILITIES",
