@@ -1,7 +1,7 @@
 """Formats whose records sessionfix does not interpret yet (Codex, unknown).
 
 Records are validated as JSON objects and indexed by position and size only, so
-the line-level rules (SF001-SF009) and size rules apply to every format.
+the line-level and size rules apply to every format.
 """
 
 from __future__ import annotations

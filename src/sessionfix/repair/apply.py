@@ -260,7 +260,7 @@ class PlannedRepair:
         """Check repaired bytes at `written`; return what a check of them reports.
 
         A fix can make another one applicable (a re-linked entry becomes a clone of its
-        new parent; a dropped root leaves a root mid-file, which SF107 re-links): then
+        new parent; a dropped root leaves a root mid-file, which a later fix re-links): then
         `written` is repaired again, until nothing that applies is left, so that the
         result is a fixed point of `repair`. A pass that changes nothing, or more than
         `MAX_PASSES` checks, fail the repair. So do a result that reads as another format

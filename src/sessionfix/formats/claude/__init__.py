@@ -35,7 +35,7 @@ def detect(first_record: dict[str, Any]) -> Format | None:
 
 
 def has_record_shape(value: dict[str, Any]) -> bool:
-    """A `type` and a `uuid`, or a metadata type (rules.md SF008)."""
+    """A `type` and a `uuid`, or a metadata type (what a damaged line may be salvaged as)."""
     record_type = value.get("type")
     return isinstance(record_type, str) and ("uuid" in value or record_type in METADATA_TYPES)
 

@@ -26,6 +26,7 @@ from sessionfix import jsonutil
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
+from sessionfix.formats.common import ids_reader, text_exceeds
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
     MISSING,
@@ -636,28 +637,7 @@ def _sidecar_succeeded(sidecar: Raw) -> bool:
     return kind in _SUCCESS_TYPES
 
 
-class _Ids(Struct, gc=False):
-    uuid: Any = None
-    parentUuid: Any | UnsetType = UNSET
-
-
-_IDS_DECODER: Final = msgspec.json.Decoder(_Ids)
-
-
-def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str | None, object]:
-    data = source.read(*view.span(index))
-    try:
-        ids = _IDS_DECODER.decode(data)
-    except (ValueError, RecursionError):
-        try:
-            value = jsonutil.loads(data)
-        except ValueError:
-            return None, MISSING
-        if not isinstance(value, dict):
-            return None, MISSING
-        ids = _Ids(value.get("uuid"), value.get("parentUuid", UNSET))
-    uuid = ids.uuid if type(ids.uuid) is str and ids.uuid else None
-    return uuid, MISSING if ids.parentUuid is UNSET else ids.parentUuid
+_read_ids: Final = ids_reader("uuid", "parentUuid")
 
 
 class _TextPart(Struct, gc=False):
@@ -713,10 +693,7 @@ def _result_text(data: bytes) -> str | None:
 def _result_text_exceeds(
     source: RecordSource, view: SessionView, index: int, limit: int, prefix: str
 ) -> bool:
-    text = _result_text(source.read(*view.span(index)))
-    if text is None or text.startswith(prefix):
-        return False
-    return len(text.encode("utf-8", "surrogatepass")) > limit
+    return text_exceeds(_result_text(source.read(*view.span(index))), limit, prefix)
 
 
 RESTAMPED: Final = frozenset(

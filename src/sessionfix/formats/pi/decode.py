@@ -29,6 +29,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from sessionfix import jsonutil
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.common import ids_reader, text_exceeds
 from sessionfix.formats.pi.edit import ROOT_NAME, PiEditor
 from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.model.tracking import CleanBlock, PathTracker
@@ -950,38 +951,10 @@ def _result_text_exceeds(
 ) -> bool:
     """Whether a tool result's content is text only, and its text does not start with
     `prefix` and is longer than `limit` UTF-8 bytes."""
-    return _text_exceeds(_read_result_text(source, view, index), limit, prefix)
+    return text_exceeds(_read_result_text(source, view, index), limit, prefix)
 
 
-def _text_exceeds(text: str | None, limit: int, prefix: str) -> bool:
-    if text is None or text.startswith(prefix):
-        return False
-    return (len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))) > limit
-
-
-class _Ids(Struct, gc=False):
-    id: Any = None
-    parentId: Any | UnsetType = UNSET
-
-
-_IDS_DECODER: Final = msgspec.json.Decoder(_Ids)
-
-
-def _read_ids(source: RecordSource, view: SessionView, index: int) -> tuple[str | None, object]:
-    """A record's id and parentId, read back from the file."""
-    data = source.read(*view.span(index))
-    try:
-        ids = _IDS_DECODER.decode(data)
-    except (ValueError, RecursionError):
-        try:
-            value = jsonutil.loads(data)
-        except ValueError:
-            return None, MISSING
-        if not isinstance(value, dict):
-            return None, MISSING
-        ids = _Ids(value.get("id"), value.get("parentId", UNSET))
-    entry_id = ids.id if type(ids.id) is str and ids.id else None
-    return entry_id, MISSING if ids.parentId is UNSET else ids.parentId
+_read_ids: Final = ids_reader("id", "parentId")
 
 
 CAPABILITIES: Final = frozenset(
