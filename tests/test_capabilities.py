@@ -15,7 +15,7 @@ from sessionfix.settings import Settings
 from .conftest import FIXTURES
 
 GLUED = FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl"
-CODEX = b'{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{}}\n'
+CODEX = b'{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"t"}}\n'
 
 
 def test_line_rules_run_on_every_format() -> None:
@@ -59,7 +59,7 @@ def test_a_rule_selected_by_code_warns_once_where_it_cannot_run(
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "sessionfix: warning: SF301 (stale-file-read) does not apply to codex sessions: "
-        "needs tool calls and file actions"
+        "needs file actions"
     ]
 
 
@@ -97,7 +97,7 @@ def test_repair_and_its_preview_warn_too(
     codex.write_bytes(CODEX)
     warning = (
         "sessionfix: warning: SF301 (stale-file-read) does not apply to codex sessions: "
-        "needs tool calls and file actions"
+        "needs file actions"
     )
     main(["repair", "-q", "--select", "SF301", "-o", str(tmp_path / "out.jsonl"), str(codex)])
     assert capsys.readouterr().err.splitlines() == [warning]

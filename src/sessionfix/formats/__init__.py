@@ -59,6 +59,10 @@ class RecordEditor(Protocol):
 
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Transform: ...
 
+    def drop_carried_history(self) -> Transform:
+        """Remove the history a superseded compaction carries (the newest one's never)."""
+        ...
+
     def identity(self, record: Any) -> str | None:
         """The id other records name this one by."""
         ...
@@ -163,8 +167,9 @@ class FormatPackage(Protocol):
 
 PACKAGES: Final = (
     "sessionfix.formats.pi",
-    "sessionfix.formats.opaque",
+    "sessionfix.formats.codex",
     "sessionfix.formats.claude",
+    "sessionfix.formats.opaque",
 )
 """The format packages, in the order they are asked to recognise a first record: adding
 a format is a package and a line here."""
@@ -176,11 +181,13 @@ def _packages() -> tuple[FormatPackage, ...]:
 
 
 def package_of(fmt: Format) -> FormatPackage:
-    """The package that reads `fmt` (formats without one are read at line level)."""
-    for package in _packages():
+    """The package that reads `fmt` (formats without one are read at line level, as
+    files of no known format are)."""
+    packages = _packages()
+    for package in packages:
         if fmt in package.FORMATS:
             return package
-    return _packages()[1]
+    return next(package for package in packages if Format.UNKNOWN in package.FORMATS)
 
 
 def detect(first_record: dict[str, Any]) -> Format:

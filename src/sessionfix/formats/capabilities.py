@@ -18,6 +18,7 @@ class Capability(enum.Enum):
     LINES = "lines"
     """Physical lines and the records on them."""
     HEADER = "a session header"
+    HEADER_REBUILD = "a session header sessionfix can rebuild"
     ENTRIES = "typed entries"
     """Records with a kind, a role and an id (messages, compactions, labels …)."""
     TREE = "an id-linked tree"
@@ -45,6 +46,13 @@ class Capability(enum.Enum):
     SESSION_STAMPS = "records stamped with their session"
     PRESERVED_SEGMENTS = "compactions that keep records verbatim"
     TOOL_NAMES = "tool names the provider checks"
+    RESULT_REPAIRS = "tool-result repairs the agent's own loader also makes"
+    """Dropping orphan or repeated results and adding a placeholder for a missing one
+    change nothing the agent would not change in memory (pi, Claude)."""
+    DISTINCT_CALL_IDS = "call ids the provider requires distinct"
+    """Claude: within one API message; Codex: within the session."""
+    ORDINALS = "records numbered in sequence"
+    CARRIED_HISTORIES = "compactions that carry the whole history they replace"
 
 
 def provided(fmt: Format, *, tree: bool) -> frozenset[Capability]:

@@ -1,4 +1,4 @@
-"""Formats whose records sessionfix does not interpret yet (Codex, unknown).
+"""Files of no known format.
 
 Records are validated as JSON objects and indexed by position and size only, so
 the line-level and size rules apply to every format.
@@ -27,20 +27,16 @@ class _AnyObject(msgspec.Struct, gc=False):
 _DECODER: Final = msgspec.json.Decoder(_AnyObject)
 
 
-FORMATS: Final = frozenset({Format.CODEX, Format.UNKNOWN})
+FORMATS: Final = frozenset({Format.UNKNOWN})
 
 
 def detect(first_record: dict[str, Any]) -> Format | None:
-    """Codex rollouts: `session_meta` first, or `{timestamp, type, payload}` records."""
-    if first_record.get("type") == "session_meta" or {"timestamp", "type", "payload"} <= (
-        first_record.keys()
-    ):
-        return Format.CODEX
+    """Never claims a file: it reads what no other package recognised."""
     return None
 
 
 def has_record_shape(value: dict[str, Any]) -> bool:
-    return {"timestamp", "type", "payload"} <= value.keys()
+    return False
 
 
 def make_adapter(fmt: Format, path: Path, context: object) -> OpaqueAdapter:
@@ -54,9 +50,7 @@ def is_sibling(path: Path) -> bool:
 def capabilities(fmt: Format, tree: bool = False) -> frozenset[Capability]:
     """Lines only; a file of no known format may also be a session whose header was
     lost, which the header rule rebuilds."""
-    if fmt is Format.UNKNOWN:
-        return frozenset({Capability.LINES, Capability.HEADER})
-    return frozenset({Capability.LINES})
+    return frozenset({Capability.LINES, Capability.HEADER, Capability.HEADER_REBUILD})
 
 
 class _NoEditor:
@@ -78,6 +72,7 @@ class _NoEditor:
 
     set_field = set_parent = set_first_kept = replace_result_text = _refuse
     drop_leaked_partial_json = drop_result_blocks = holds_other_content = _refuse
+    drop_carried_history = _refuse
     new_record_id = _refuse
 
     def identity(self, record: Any) -> str | None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from sessionfix.model.view import FileAction, ToolCall
 
@@ -563,3 +563,137 @@ def _call_position(group: Group, call_id: str) -> int | None:
             if fallback is None:
                 fallback = position
     return fallback
+
+
+_CALL, _RESULT, _CONTEXT, _CARRIED = range(4)
+
+
+class CallIdTracker(PathTracker):
+    """Pairs each result with the earlier call of the same id anywhere before it, in
+    file order: for formats that write every call and every result as a record of its
+    own and whose call ids are unique in a session (Codex), where results of parallel
+    calls follow in any order and nothing closes a turn's group.
+
+    A call is unanswered when no result for its id follows it; it counts as cut off
+    (`Group.ended_by`) once a later context record shows the conversation went on.
+    Calls a boundary carries in its history may be answered after it. A tracker that
+    reads a later byte range on its own only logs its events, and `absorb` replays them
+    in order, so parallel reading finds exactly what one pass finds.
+    """
+
+    def __init__(self, *, head: bool = False) -> None:
+        super().__init__(head=head)
+        self.calls: dict[str, int] = {}
+        """Call id → the record of its first call."""
+        self.open: dict[str, Group] = {}
+        """Call id → the group of its call, while unanswered."""
+        self.answered: dict[str, int] = {}
+        """Call id → its first result's record (or the boundary holding it)."""
+        self.carried: set[str] = set()
+        """Ids of calls a boundary's history holds without their result."""
+        self.uncut: list[Group] = []
+        """Open groups no context record has followed yet."""
+        self.log: list[tuple[int, int, object]] | None = [] if head else None
+
+    def assistant(
+        self,
+        index: int,
+        calls: tuple[ToolCall, ...],
+        incomplete: bool,
+        stop_reason: str | None,
+        turn: object = None,
+    ) -> None:
+        if self.log is not None:
+            self.log.append((_CALL, index, calls))
+            return
+        for call in calls:
+            first = self.calls.get(call.id)
+            if first is not None:
+                self.found.repeated_calls.append((index, call.id, first))
+                continue
+            self.calls[call.id] = index
+            group = Group(index, (call,), incomplete, stop_reason, [-1])
+            self.open[call.id] = group
+            self.uncut.append(group)
+
+    def result(self, index: int, call_id: str | None, bits: int) -> None:
+        if self.log is not None:
+            self.log.append((_RESULT, index, (call_id, bits)))
+            return
+        event = ResultEvent(index, call_id, bits)
+        if call_id is None:
+            self.found.orphans.append(event)
+            return
+        group = self.open.pop(call_id, None)
+        if group is not None:
+            group.answers[0] = index
+            self.answered[call_id] = index
+            self._pair(group, 0, index, bits)
+            return
+        first = self.answered.get(call_id)
+        if first is not None:
+            self.found.duplicates.append((event, first))
+        elif call_id in self.carried:
+            self.carried.discard(call_id)
+            self.answered[call_id] = index
+        else:
+            self.found.orphans.append(event)
+
+    def context(self, index: int) -> None:
+        if self.log is not None:
+            self.log.append((_CONTEXT, index, None))
+            return
+        for group in self.uncut:
+            if group.ended_by is None:
+                group.ended_by = index
+        self.uncut = []
+
+    def user(self, index: int, key: object) -> None:
+        self.context(index)
+
+    def boundary(self, index: int) -> None:
+        self.context(index)
+        if self.log is None:
+            self.boundaries += 1
+
+    def carry(self, index: int, calls: Iterable[str], results: Iterable[str]) -> None:
+        """A boundary at `index` holds a history with these calls and these results: its
+        results answer earlier calls, and a later result may answer its calls."""
+        if self.log is not None:
+            self.log.append((_CARRIED, index, (tuple(calls), tuple(results))))
+            return
+        answered = set()
+        for call_id in results:
+            answered.add(call_id)
+            group = self.open.pop(call_id, None)
+            if group is not None:
+                group.answers[0] = index
+                self.answered[call_id] = index
+        for call_id in calls:
+            if call_id not in answered and call_id not in self.answered:
+                self.carried.add(call_id)
+
+    def finish(self) -> Tracking:
+        if self.log is not None:
+            raise RuntimeError("a ranged tracker is finished by the one that absorbs it")
+        found = self.found
+        found.unanswered.extend(self.open.values())
+        self.open = {}
+        found.unanswered.sort(key=lambda g: g.assistant)
+        found.orphans.sort(key=lambda e: e.index)
+        return found
+
+    def absorb(self, part: PathTracker, base: int) -> None:
+        assert isinstance(part, CallIdTracker)
+        assert part.log is not None
+        handlers: dict[int, Callable[[int, Any], None]] = {
+            _CALL: lambda index, calls: self.assistant(index, calls, False, None),
+            _RESULT: lambda index, data: self.result(index, *data),
+            _CONTEXT: lambda index, _: self.context(index),
+            _CARRIED: lambda index, data: self.carry(index, *data),
+        }
+        for event, index, data in part.log:
+            handlers[event](index + base, data)
+
+    def shift_groups(self, base: int) -> None:
+        """Nothing to shift: a ranged tracker keeps its events, not groups."""

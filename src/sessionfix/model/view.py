@@ -76,6 +76,9 @@ class Flag:
     """Metadata whose latest copy is what readers use (a title, a mode, the last prompt)."""
     SIDECHAIN: Final = 64
     """A record of a side conversation (Claude sub-agent lines): it links only to its kind."""
+    ROLLBACK: Final = 128
+    """Drops the newest turns from the history a resume rebuilds (Codex
+    `thread_rolled_back`): a boundary it reaches past is read again."""
 
 
 class FileAction(enum.IntEnum):
@@ -107,6 +110,8 @@ class ToolCall:
 
 
 MISSING: Final = "\x00missing"
+NO_ORDINAL: Final = -1
+"""A record without a sequence number (`SessionView.ordinals`)."""
 """Stands for an absent field where `None` means an explicit null."""
 
 
@@ -138,6 +143,11 @@ class BoundaryFacts:
     """Where the conversation stood when the boundary cut it (Claude
     `logicalParentUuid`); `MISSING` when the format has none."""
     preserved: PreservedSegment | None = None
+    carries_history: bool = False
+    """The boundary holds the whole history it replaces (Codex `replacement_history`):
+    the newest such boundary is what a resume starts from, older ones are dead weight."""
+    images: tuple[tuple[int, int], ...] = ()
+    """(digest, length) of each inline image the carried history holds."""
 
 
 class RefKind(enum.Enum):
@@ -373,6 +383,8 @@ class SessionView:
     tree: bool = True
     """Records link by id; False for positional formats (pi v1)."""
     header: HeaderFacts | None = None
+    headerless: str = "readers treat the file as empty"
+    """What the agent does with the file when its header is missing."""
     # One entry per record:
     rows: array[int] = field(default_factory=lambda: array("I"))
     offsets: array[int] = field(default_factory=lambda: array("q"))
@@ -398,11 +410,14 @@ class SessionView:
     foreign_sessions: dict[int, str] = field(default_factory=dict)
     """Records stamped with another session's id than the file's own."""
     invalid_calls: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """Records holding tool calls whose names the provider refuses."""
     adopters: dict[int, str] = field(default_factory=dict)
     """Records that name, besides their parent, the record they answer (Claude tool
     results: `sourceToolAssistantUUID`), where the two differ: the parent to re-link
     them to when their own parent link breaks."""
-    """Records holding tool calls whose names the provider refuses."""
+    ordinals: array[int] | None = None
+    """Per record, the sequence number its format stamps on it (Codex `ordinal`),
+    `NO_ORDINAL` where a record has none; None while no record of the file has one."""
     notes: list[str] = field(default_factory=list)
     """Format observations made while reading (e.g. why a pi file is OpenClaw's)."""
     # Derived by finish():
@@ -444,10 +459,10 @@ class SessionView:
     """Whether the entry id keys are all distinct, when a parallel reader decided it."""
     _packed_keys: bytes | None = None
     policy: ChainPolicy | None = None
+    """The format's leaf and path rules; None for pi's (the last entry is the leaf)."""
     may_start_mid_session: bool = False
     """The file may be a slice of a longer session (Claude checkpoints): its first tree
     record naming a parent that is not in it is expected."""
-    """The format's leaf and path rules; None for pi's (the last entry is the leaf)."""
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -510,6 +525,16 @@ class SessionView:
         _shift_into(self.foreign_sessions, other.foreign_sessions, base)
         _shift_into(self.invalid_calls, other.invalid_calls, base)
         _shift_into(self.adopters, other.adopters, base)
+        if other.ordinals is not None or self.ordinals is not None:
+            numbered = self.ordinals
+            if numbered is None:
+                numbered = array("q", [NO_ORDINAL]) * base
+            numbered.extend(
+                other.ordinals
+                if other.ordinals is not None
+                else array("q", [NO_ORDINAL]) * len(other.kinds)
+            )
+            self.ordinals = numbered
         _shift_into(self._id_cache, other._id_cache, base)
         for note in other.notes:
             if note not in self.notes:

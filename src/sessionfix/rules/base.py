@@ -26,7 +26,7 @@ from sessionfix.diagnostics import (
 )
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RecordEditor
-from sessionfix.formats.capabilities import Capability, coverage, missing
+from sessionfix.formats.capabilities import Capability, coverage, missing, provided
 from sessionfix.model.tracking import Tracking
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import FileInfo, LineReport, RecordSource
@@ -158,6 +158,10 @@ class RuleContext:
     @property
     def format(self) -> Format:
         return Format(self.view.format)
+
+    def provides(self, capability: Capability) -> bool:
+        """Whether this file's format provides `capability` (rules vary a fix by it)."""
+        return capability in provided(self.format, tree=self.view.tree)
 
     def shared(self, analysis: Callable[[RuleContext], T]) -> T:
         """Run an analysis once per file and share its result between rules."""

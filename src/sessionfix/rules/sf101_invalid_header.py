@@ -66,10 +66,13 @@ def _missing_header(ctx: RuleContext) -> Iterator[Diagnostic]:
     damaged_row = ctx.shared(damaged_header_row)
     if damaged_row is not None:
         row = damaged_row
-        message = f"line {row} is a damaged session header; readers treat the file as empty"
+        message = f"line {row} is a damaged session header; {view.headerless}"
     else:
         row = view.rows[0] if len(view) else 1
-        message = "the first record is not a session header; readers treat the file as empty"
+        message = f"the first record is not a session header; {view.headerless}"
+    if not ctx.provides(Capability.HEADER_REBUILD):
+        yield ctx.diagnostic(RULE, row, message, index=0 if len(view) else None)
+        return
     if ctx.settings.cwd is None:
         yield ctx.diagnostic(RULE, row, message + " (pass --cwd to rebuild the header)", index=None)
         return

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.model.view import DANGLING, Kind, Role
-from sessionfix.rules.base import Rule, RuleContext, safe
+from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -23,15 +23,22 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 severity=Severity.INFO,
             )
             continue
+        if ctx.provides(Capability.RESULT_REPAIRS):
+            fix = safe(
+                "drop the orphan result; its children move to its parent",
+                ctx.drop_result(index, event.call_id),
+            )
+        else:
+            fix = unsafe(
+                "drop the orphan result (its call may lie in history sessionfix cannot see)",
+                ctx.drop(index),
+            )
         yield ctx.entry_diagnostic(
             RULE,
             index,
             f"tool result for call {event.call_id!r} answers no tool call of its turn; providers "
             "reject it (unexpected tool_use_id)",
-            fix=safe(
-                "drop the orphan result; its children move to its parent",
-                ctx.drop_result(index, event.call_id),
-            ),
+            fix=fix,
         )
 
 
@@ -54,7 +61,7 @@ RULE = Rule(
     code="SF401",
     name="orphan-tool-result",
     severity=Severity.ERROR,
-    fix="safe",
+    fix="safe (unsafe where the agent keeps orphans: Codex)",
     requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool result that answers no tool call",
     check=check,

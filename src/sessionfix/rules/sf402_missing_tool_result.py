@@ -57,6 +57,13 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 f"{what} has no result; the turn is summarised away by a later compaction",
                 severity=Severity.INFO,
             )
+        elif not ctx.provides(Capability.RESULT_REPAIRS):
+            yield ctx.entry_diagnostic(
+                RULE,
+                owner,
+                f"{what} has no result before line {view.rows[group.ended_by]}; the provider "
+                "receives a tool call without output unless the agent patches it in memory",
+            )
         else:
             new_id = None
             if view.tree:
@@ -94,7 +101,7 @@ RULE = Rule(
     code="SF402",
     name="missing-tool-result",
     severity=Severity.ERROR,
-    fix="unsafe (error cases), none (info cases)",
+    fix="unsafe (error cases), none (info cases, and Codex)",
     requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool call without a result",
     check=check,

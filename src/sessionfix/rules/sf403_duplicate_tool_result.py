@@ -13,14 +13,17 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     for event, first in ctx.tracking.duplicates:
         index = event.index
+        fix = None
+        if ctx.provides(Capability.RESULT_REPAIRS):
+            fix = safe(
+                "drop the repeated result, keep the first", ctx.drop_result(index, event.call_id)
+            )
         yield ctx.entry_diagnostic(
             RULE,
             index,
             f"second result for tool call {event.call_id!r} (first on line {view.rows[first]}); "
             "providers reject duplicate tool results",
-            fix=safe(
-                "drop the repeated result, keep the first", ctx.drop_result(index, event.call_id)
-            ),
+            fix=fix,
         )
 
 
@@ -28,7 +31,7 @@ RULE = Rule(
     code="SF403",
     name="duplicate-tool-result",
     severity=Severity.ERROR,
-    fix="safe",
+    fix="safe (none where the agent's loader keeps both: Codex)",
     requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool call answered more than once",
     check=check,

@@ -1,4 +1,4 @@
-"""SF405 duplicate-tool-call-id: one call id used twice in one turn."""
+"""SF405 duplicate-tool-call-id: one call id used by two calls where ids must be distinct."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             record,
-            f"tool call id {call_id!r} is already used by a call of the same turn on line "
-            f"{view.rows[first]}; providers reject the request (tool_use ids must be unique)",
+            f"tool call id {call_id!r} is already used by the call on line {view.rows[first]}; "
+            "providers reject the request (tool call ids must be unique)",
         )
 
 
@@ -25,7 +25,7 @@ RULE = Rule(
     name="duplicate-tool-call-id",
     severity=Severity.ERROR,
     fix="none",
-    requires=frozenset({Capability.TOOL_CALLS, Capability.TURNS}),
-    summary="One tool call id used twice in one turn",
+    requires=frozenset({Capability.TOOL_CALLS, Capability.DISTINCT_CALL_IDS}),
+    summary="One tool call id used by two calls",
     check=check,
 )

@@ -62,6 +62,8 @@ CAPABILITIES: Final = frozenset(
         Capability.SESSION_STAMPS,
         Capability.PRESERVED_SEGMENTS,
         Capability.TOOL_NAMES,
+        Capability.RESULT_REPAIRS,
+        Capability.DISTINCT_CALL_IDS,
     }
 )
 """What a Claude Code transcript lets rules see."""

@@ -163,6 +163,9 @@ class ClaudeEditor:
 
         return transform
 
+    def drop_carried_history(self) -> Callable[[Any], Any]:
+        raise SessionfixError("Claude Code compactions carry no history")
+
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Callable[[Any], Any]:
         """Remove the `tool_result` blocks answering these calls (the record keeps the rest)."""
 

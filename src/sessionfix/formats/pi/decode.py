@@ -961,6 +961,8 @@ CAPABILITIES: Final = frozenset(
     {
         Capability.LINES,
         Capability.HEADER,
+        Capability.HEADER_REBUILD,
+        Capability.RESULT_REPAIRS,
         Capability.ENTRIES,
         Capability.TOOL_CALLS,
         Capability.BOUNDARIES,

@@ -35,6 +35,9 @@ class PiEditor:
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Callable[[Any], Any]:
         raise SessionfixError("a pi tool result entry holds one result: drop the entry")
 
+    def drop_carried_history(self) -> Callable[[Any], Any]:
+        raise SessionfixError("pi compactions carry no history")
+
     def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
         header_id = view.header.id if view.header and isinstance(view.header.id, str) else ""
         return generate_entry_id(header_id, anchor_id, salt, view.has_id)

@@ -1,0 +1,58 @@
+"""Codex CLI rollouts: `~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`, archived and
+legacy flat rollouts, and their `.jsonl.zst` forms (spec: formats/codex.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+from sessionfix.formats import Format
+from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.codex.decode import (
+    CAPABILITIES,
+    HEADER_TYPE,
+    CodexAdapter,
+    CodexContext,
+)
+from sessionfix.formats.codex.edit import CodexEditor
+
+FORMATS: Final = frozenset({Format.CODEX})
+_ENVELOPE: Final = frozenset({"timestamp", "type", "payload"})
+
+
+def detect(first_record: dict[str, Any]) -> Format | None:
+    """`session_meta` first, or `{timestamp, type, payload}` records (rules.md §1)."""
+    if first_record.get("type") == HEADER_TYPE or first_record.keys() >= _ENVELOPE:
+        return Format.CODEX
+    return None
+
+
+def has_record_shape(value: dict[str, Any]) -> bool:
+    return value.keys() >= _ENVELOPE
+
+
+def make_adapter(fmt: Format, path: Path, context: object) -> CodexAdapter:
+    return CodexAdapter(path, context)
+
+
+def capabilities(fmt: Format, tree: bool) -> frozenset[Capability]:
+    return CAPABILITIES
+
+
+def is_sibling(path: Path) -> bool:
+    """Codex's prompt history (`$CODEX_HOME/history.jsonl`) beside `sessions/`."""
+    return path.name == "history.jsonl" and (path.parent / "sessions").is_dir()
+
+
+__all__ = [
+    "CAPABILITIES",
+    "FORMATS",
+    "CodexAdapter",
+    "CodexContext",
+    "CodexEditor",
+    "capabilities",
+    "detect",
+    "has_record_shape",
+    "is_sibling",
+    "make_adapter",
+]

@@ -1,0 +1,367 @@
+"""Codex rollouts (spec: formats/codex.md) streamed into a `SessionView`.
+
+Every line is `{timestamp, [ordinal,] type, payload}`. `response_item` payloads are what
+the model sees: messages, reasoning, tool calls and their outputs, each a record of its
+own and paired by `call_id` in file order. A `compacted` record may carry the whole
+history it replaces (`replacement_history`): the newest one is where a resume starts.
+Records are positional (no ids, no parent links); only the fields the rules need are
+decoded, and unknown types are kept as they are.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Struct, UnsetType
+
+from sessionfix import jsonutil
+from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.codex.edit import CodexEditor
+from sessionfix.model.tracking import CallIdTracker
+from sessionfix.model.view import (
+    MISSING,
+    NO_ID_KEY,
+    NO_ORDINAL,
+    BoundaryFacts,
+    Flag,
+    HeaderFacts,
+    Kind,
+    Role,
+    SessionView,
+    ToolCall,
+)
+from sessionfix.read.reader import LineReport, RecordSource
+
+FORMAT_NAME: Final = "codex"
+CAPABILITIES: Final = frozenset(
+    {
+        Capability.LINES,
+        Capability.HEADER,
+        Capability.TOOL_CALLS,
+        Capability.DISTINCT_CALL_IDS,
+        Capability.TOOL_NAMES,
+        Capability.ORDINALS,
+        Capability.CARRIED_HISTORIES,
+    }
+)
+"""What a Codex rollout lets rules see."""
+HEADER_TYPE: Final = "session_meta"
+CALL_TYPES: Final = frozenset(
+    {"function_call", "custom_tool_call", "local_shell_call", "tool_search_call"}
+)
+OUTPUT_TYPES: Final = frozenset(
+    {"function_call_output", "custom_tool_call_output", "tool_search_output"}
+)
+IMAGE_PART: Final = "input_image"
+ROLLBACK_EVENT: Final = "thread_rolled_back"
+HEADERLESS: Final = "Codex refuses to read a rollout that does not start with its session_meta"
+
+
+class _Part(Struct, gc=False):
+    """A content part of a carried history item: only images are looked at."""
+
+    type: Any = None
+    image_url: Any = None
+
+
+class _Item(Struct, gc=False):
+    """An item of a `replacement_history`."""
+
+    type: Any = None
+    call_id: Any = None
+    content: list[_Part] | str | None = None
+    output: list[_Part] | str | None = None
+
+
+class _Payload(Struct, gc=False):
+    type: Any = None
+    role: Any = None
+    name: Any = None
+    call_id: Any = None
+    id: Any = None
+    cwd: Any = None
+    replacement_history: list[_Item] | UnsetType | None = UNSET
+
+
+class _Record(Struct, gc=False):
+    type: Any = None
+    ordinal: Any = UNSET
+    payload: _Payload | None = None
+
+
+class _CallId(Struct, gc=False):
+    call_id: Any = None
+
+
+class _CallIdRecord(Struct, gc=False):
+    payload: _CallId | None = None
+
+
+class _TypeNames(Struct, gc=False):
+    type: Any = None
+
+
+class _TypedRecord(Struct, gc=False):
+    type: Any = None
+    payload: _TypeNames | None = None
+
+
+_RECORD_DECODER: Final = msgspec.json.Decoder(_Record)
+_CALL_ID_DECODER: Final = msgspec.json.Decoder(_CallIdRecord)
+_TYPE_DECODER: Final = msgspec.json.Decoder(_TypedRecord)
+
+
+def _loose_parts(value: object) -> list[_Part] | str | None:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        return None
+    return [
+        _Part(part.get("type"), part.get("image_url")) if isinstance(part, dict) else _Part()
+        for part in value
+    ]
+
+
+def _loose_record(value: dict[str, Any]) -> _Record:
+    """A record the typed decoder refused (odd field types), with only what is usable."""
+    body = value.get("payload")
+    payload = None
+    if isinstance(body, dict):
+        history: list[_Item] | UnsetType | None = UNSET
+        if "replacement_history" in body:
+            raw = body["replacement_history"]
+            history = (
+                [
+                    _Item(
+                        item.get("type"),
+                        item.get("call_id"),
+                        _loose_parts(item.get("content")),
+                        _loose_parts(item.get("output")),
+                    )
+                    if isinstance(item, dict)
+                    else _Item()
+                    for item in raw
+                ]
+                if isinstance(raw, list)
+                else None
+            )
+        payload = _Payload(
+            body.get("type"),
+            body.get("role"),
+            body.get("name"),
+            body.get("call_id"),
+            body.get("id"),
+            body.get("cwd"),
+            history,
+        )
+    return _Record(value.get("type"), value.get("ordinal", UNSET), payload)
+
+
+def decode_record(data: bytes) -> _Record:
+    """The fields of one record the rules use (ValueError when the bytes hold no object)."""
+    try:
+        return _RECORD_DECODER.decode(data)
+    except (ValueError, RecursionError):
+        value = jsonutil.loads(data)
+        if not isinstance(value, dict):
+            raise ValueError("not an object") from None
+        return _loose_record(value)
+
+
+def _valid_name(name: str) -> bool:
+    """Whether the API can take a tool name: not empty, no NUL or other control byte
+    (#24369; Codex's own names such as `container.exec` are otherwise sent as written)."""
+    return bool(name) and name.isprintable()
+
+
+def _images(items: list[_Item]) -> tuple[tuple[int, int], ...]:
+    found = []
+    for item in items:
+        for parts in (item.content, item.output):
+            if isinstance(parts, list):
+                for part in parts:
+                    url = part.image_url
+                    if part.type == IMAGE_PART and type(url) is str:
+                        found.append((hash(url), len(url)))
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class CodexContext:
+    """What a reader of a later byte range knows: that it does not start the file."""
+
+    later: bool = True
+
+
+class CodexAdapter:
+    """Streams a Codex rollout into its view, and its calls and outputs, in file order,
+    into a tracker that pairs them by `call_id`."""
+
+    def __init__(self, path: Path, context: object = None) -> None:
+        self.path = path
+        self._from_start = context is None
+        self.view = SessionView(path=path, format=FORMAT_NAME, tree=False)
+        self.view.headerless = HEADERLESS
+        self.editor = CodexEditor()
+        self.tracker = CallIdTracker(head=not self._from_start)
+
+    decode = staticmethod(_RECORD_DECODER.decode)
+    decode_lines = staticmethod(_RECORD_DECODER.decode_lines)
+
+    @property
+    def context(self) -> CodexContext:
+        return CodexContext()
+
+    def ingest_batch(
+        self,
+        records: list[_Record],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+        line: Callable[[int], bytes],
+    ) -> None:
+        ingest = self.ingest
+        for position, record in enumerate(records):
+            ingest(record, b"", first_row + position, 1, offsets[position], sizes[position])
+
+    def add_object(
+        self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
+    ) -> None:
+        self.ingest(_loose_record(value), data, row, column, offset, len(data))
+
+    def ingest(
+        self, record: _Record, data: bytes, row: int, column: int, offset: int, size: int
+    ) -> None:
+        view = self.view
+        index = len(view.kinds)
+        self._ordinal(index, record.ordinal)
+        record_type = record.type
+        payload = record.payload
+        if payload is None:
+            view.add(row, column, offset, size, Kind.OTHER)
+            return
+        tracker = self.tracker
+        item_type = payload.type
+        if record_type == "response_item":
+            if item_type == "message":
+                role = payload.role
+                kind_role = (
+                    Role.USER
+                    if role == "user"
+                    else Role.ASSISTANT
+                    if role == "assistant"
+                    else Role.OTHER
+                )
+                view.add(row, column, offset, size, Kind.MESSAGE, kind_role, Flag.CONTEXT)
+                tracker.context(index)
+                return
+            call_id = payload.call_id
+            if item_type in CALL_TYPES:
+                id_key = hash(call_id) if type(call_id) is str else NO_ID_KEY
+                view.add(row, column, offset, size, Kind.MESSAGE, Role.ASSISTANT, 0, id_key)
+                name = payload.name
+                if type(name) is str and not _valid_name(name):
+                    view.invalid_calls[index] = (name,)
+                if type(call_id) is str:
+                    shown = name if type(name) is str else str(item_type)
+                    tracker.assistant(index, (ToolCall(call_id, shown),), False, None)
+                return
+            if item_type in OUTPUT_TYPES:
+                id_key = hash(call_id) if type(call_id) is str else NO_ID_KEY
+                view.add(row, column, offset, size, Kind.MESSAGE, Role.TOOL_RESULT, 0, id_key)
+                tracker.result(index, call_id if type(call_id) is str else None, 0)
+                return
+            view.add(row, column, offset, size, Kind.MESSAGE, Role.OTHER)
+            return
+        if record_type == "compacted":
+            history = payload.replacement_history
+            carried = history if isinstance(history, list) else None
+            view.boundaries[index] = BoundaryFacts(
+                None,
+                carries_history=carried is not None,
+                images=() if carried is None else _images(carried),
+            )
+            view.add(row, column, offset, size, Kind.COMPACTION, Role.NONE, Flag.CONTEXT)
+            tracker.boundary(index)
+            if carried is not None:
+                tracker.carry(index, *_carried_ids(carried))
+            return
+        if record_type == HEADER_TYPE:
+            if index == 0 and self._from_start:
+                cwd = payload.cwd if type(payload.cwd) is str else None
+                view.header = HeaderFacts(row, payload.id, None, cwd)
+                view.add(row, column, offset, size, Kind.HEADER)
+            else:
+                view.add(row, column, offset, size, Kind.METADATA)
+            return
+        flags = Flag.ROLLBACK if record_type == "event_msg" and item_type == ROLLBACK_EVENT else 0
+        view.add(row, column, offset, size, Kind.OTHER, Role.NONE, flags)
+
+    def _ordinal(self, index: int, ordinal: object) -> None:
+        ordinals = self.view.ordinals
+        valid = type(ordinal) is int and ordinal >= 0
+        if ordinals is None:
+            if not valid:
+                return
+            ordinals = self.view.ordinals = array("q", [NO_ORDINAL]) * index
+        ordinals.append(ordinal if valid else NO_ORDINAL)  # type: ignore[arg-type]
+
+    def replay(self, index: int, data: bytes) -> None:
+        """Never needed: a rollout's path is its file order, read once."""
+
+    def finish(self, lines: LineReport) -> None:
+        view = self.view
+        ordinals = view.ordinals
+        if ordinals is not None and len(ordinals) < len(view.kinds):
+            ordinals.extend(array("q", [NO_ORDINAL]) * (len(view.kinds) - len(ordinals)))
+        source = RecordSource(self.path)
+        view.read_ids = partial(_read_call_id, source, view)
+        view.type_name = partial(_read_type_name, source, view)
+        view.finish()
+
+
+def _carried_ids(history: Iterable[_Item]) -> tuple[list[str], list[str]]:
+    calls: list[str] = []
+    results: list[str] = []
+    for item in history:
+        call_id = item.call_id
+        if type(call_id) is not str:
+            continue
+        if item.type in CALL_TYPES:
+            calls.append(call_id)
+        elif item.type in OUTPUT_TYPES:
+            results.append(call_id)
+    return calls, results
+
+
+def _read_call_id(source: RecordSource, view: SessionView, index: int) -> tuple[str | None, object]:
+    """A call's or an output's `call_id`: what a Codex diagnostic names its record by."""
+    data = source.read(*view.span(index))
+    try:
+        found = _CALL_ID_DECODER.decode(data)
+        call_id = found.payload.call_id if found.payload is not None else None
+    except (ValueError, RecursionError):
+        return None, MISSING
+    return (call_id if type(call_id) is str and call_id else None), MISSING
+
+
+def _read_type_name(source: RecordSource, view: SessionView, index: int) -> str | None:
+    """`function_call_output`, `compacted`, `event_msg thread_rolled_back`: the line type,
+    with the payload's own type where it has one."""
+    try:
+        found = _TYPE_DECODER.decode(source.read(*view.span(index)))
+    except (ValueError, RecursionError):
+        return None
+    line_type = found.type if type(found.type) is str else None
+    inner = found.payload.type if found.payload is not None else None
+    if line_type == "response_item" and type(inner) is str:
+        return inner
+    if line_type is not None and type(inner) is str:
+        return f"{line_type} {inner}"
+    return line_type
