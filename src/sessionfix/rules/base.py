@@ -53,6 +53,7 @@ class Counted(enum.Enum):
 
     STALE_READS_PRUNED = ("stale read", "pruned")
     GLUED_LINES_SPLIT = ("glued line", "split")
+    HISTORIES_DROPPED = ("superseded replacement history", "dropped")
 
     def phrase(self, count: int) -> str:
         """`3 stale reads pruned`."""

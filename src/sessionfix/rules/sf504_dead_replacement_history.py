@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.model.view import Flag, Kind
-from sessionfix.rules.base import Rule, RuleContext, unsafe
+from sessionfix.rules.base import Counted, Rule, RuleContext, unsafe
 from sessionfix.units import human_bytes
 
 
@@ -57,4 +57,5 @@ RULE = Rule(
     requires=frozenset({Capability.CARRIED_HISTORIES}),
     summary="Compactions whose carried history a newer one supersedes",
     check=check,
+    counted=Counted.HISTORIES_DROPPED,
 )

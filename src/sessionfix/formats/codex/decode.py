@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
-from msgspec import UNSET, Struct, UnsetType
+from msgspec import UNSET, Raw, Struct, UnsetType
+from xxhash import xxh3_64_intdigest
 
 from sessionfix import jsonutil
 from sessionfix.formats.capabilities import Capability
@@ -26,6 +27,7 @@ from sessionfix.formats.codex.edit import CodexEditor
 from sessionfix.model.tracking import CallIdTracker
 from sessionfix.model.view import (
     MISSING,
+    MISSING_KEY,
     NO_ID_KEY,
     NO_ORDINAL,
     BoundaryFacts,
@@ -63,11 +65,16 @@ ROLLBACK_EVENT: Final = "thread_rolled_back"
 HEADERLESS: Final = "Codex refuses to read a rollout that does not start with its session_meta"
 
 
+_NO_RAW: Final = Raw(b"")
+_QUOTE: Final = ord('"')
+
+
 class _Part(Struct, gc=False):
-    """A content part of a carried history item: only images are looked at."""
+    """A content part of a carried history item: only images are looked at, as raw
+    bytes (digested where they lie, never decoded into strings)."""
 
     type: Any = None
-    image_url: Any = None
+    image_url: Raw = _NO_RAW
 
 
 class _Item(Struct, gc=False):
@@ -123,9 +130,18 @@ def _loose_parts(value: object) -> list[_Part] | str | None:
     if not isinstance(value, list):
         return None
     return [
-        _Part(part.get("type"), part.get("image_url")) if isinstance(part, dict) else _Part()
+        _Part(part.get("type"), Raw(_encode_loose(part.get("image_url"))))
+        if isinstance(part, dict)
+        else _Part()
         for part in value
     ]
+
+
+def _encode_loose(value: object) -> bytes:
+    try:
+        return msgspec.json.encode(value)
+    except (TypeError, ValueError):
+        return b"null"
 
 
 def _loose_record(value: dict[str, Any]) -> _Record:
@@ -187,8 +203,8 @@ def _images(items: list[_Item]) -> tuple[tuple[int, int], ...]:
             if isinstance(parts, list):
                 for part in parts:
                     url = part.image_url
-                    if part.type == IMAGE_PART and type(url) is str:
-                        found.append((hash(url), len(url)))
+                    if part.type == IMAGE_PART and len(url) > 1 and memoryview(url)[0] == _QUOTE:
+                        found.append((xxh3_64_intdigest(url), len(url) - 2))
     return tuple(found)
 
 
@@ -197,6 +213,71 @@ class CodexContext:
     """What a reader of a later byte range knows: that it does not start the file."""
 
     later: bool = True
+
+
+_OTHER, _USER, _ASSISTANT, _INSTRUCTION, _ITEM, _CALL, _OUTPUT, _COMPACTED, _META, _ROLLBACK = (
+    range(10)
+)
+"""Per-record codes of a batch: what each record is, decided in one pass."""
+_KIND_OF_CODE: Final = bytes(
+    [
+        Kind.OTHER,
+        Kind.MESSAGE,
+        Kind.MESSAGE,
+        Kind.MESSAGE,
+        Kind.MESSAGE,
+        Kind.MESSAGE,
+        Kind.MESSAGE,
+        Kind.COMPACTION,
+        Kind.METADATA,
+        Kind.OTHER,
+    ]
+).ljust(256, b"\0")
+_ROLE_OF_CODE: Final = bytes(
+    [
+        Role.NONE,
+        Role.USER,
+        Role.ASSISTANT,
+        Role.OTHER,
+        Role.OTHER,
+        Role.ASSISTANT,
+        Role.TOOL_RESULT,
+        Role.NONE,
+        Role.NONE,
+        Role.NONE,
+    ]
+).ljust(256, b"\0")
+_FLAGS_OF_CODE: Final = bytes(
+    [0, Flag.CONTEXT, Flag.CONTEXT, Flag.CONTEXT, 0, 0, 0, Flag.CONTEXT, 0, Flag.ROLLBACK]
+).ljust(256, b"\0")
+_MESSAGE_CODES: Final = {"user": _USER, "assistant": _ASSISTANT}
+_LINE_CODES: Final = {"turn_context": _OTHER, "compacted": _COMPACTED, HEADER_TYPE: _META}
+_NEEDS_EVENTS: Final = frozenset(
+    {_USER, _ASSISTANT, _INSTRUCTION, _CALL, _OUTPUT, _COMPACTED, _META}
+)
+
+
+def _code(record: _Record) -> int:
+    payload = record.payload
+    if payload is None:
+        return _OTHER
+    line_type = record.type
+    if line_type == "response_item":
+        item_type = payload.type
+        if item_type == "message":
+            return _MESSAGE_CODES.get(payload.role, _INSTRUCTION)
+        if item_type in CALL_TYPES:
+            return _CALL
+        if item_type in OUTPUT_TYPES:
+            return _OUTPUT
+        return _ITEM
+    if line_type == "event_msg":
+        return _ROLLBACK if payload.type == ROLLBACK_EVENT else _OTHER
+    return _LINE_CODES.get(line_type, _OTHER)
+
+
+def _ORDINAL_OF(record: _Record) -> object:
+    return record.ordinal
 
 
 class CodexAdapter:
@@ -226,9 +307,24 @@ class CodexAdapter:
         sizes: list[int],
         line: Callable[[int], bytes],
     ) -> None:
-        ingest = self.ingest
-        for position, record in enumerate(records):
-            ingest(record, b"", first_row + position, 1, offsets[position], sizes[position])
+        """Index a block of decoded lines column by column; only calls, outputs,
+        messages and compactions are then looked at one by one."""
+        view = self.view
+        base = len(view.kinds)
+        count = len(records)
+        codes = bytes(map(_code, records))
+        view.rows.extend(range(first_row, first_row + count))
+        view.offsets.extend(offsets)
+        view.sizes.extend(sizes)
+        view.kinds.extend(codes.translate(_KIND_OF_CODE))
+        view.roles.extend(codes.translate(_ROLE_OF_CODE))
+        view.flags.extend(codes.translate(_FLAGS_OF_CODE))
+        view.id_keys.extend(array("q", [NO_ID_KEY]) * count)
+        view.parent_keys.extend(array("q", [MISSING_KEY]) * count)
+        self._ordinals(base, list(map(_ORDINAL_OF, records)))
+        for position, code in enumerate(codes):
+            if code in _NEEDS_EVENTS:
+                self._events(base + position, code, records[position])
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
@@ -238,48 +334,33 @@ class CodexAdapter:
     def ingest(
         self, record: _Record, data: bytes, row: int, column: int, offset: int, size: int
     ) -> None:
+        index = len(self.view.kinds)
+        self.ingest_batch([record], row, [offset], [size], lambda _: data)
+        if column != 1:
+            self.view.columns[index] = column
+
+    def _events(self, index: int, code: int, record: _Record) -> None:
+        """What a record tells the tracker and the view beyond its kind."""
         view = self.view
-        index = len(view.kinds)
-        self._ordinal(index, record.ordinal)
-        record_type = record.type
-        payload = record.payload
-        if payload is None:
-            view.add(row, column, offset, size, Kind.OTHER)
-            return
         tracker = self.tracker
-        item_type = payload.type
-        if record_type == "response_item":
-            if item_type == "message":
-                role = payload.role
-                kind_role = (
-                    Role.USER
-                    if role == "user"
-                    else Role.ASSISTANT
-                    if role == "assistant"
-                    else Role.OTHER
-                )
-                view.add(row, column, offset, size, Kind.MESSAGE, kind_role, Flag.CONTEXT)
-                tracker.context(index)
-                return
+        payload = record.payload
+        assert payload is not None
+        if code in (_CALL, _OUTPUT):
             call_id = payload.call_id
-            if item_type in CALL_TYPES:
-                id_key = hash(call_id) if type(call_id) is str else NO_ID_KEY
-                view.add(row, column, offset, size, Kind.MESSAGE, Role.ASSISTANT, 0, id_key)
-                name = payload.name
-                if type(name) is str and not _valid_name(name):
-                    view.invalid_calls[index] = (name,)
-                if type(call_id) is str:
-                    shown = name if type(name) is str else str(item_type)
-                    tracker.assistant(index, (ToolCall(call_id, shown),), False, None)
+            if type(call_id) is not str:
+                if code == _OUTPUT:
+                    tracker.result(index, None, 0)
                 return
-            if item_type in OUTPUT_TYPES:
-                id_key = hash(call_id) if type(call_id) is str else NO_ID_KEY
-                view.add(row, column, offset, size, Kind.MESSAGE, Role.TOOL_RESULT, 0, id_key)
-                tracker.result(index, call_id if type(call_id) is str else None, 0)
+            view.id_keys[index] = hash(call_id)
+            if code == _OUTPUT:
+                tracker.result(index, call_id, 0)
                 return
-            view.add(row, column, offset, size, Kind.MESSAGE, Role.OTHER)
-            return
-        if record_type == "compacted":
+            name = payload.name
+            if type(name) is str and not _valid_name(name):
+                view.invalid_calls[index] = (name,)
+            shown = name if type(name) is str else str(payload.type)
+            tracker.assistant(index, (ToolCall(call_id, shown),), False, None)
+        elif code == _COMPACTED:
             history = payload.replacement_history
             carried = history if isinstance(history, list) else None
             view.boundaries[index] = BoundaryFacts(
@@ -287,30 +368,26 @@ class CodexAdapter:
                 carries_history=carried is not None,
                 images=() if carried is None else _images(carried),
             )
-            view.add(row, column, offset, size, Kind.COMPACTION, Role.NONE, Flag.CONTEXT)
             tracker.boundary(index)
             if carried is not None:
                 tracker.carry(index, *_carried_ids(carried))
-            return
-        if record_type == HEADER_TYPE:
+        elif code == _META:
             if index == 0 and self._from_start:
                 cwd = payload.cwd if type(payload.cwd) is str else None
-                view.header = HeaderFacts(row, payload.id, None, cwd)
-                view.add(row, column, offset, size, Kind.HEADER)
-            else:
-                view.add(row, column, offset, size, Kind.METADATA)
-            return
-        flags = Flag.ROLLBACK if record_type == "event_msg" and item_type == ROLLBACK_EVENT else 0
-        view.add(row, column, offset, size, Kind.OTHER, Role.NONE, flags)
+                view.header = HeaderFacts(view.rows[index], payload.id, None, cwd)
+                view.kinds[index] = Kind.HEADER
+        else:
+            tracker.context(index)
 
-    def _ordinal(self, index: int, ordinal: object) -> None:
-        ordinals = self.view.ordinals
-        valid = type(ordinal) is int and ordinal >= 0
-        if ordinals is None:
-            if not valid:
+    def _ordinals(self, base: int, ordinals: list[object]) -> None:
+        numbered = self.view.ordinals
+        if numbered is None:
+            if ordinals.count(UNSET) == len(ordinals):
                 return
-            ordinals = self.view.ordinals = array("q", [NO_ORDINAL]) * index
-        ordinals.append(ordinal if valid else NO_ORDINAL)  # type: ignore[arg-type]
+            numbered = self.view.ordinals = array("q", [NO_ORDINAL]) * base
+        numbered.extend(
+            ordinal if type(ordinal) is int and ordinal >= 0 else NO_ORDINAL for ordinal in ordinals
+        )
 
     def replay(self, index: int, data: bytes) -> None:
         """Never needed: a rollout's path is its file order, read once."""
