@@ -267,3 +267,131 @@ def damaged(draw: st.DrawFn, data: bytes) -> bytes:
     if draw(st.booleans()):
         text += b'{"type":"message","id":"ffffffff","parentId":"a00'
     return text
+
+
+# ---- Codex rollouts --------------------------------------------------------------------
+
+
+def _rollout_line(step: int, line_type: str, payload: dict[str, Any], ordinal: int | None) -> str:
+    record: dict[str, Any] = {"timestamp": f"2026-09-14T08:{step // 60:02d}:{step % 60:02d}.000Z"}
+    if ordinal is not None:
+        record["ordinal"] = ordinal
+    record["type"] = line_type
+    record["payload"] = payload
+    return dumps(record)
+
+
+IMAGE_URL = "data:image/png;base64," + "iVBORw0KGgo" * 40
+
+
+@st.composite
+def rollouts(draw: st.DrawFn, corrupt: bool = True) -> bytes:
+    """A Codex rollout: turns of messages, reasoning and tool calls with their outputs,
+    compactions carrying their history, and (optionally) missing, repeated and orphan
+    outputs, repeated call ids, bad tool names, gaps in the ordinals and line damage."""
+    numbered = draw(st.booleans())
+    lines: list[str] = []
+    items: list[dict[str, Any]] = []
+    calls = 0
+
+    def emit(line_type: str, payload: dict[str, Any]) -> None:
+        ordinal = len(lines) if numbered else None
+        if corrupt and numbered and draw(st.integers(0, 30)) == 0:
+            ordinal = draw(st.sampled_from([None, max(len(lines) - 1, 0)]))
+        lines.append(_rollout_line(len(lines), line_type, payload, ordinal))
+        if line_type == "response_item":
+            items.append(payload)
+
+    emit(
+        "session_meta",
+        {
+            "id": "019f3a1c-5e2b-7d40-9c11-6a0b2f1e8d37",
+            "timestamp": "2026-09-14T08:00:00.000Z",
+            "cwd": "/home/me/app",
+            "originator": "codex_cli_rs",
+            "cli_version": "0.160.0",
+            "source": "cli",
+            "model_provider": "openai",
+        },
+    )
+    for _ in range(draw(st.integers(0, 12))):
+        action = draw(st.sampled_from(["turn", "turn", "turn", "compaction", "event", "orphan"]))
+        if action == "turn":
+            emit("turn_context", {"turn_id": f"t{len(lines)}", "cwd": "/home/me/app"})
+            text = draw(st.sampled_from(TEXTS))
+            content: list[dict[str, Any]] = [{"type": "input_text", "text": text}]
+            if draw(st.integers(0, 4)) == 0:
+                content.append({"type": "input_image", "image_url": IMAGE_URL})
+            emit("response_item", {"type": "message", "role": "user", "content": content})
+            emit("event_msg", {"type": "user_message", "message": text})
+            pending = []
+            for _ in range(draw(st.integers(0, 3))):
+                calls += 1
+                call_id = f"call_{calls}"
+                if corrupt and calls > 1 and draw(st.integers(0, 12)) == 0:
+                    call_id = f"call_{calls - 1}"
+                kind = draw(st.sampled_from(["function_call", "custom_tool_call"]))
+                name = draw(st.sampled_from(["exec_command", "apply_patch", "shell"]))
+                if corrupt and draw(st.integers(0, 15)) == 0:
+                    name = "exec\x00command"
+                payload: dict[str, Any] = {"type": kind, "name": name}
+                if kind == "function_call":
+                    payload["arguments"] = dumps({"cmd": "ls -la }{"})
+                else:
+                    payload["input"] = "*** Begin Patch\n*** End Patch"
+                payload["call_id"] = call_id
+                emit(
+                    "response_item",
+                    {"type": "reasoning", "summary": [], "encrypted_content": "gAAA"},
+                )
+                emit("response_item", payload)
+                pending.append((call_id, kind))
+            for call_id, kind in pending:
+                if corrupt and draw(st.integers(0, 7)) == 0:
+                    continue
+                output = {
+                    "type": f"{kind}_output",
+                    "call_id": call_id,
+                    "output": "Process exited with code 0",
+                }
+                emit("response_item", output)
+                if corrupt and draw(st.integers(0, 10)) == 0:
+                    emit("response_item", output)
+            emit(
+                "response_item",
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "done"}],
+                },
+            )
+        elif action == "compaction":
+            history = [item for item in items[-8:] if item.get("type") != "reasoning"]
+            emit("compacted", {"message": "", "replacement_history": history})
+            emit("event_msg", {"type": "context_compacted"})
+        elif action == "event":
+            emit(
+                "event_msg",
+                draw(
+                    st.sampled_from(
+                        [
+                            {"type": "token_count", "info": None},
+                            {"type": "thread_rolled_back", "num_turns": 1},
+                            {"type": "exec_command_end", "call_id": f"call_{calls}"},
+                        ]
+                    )
+                ),
+            )
+        elif action == "orphan" and corrupt:
+            emit(
+                "response_item",
+                {
+                    "type": "function_call_output",
+                    "call_id": draw(st.sampled_from(["", "call_gone"])),
+                    "output": "stale",
+                },
+            )
+    data = ("\n".join(lines) + "\n").encode()
+    if not corrupt:
+        return data
+    return draw(damaged(data))
