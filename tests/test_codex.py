@@ -138,7 +138,14 @@ def test_ordinals_missing_or_reused_after_numbering_began(tmp_path: Path) -> Non
 
 def test_superseded_histories_shrink_and_the_newest_stays(tmp_path: Path) -> None:
     item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}
-    first = _line("compacted", {"message": "one", "replacement_history": [item]})
+    first = _line(
+        "compacted",
+        {
+            "message": "one",
+            "replacement_history": [item],
+            "replacement_history_metadata": [{"client_authored": True}],
+        },
+    )
     second = _line("compacted", {"message": "two", "replacement_history": [item, item]})
     path = _rollout(tmp_path, _message("user"), first, _message("user"), second)
     assert _found(path) == {"SF504": [3]}

@@ -28,16 +28,17 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 "drop the orphan result; its children move to its parent",
                 ctx.drop_result(index, event.call_id),
             )
+            why = "of its turn; providers reject it (unexpected tool_use_id)"
         else:
             fix = unsafe(
                 "drop the orphan result (its call may lie in history sessionfix cannot see)",
                 ctx.drop(index),
             )
+            why = "before it; providers reject a result without its call"
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"tool result for call {event.call_id!r} answers no tool call of its turn; providers "
-            "reject it (unexpected tool_use_id)",
+            f"tool result for call {event.call_id!r} answers no tool call {why}",
             fix=fix,
         )
 

@@ -10,6 +10,8 @@ from sessionfix.formats import Transform
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
 CARRIED_HISTORY: Final = "replacement_history"
+CARRIED_HISTORY_METADATA: Final = "replacement_history_metadata"
+"""Parallel to the carried history, item for item: Codex rejects one without the other."""
 
 
 class CodexEditor:
@@ -39,6 +41,7 @@ class CodexEditor:
             payload = record.get("payload") if isinstance(record, dict) else None
             if isinstance(payload, dict):
                 payload.pop(CARRIED_HISTORY, None)
+                payload.pop(CARRIED_HISTORY_METADATA, None)
             return record
 
         return transform
