@@ -446,6 +446,21 @@ def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
     The file is opened non-blocking, so a FIFO given by mistake is refused instead of
     waiting for a writer.
     """
+    fd, info = open_regular(path)
+    try:
+        what = binary_signature(os.pread(fd, SIGNATURE_BYTES, 0))
+        if what is not None:
+            raise NotASessionFile(f"{path}: not a session file of a known format ({what})")
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    return handle, FileInfo(path, info.st_size, info.st_mtime_ns, info.st_mode)
+
+
+def open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """A descriptor of `path` opened for reading, and its status; `InputError` unless it
+    is a regular file (opened non-blocking: a FIFO is refused, not waited on)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except IsADirectoryError:
@@ -462,14 +477,10 @@ def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
             raise InputError(f"{path}: is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{path}: not a regular file")
-        what = binary_signature(os.pread(fd, SIGNATURE_BYTES, 0))
-        if what is not None:
-            raise NotASessionFile(f"{path}: not a session file of a known format ({what})")
-        handle = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-    return handle, FileInfo(path, info.st_size, info.st_mtime_ns, info.st_mode)
+    return fd, info
 
 
 _COPY_RANGE: Final = 64 << 20
@@ -492,6 +503,16 @@ class RecordSource:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: io.FileIO | None = None
+
+    def hold(self) -> RecordSource:
+        """Open the file now, so that later reads still find its bytes once its name is
+        gone (a decompressed copy, removed after the scan)."""
+        if self._file is None:
+            try:
+                self._file = io.FileIO(self.path, "r")
+            except OSError as exc:
+                raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+        return self
 
     def read(self, offset: int, length: int) -> bytes:
         try:

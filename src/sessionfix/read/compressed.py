@@ -1,0 +1,165 @@
+"""Sessions stored zstd-compressed (`*.jsonl.zst`): Codex compresses rollouts idle for a week.
+
+Everything else reads and writes plain JSONL by path and by offset (forked workers,
+mmap, line offsets, in-kernel copies). So a compressed session is decompressed, by
+streaming, into a private temporary copy (mode 0600, in a folder of its own under
+`$TMPDIR`, under the session's own name without `.zst`), which is read in its place
+and removed afterwards; a repair of it is compressed again as Codex writes it (zstd
+level 3 with a content checksum).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import BinaryIO, Final
+
+import zstandard
+
+from sessionfix.errors import InputError, SessionfixError, described
+from sessionfix.read.reader import open_regular
+
+SUFFIX: Final = ".zst"
+LEVEL: Final = 3
+"""The compression level of Codex's own writer."""
+READ_BYTES: Final = 64 << 10
+"""Compressed bytes decompressed at a time: what one step can hold is bounded by this
+times the compression ratio, never by the size of the session."""
+WRITE_BYTES: Final = 1 << 20
+
+
+def is_compressed(path: Path | str) -> bool:
+    """Whether `path` names a zstd-compressed session (by its name, as Codex does)."""
+    return os.fspath(path).endswith(SUFFIX)
+
+
+def plain_name(name: str) -> str:
+    """The session's name without the compression suffix."""
+    return name.removesuffix(SUFFIX)
+
+
+@contextmanager
+def session_text(
+    path: Path, *, compressed: bool | None = None, name: str | None = None
+) -> Iterator[Path]:
+    """A path holding the session text of `path`: `path` itself when it is plain, else a
+    private decompressed copy that lives as long as the block. `compressed` overrides
+    what the name says; `name` is the copy's file name (by default the session's, less
+    `.zst`: some formats read the session id from it).
+
+    An error raised in the block that names the copy is raised again naming `path`.
+    Corrupt or truncated compressed data raises `InputError`.
+    """
+    if not (is_compressed(path) if compressed is None else compressed):
+        yield path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
+    try:
+        copy = folder / (name or plain_name(path.name) or "session.jsonl")
+        decompress(path, copy)
+        try:
+            yield copy
+        except SessionfixError as exc:
+            exc.args = tuple(
+                arg.replace(str(copy), str(path)) if isinstance(arg, str) else arg
+                for arg in exc.args
+            )
+            raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def decompress(path: Path, copy: Path) -> None:
+    """Stream the zstd data of `path` into the new file `copy` (mode 0600); every frame
+    must be complete and its checksum, if any, must match."""
+    fd, _ = open_regular(path)
+    with os.fdopen(fd, "rb") as packed:
+        try:
+            out_fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise InputError(
+                f"{path}: cannot decompress it into {copy.parent} ({described(exc)})"
+            ) from None
+        with os.fdopen(out_fd, "wb", buffering=WRITE_BYTES) as out:
+            try:
+                frames = _frames(packed)
+                for piece in frames:
+                    out.write(piece)
+            except zstandard.ZstdError as exc:
+                raise InputError(f"{path}: not valid zstd data ({_reason(exc)})") from None
+            except OSError as exc:
+                raise InputError(f"{path}: cannot decompress it ({described(exc)})") from None
+
+
+def _frames(packed: BinaryIO) -> Iterator[bytes]:
+    """The decompressed bytes of a stream of zstd frames, a piece at a time."""
+    decompressor = zstandard.ZstdDecompressor()
+    current = decompressor.decompressobj()
+    begun = False
+    """The current frame has been given bytes."""
+    seen = False
+    while data := packed.read(READ_BYTES):
+        seen = True
+        while data:
+            begun = True
+            out = current.decompress(data)
+            if out:
+                yield out
+            if not current.eof:
+                break
+            data = current.unused_data
+            current = decompressor.decompressobj()
+            begun = False
+    if not seen:
+        raise zstandard.ZstdError("the file is empty")
+    if begun:
+        raise zstandard.ZstdError("truncated: the last frame stops before its end")
+
+
+def _reason(error: zstandard.ZstdError) -> str:
+    text = str(error)
+    for prefix in ("zstd decompress error: ", "zstd decompressor error: "):
+        text = text.removeprefix(prefix)
+    return text
+
+
+def compressor() -> zstandard.ZstdCompressor:
+    """A compressor writing as Codex does: level 3, each frame with a content checksum."""
+    return zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
+
+
+def compressed_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """`chunks` compressed into one zstd frame, by streaming."""
+    packer = compressor().compressobj()
+    for chunk in chunks:
+        out = packer.compress(chunk)
+        if out:
+            yield out
+    yield packer.flush()
+
+
+def compress_file(plain: Path, packed: Path, mode: int = 0o600, *, sync: bool = False) -> None:
+    """Write `plain` compressed to the new file `packed`, with `mode` (synced if `sync`);
+    on failure `packed` is gone."""
+    fd = os.open(packed, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with suppress(OSError):
+            os.fchmod(fd, stat.S_IMODE(mode))
+        with open(plain, "rb") as source, os.fdopen(fd, "wb", buffering=WRITE_BYTES) as out:
+            fd = -1
+            for chunk in compressed_chunks(iter(lambda: source.read(WRITE_BYTES), b"")):
+                out.write(chunk)
+            out.flush()
+            if sync:
+                os.fsync(out.fileno())
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with suppress(OSError):
+            packed.unlink()
+        raise
