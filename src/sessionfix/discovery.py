@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sessionfix.formats import is_sibling_file
+from sessionfix.read.compressed import SUFFIX, is_compressed, plain_name
 
 _OWN_FILES = ("*.sessionfix-bak-*", "*.sessionfix-tmp*")
 """sessionfix's own backups and temporary files."""
 _OWN = re.compile("|".join(fnmatch.translate(pattern) for pattern in _OWN_FILES))
+_SESSION_NAMES = (".jsonl", ".jsonl" + SUFFIX)
 
 
 @dataclass(slots=True)
@@ -39,7 +41,8 @@ def _reason(error: OSError) -> str:
 
 
 def discover(paths: Iterable[Path]) -> Discovery:
-    """Session candidates (`*.jsonl`) under directories; explicit files are always taken.
+    """Session candidates (`*.jsonl`, and `*.jsonl.zst` unless the plain file is beside it)
+    under directories; explicit files are always taken.
 
     Directory symlinks are never followed, so a scan stays inside the tree it was given.
     """
@@ -85,10 +88,18 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
                 if _OWN.match(entry.name) or is_sibling_file(Path(entry.path)):
                     found.skipped.append(Path(entry.path))
                     continue
-                if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=True):
+                if entry.name.endswith(_SESSION_NAMES) and entry.is_file(follow_symlinks=True):
                     files.append(Path(entry.path))
             except OSError:
                 continue
         stack.extend(reversed(subdirectories))
+    # Codex keeps one of `NAME.jsonl` and `NAME.jsonl.zst`; when both are there, the
+    # plain one is the live session and the compressed one a leftover.
+    plain = {path for path in files if not is_compressed(path)}
+    files = [
+        path
+        for path in files
+        if not is_compressed(path) or path.with_name(plain_name(path.name)) not in plain
+    ]
     files.sort()
     return files

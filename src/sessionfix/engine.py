@@ -15,6 +15,7 @@ from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, capabilities
 from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.model.view import SessionView
+from sessionfix.read.compressed import is_compressed, session_text
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
@@ -93,18 +94,23 @@ def run_rules(
     origin: Path | None = None,
     *,
     excerpts: bool = True,
+    hold: bool = False,
 ) -> list[Diagnostic]:
     """Every enabled rule's diagnostics for a read file, in report order. `origin` is
     the session's own path when the bytes were read from elsewhere; `excerpts`: the
-    diagnostics carry the start of their record."""
+    diagnostics carry the start of their record; `hold`: the file is opened now, since
+    its name goes away before the diagnostics' content is read (a decompressed copy)."""
     fmt = Format(scanned.view.format)
     enabled = settings.enabled(rule.code for rule in RULES)
     provided = capabilities.provided(fmt, tree=scanned.view.tree)
+    source = RecordSource(scanned.info.path)
+    if hold:
+        source.hold()
     context = RuleContext(
         view=scanned.view,
         lines=scanned.lines,
         settings=settings,
-        source=RecordSource(scanned.info.path),
+        source=source,
         info=scanned.info,
         filename=filename,
         enabled=enabled,
@@ -143,12 +149,22 @@ def check_file(
     filename: str | None = None,
     progress: ProgressCallback | None = None,
 ) -> list[Diagnostic]:
-    """Diagnostics for one session file. Raises `InputError` when it cannot be read."""
+    """Diagnostics for one session file (`*.zst`: compressed). Raises `InputError` when
+    it cannot be read."""
     path = Path(path)
     settings = settings or Settings()
-    scanned = read_session(path, settings.format, progress, settings.jobs)
-    with gc_paused():
-        return run_rules(scanned, settings, filename or str(path))
+    return _check(path, settings, filename or str(path), progress)[1]
+
+
+def _check(
+    path: Path, settings: Settings, filename: str, progress: ProgressCallback | None
+) -> tuple[ScannedFile, list[Diagnostic]]:
+    """Read a session file (decompressed first if it is compressed) and run the rules."""
+    with session_text(path) as readable:
+        scanned = read_session(readable, settings.format, progress, settings.jobs)
+        with gc_paused():
+            diagnostics = run_rules(scanned, settings, filename, hold=is_compressed(path))
+    return scanned, diagnostics
 
 
 def check_paths(
@@ -162,9 +178,7 @@ def check_paths(
     settings = settings or Settings()
     for path in paths:
         try:
-            scanned = read_session(path, settings.format, progress, settings.jobs)
-            with gc_paused():
-                diagnostics = run_rules(scanned, settings, display(path))
+            scanned, diagnostics = _check(path, settings, display(path), progress)
         except SessionfixError as exc:
             yield FileReport(path, display(path), "unknown", error=str(exc))
             continue
