@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -51,6 +51,7 @@ from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format
 from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.model.view import SessionView
+from sessionfix.read.compressed import compress_file, compressed_chunks, is_compressed, session_text
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair import summary
 from sessionfix.repair.plan import CopiedRange, RepairPlan
@@ -189,7 +190,10 @@ class PlannedRepair:
         *,
         trace: bool = False,
     ) -> None:
+        self.origin = path
+        """The session as given (compressed if its name ends in `.zst`)."""
         self.path = path
+        """Where its text is read: `origin`, or a decompressed copy of it."""
         self.settings = settings
         self.filename = filename or str(path)
         self.tracing = trace
@@ -198,16 +202,49 @@ class PlannedRepair:
         self.traced: list[tuple[Diagnostic, int]] = []
         """With `trace`: every applied diagnostic of every pass, in the order the trace's
         causes count them, with the input row it concerns."""
-        with gc_paused():
-            self.scanned = read_session(path, settings.format, progress, settings.jobs)
-            self.found = run_rules(self.scanned, settings, self.filename)
-        self.applied = [d for d in self.found if applies(d, settings)]
-        """Fixes applied, including those a later pass applied to the written result."""
-        self.source = RecordSource(path)
-        self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
-        self.tally: Counter[str] = Counter()
-        """What the plans of every pass do (see `RepairResult.tally`)."""
-        self._count(self.plan)
+        self.stored: tuple[int, int] | None = None
+        """The compressed session's (size, mtime) before it was decompressed."""
+        self._stored_mode: int | None = None
+        if is_compressed(path):
+            with suppress(OSError):
+                st = os.stat(path)
+                self.stored = (st.st_size, st.st_mtime_ns)
+                self._stored_mode = stat.S_IMODE(st.st_mode)
+        with ExitStack() as text:
+            self.path = text.enter_context(session_text(path))
+            with gc_paused():
+                self.scanned = read_session(self.path, settings.format, progress, settings.jobs)
+                self.found = run_rules(self.scanned, settings, self.filename)
+            self.applied = [d for d in self.found if applies(d, settings)]
+            """Fixes applied, including those a later pass applied to the written result."""
+            self.source = RecordSource(self.path)
+            self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
+            self.tally: Counter[str] = Counter()
+            """What the plans of every pass do (see `RepairResult.tally`)."""
+            self._count(self.plan)
+            self._text = text.pop_all()
+
+    @property
+    def compressed(self) -> bool:
+        """The session is stored compressed (read through a decompressed copy)."""
+        return self.path != self.origin
+
+    def stored_unchanged(self) -> bool:
+        """Whether the compressed session is still what was decompressed (True for a
+        plain one)."""
+        if not self.compressed:
+            return True
+        try:
+            st = os.stat(self.origin)
+        except OSError:
+            return False
+        return (st.st_size, st.st_mtime_ns) == self.stored
+
+    def keep_text(self) -> ExitStack:
+        """Hand over the decompressed copy (if any): it stays until the stack is closed,
+        not when this repair is."""
+        text, self._text = self._text, ExitStack()
+        return text
 
     @property
     def format(self) -> str:
@@ -215,6 +252,8 @@ class PlannedRepair:
 
     @property
     def mode(self) -> int:
+        if self._stored_mode is not None:  # not that of the private decompressed copy
+            return self._stored_mode
         return stat.S_IMODE(self.scanned.info.mode)
 
     @property
@@ -229,7 +268,7 @@ class PlannedRepair:
 
     def result(self) -> RepairResult:
         return RepairResult(
-            path=self.path,
+            path=self.origin,
             filename=self.filename,
             format=self.format,
             found=self.found,
@@ -370,6 +409,7 @@ class PlannedRepair:
 
     def close(self) -> None:
         self.source.close()
+        self._text.close()
 
 
 class _Invariants:
@@ -455,7 +495,7 @@ def repair_to(
     progress: ProgressCallback | None = None,
 ) -> RepairResult:
     """Write the repaired copy of `path` to `output`, a new file (or, if `replace`, a
-    file that exists and is replaced).
+    file that exists and is replaced); zstd-compressed when its name ends in `.zst`.
 
     The copy is written beside `output` under a temporary name, verified, then renamed
     into place, so `output` never holds unverified bytes. A symbolic link is written
@@ -482,10 +522,11 @@ def repair_to(
         return result
     planned = plan_repair(path, settings, filename=filename, progress=progress)
     try:
-        if st is not None and os.path.samefile(target, planned.path):
+        if st is not None and os.path.samefile(target, planned.origin):
             raise SessionfixError(f"{output}: is the input file (use --in-place to rewrite it)")
         result = planned.result()
         temp = temp_path(target)
+        packed = temp.with_name(temp.name + ".zst")
         try:
             _write_new(
                 temp, planned.pieces(), mode=planned.mode, shown=output, source=planned.source
@@ -493,10 +534,20 @@ def repair_to(
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
             result.output_size = temp.stat().st_size
+            if is_compressed(output):
+                try:
+                    compress_file(temp, packed, planned.mode)
+                except OSError as exc:
+                    raise WriteFailed(
+                        f"{output}: cannot write the repaired file ({described(exc)})"
+                    ) from None
+                temp.unlink()
+                temp = packed
             _publish(temp, target, output, replace=replace)
         except BaseException:
-            with suppress(OSError):
-                temp.unlink()
+            for leftover in (temp, packed):
+                with suppress(OSError):
+                    leftover.unlink()
             raise
         result.changed = planned.changes_anything
         result.output = output
@@ -585,7 +636,11 @@ class RepairPreview:
     and the JSON plan are built from it, so they show exactly what `-o` would write."""
 
     def __init__(self, planned: PlannedRepair, result: RepairResult, output: Path | None):
-        self.path = planned.path
+        self.path = planned.origin
+        self.input = planned.path
+        """The input's text (a decompressed copy of a compressed session, kept until the
+        preview is closed)."""
+        self._text = planned.keep_text()
         self.result = result
         self.output = output
         """The repaired bytes (None when the repair changes nothing)."""
@@ -646,6 +701,7 @@ class RepairPreview:
         if self.output is not None:
             with suppress(OSError):
                 self.output.unlink()
+        self._text.close()
 
 
 def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource) -> list[Edit]:
@@ -951,7 +1007,10 @@ class _InPlaceAttempt:
             try:
                 result = planned.result()
                 info = planned.scanned.info
-                if (info.size, info.mtime_ns) != (original.size, original.mtime_ns):
+                if planned.compressed:
+                    if planned.stored != (original.size, original.mtime_ns):
+                        raise FileChanged(f"{self.target}: changed while being read", grew=False)
+                elif (info.size, info.mtime_ns) != (original.size, original.mtime_ns):
                     raise FileChanged(
                         f"{self.target}: changed while being read", grew=info.size > original.size
                     )
@@ -967,12 +1026,20 @@ class _InPlaceAttempt:
                     remaining.extend(planned.verify(temp, result.filename))
                     sizes.append(temp.stat().st_size)
 
+                def verify_compressed(temp: Path) -> None:
+                    # The compressed result is checked as written: decompressed again.
+                    with session_text(temp, compressed=True, name=planned.path.name) as text:
+                        before = os.stat(text)
+                        verify(text)
+                        if _replaced(text, before):  # a later pass repaired it again
+                            _compress_over(text, temp)
+
                 # A backup is taken even when not asked for, and dropped at the end:
                 # until then, lines written to the old file late are only there.
                 result.backup = replace_file(
                     original,
-                    planned.chunks(),
-                    verify=verify,
+                    compressed_chunks(planned.chunks()) if planned.compressed else planned.chunks(),
+                    verify=verify_compressed if planned.compressed else verify,
                     original_digest=self.digest,
                     allow_writers=self.allow_writers,
                 )
@@ -993,16 +1060,40 @@ class _InPlaceAttempt:
             return False
 
 
+def _replaced(path: Path, before: os.stat_result) -> bool:
+    """Whether `path` is no longer the file `before` was taken of."""
+    after = os.stat(path)
+    return (after.st_ino, after.st_size, after.st_mtime_ns) != (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+
+
+def _compress_over(text: Path, packed: Path) -> None:
+    """Replace the compressed file `packed` by `text` compressed (same mode and owner)."""
+    st = os.stat(packed)
+    again = packed.with_name(packed.name + ".next")
+    try:
+        compress_file(text, again, st.st_mode, sync=True)
+        chown_best_effort(again, st.st_uid, st.st_gid)
+        os.replace(again, packed)
+    except OSError as exc:
+        with suppress(OSError):
+            again.unlink()
+        raise WriteFailed(f"{packed}: cannot write the repaired file ({described(exc)})") from None
+
+
 def _check_input_unchanged(planned: PlannedRepair) -> None:
     info = planned.scanned.info
     try:
         st = os.stat(planned.path)
     except OSError as exc:
         raise SessionfixError(
-            f"{planned.path}: gone while being repaired ({exc.strerror})"
+            f"{planned.origin}: gone while being repaired ({exc.strerror})"
         ) from None
-    if (st.st_size, st.st_mtime_ns) != (info.size, info.mtime_ns):
-        raise SessionfixError(f"{planned.path}: changed while being repaired; nothing written")
+    if (st.st_size, st.st_mtime_ns) != (info.size, info.mtime_ns) or not planned.stored_unchanged():
+        raise SessionfixError(f"{planned.origin}: changed while being repaired; nothing written")
 
 
 def _write_new(

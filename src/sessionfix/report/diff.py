@@ -115,7 +115,7 @@ def write_diff(
     writer = _HunkWriter(out, context, shown)
     changes = iter(range(len(trace)))
     pending = next(changes, None)
-    with open(preview.path, "rb") as old, open(preview.output, "rb") as new:
+    with open(preview.input, "rb") as old, open(preview.output, "rb") as new:
         new_lines = _lines(new)
         if pending is not None and trace.rows[pending] == PREFIX_ROW:
             writer.change(0, [], [_next(new_lines) for _ in range(trace.counts[pending])])
