@@ -1,0 +1,315 @@
+"""Compressed sessions (`*.jsonl.zst`, as Codex stores rollouts idle for a week), read
+and repaired through the library: decompressed by streaming into a private copy that is
+gone afterwards, and written back compressed exactly when the name says so."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from sessionfix import Settings, check_file
+from sessionfix.discovery import discover
+from sessionfix.errors import InputError, NotASessionFile
+from sessionfix.read.compressed import session_text
+from sessionfix.repair.apply import preview_repair, repair_in_place, repair_to
+
+from .conftest import FIXTURES
+
+SETTINGS = Settings(quiescence=0.0)
+CLONES = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
+CLEAN = FIXTURES / "SF008-trap-clean-file" / "input.jsonl"
+LONG_AGO = 1_700_000_000
+
+
+def pack(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(level=3, write_checksum=True).compress(data)
+
+
+def unpack(data: bytes) -> bytes:
+    return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)).read()
+
+
+def compressed_copy(source: Path, target: Path) -> Path:
+    target.write_bytes(pack(source.read_bytes()))
+    os.utime(target, (LONG_AGO, LONG_AGO))
+    return target
+
+
+def plain_copy(source: Path, target: Path) -> Path:
+    shutil.copyfile(source, target)
+    os.utime(target, (LONG_AGO, LONG_AGO))
+    return target
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """$TMPDIR for the run: where the decompressed copies go (and must not stay)."""
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return folder
+
+
+def test_session_text_is_a_private_copy_removed_afterwards(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    data = CLONES.read_bytes()
+    packed = compressed_copy(CLONES, tmp_path / "rollout.jsonl.zst")
+    with session_text(packed) as text:
+        assert text.read_bytes() == data
+        assert text.name == "rollout.jsonl"
+        assert text.is_relative_to(private_tmp)
+        assert stat.S_IMODE(text.stat().st_mode) == 0o600
+        assert stat.S_IMODE(text.parent.stat().st_mode) == 0o700
+    assert not text.exists()
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_a_plain_session_is_read_where_it_is(tmp_path: Path, private_tmp: Path) -> None:
+    session = plain_copy(CLONES, tmp_path / "s.jsonl")
+    with session_text(session) as text:
+        assert text == session
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_several_frames_are_one_text(tmp_path: Path, private_tmp: Path) -> None:
+    data = CLONES.read_bytes()
+    half = len(data) // 2
+    packed = tmp_path / "s.jsonl.zst"
+    packed.write_bytes(pack(data[:half]) + pack(data[half:]))
+    with session_text(packed) as text:
+        assert text.read_bytes() == data
+
+
+_PEAK = """
+import resource, sys
+from pathlib import Path
+from sessionfix.read.compressed import session_text
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with session_text(Path(sys.argv[1])) as text:
+    size = text.stat().st_size
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(size, (after - before) * 1024)
+"""
+
+
+def test_a_multi_megabyte_session_is_decompressed_by_streaming(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    """A 24 MiB generated rollout (one frame, written by streaming) reads as the same
+    text, without holding it whole: peak memory grows by far less than its size."""
+    lines = [
+        b'{"timestamp":"2026-01-01T00:00:00Z","type":"session_meta","payload":{"id":"x",'
+        b'"timestamp":"2026-01-01T00:00:00Z","cwd":"/w","originator":"codex_cli_rs",'
+        b'"cli_version":"0.137.0"}}\n'
+    ]
+    for k in range(120_000):
+        text = f"message {k} " + "lorem ipsum dolor sit amet " * 6
+        lines.append(
+            b'{"timestamp":"2026-01-01T00:00:01Z","type":"response_item","payload":'
+            b'{"type":"message","role":"user","content":[{"type":"input_text","text":"'
+            + text.encode()
+            + b'"}]}}\n'
+        )
+    plain = tmp_path / "big.jsonl"
+    plain.write_bytes(b"".join(lines))
+    del lines
+    size = plain.stat().st_size
+    assert size > 20 << 20
+    packed = tmp_path / "big.jsonl.zst"
+    with open(plain, "rb") as source, open(packed, "wb") as out:
+        zstandard.ZstdCompressor(level=3, write_checksum=True).copy_stream(source, out)
+    assert packed.stat().st_size < size // 10
+    # Measured in a fresh process, whose peak so far is only its imports.
+    measured = subprocess.run(
+        [sys.executable, "-c", _PEAK, str(packed)], capture_output=True, text=True, check=True
+    )
+    copied, grown = map(int, measured.stdout.split())
+    assert copied == size
+    assert grown < size // 4
+    with session_text(packed) as text:
+        assert text.stat().st_size == size
+        with open(text, "rb") as copy, open(plain, "rb") as original:
+            while block := original.read(1 << 20):
+                assert copy.read(1 << 20) == block
+    assert check_file(packed, SETTINGS) == check_file(plain, SETTINGS)
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        pytest.param(lambda data: pack(data)[:-7], "truncated", id="truncated"),
+        pytest.param(lambda data: pack(data)[:3], "truncated", id="cut-in-header"),
+        pytest.param(lambda data: data, "Unknown frame descriptor", id="not-zstd"),
+        pytest.param(lambda data: b"", "the file is empty", id="empty"),
+        pytest.param(
+            lambda data: pack(data)[:-9] + bytes([pack(data)[-9] ^ 0xFF]) + pack(data)[-8:],
+            "not valid zstd data",
+            id="corrupt",
+        ),
+    ],
+)
+def test_bad_compressed_data_is_one_clear_error_and_leaves_nothing(
+    tmp_path: Path, private_tmp: Path, content: object, reason: str
+) -> None:
+    assert callable(content)
+    packed = tmp_path / "s.jsonl.zst"
+    packed.write_bytes(content(CLONES.read_bytes()))
+    os.utime(packed, (LONG_AGO, LONG_AGO))
+    before = packed.read_bytes()
+    with pytest.raises(InputError) as caught:
+        check_file(packed, SETTINGS)
+    message = str(caught.value)
+    assert message.startswith(f"{packed}: not valid zstd data (")
+    assert reason in message
+    assert "\n" not in message
+    for attempt in (
+        lambda: repair_to(packed, tmp_path / "out.jsonl", SETTINGS),
+        lambda: repair_in_place(packed, SETTINGS),
+    ):
+        with pytest.raises(InputError):
+            attempt()
+    assert packed.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl.zst", "tmpdir"]
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_errors_about_the_text_name_the_compressed_file(tmp_path: Path, private_tmp: Path) -> None:
+    """Compressed bytes that are not a session are refused under the name given."""
+    packed = tmp_path / "s.jsonl.zst"
+    packed.write_bytes(pack(b"SQLite format 3\x00" + bytes(600)))
+    with pytest.raises(NotASessionFile, match=r"^.*s\.jsonl\.zst: not a session file") as caught:
+        check_file(packed, SETTINGS)
+    assert str(private_tmp) not in str(caught.value)
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_scan_of_a_compressed_session_equals_that_of_its_text(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    plain = plain_copy(CLONES, tmp_path / "s.jsonl")
+    packed = compressed_copy(CLONES, tmp_path / "p.jsonl.zst")
+    found = check_file(packed, SETTINGS, filename="x")
+    assert found
+    assert found == check_file(plain, SETTINGS, filename="x")
+    # The fixes' new content is read from the copy after it is gone from the folder.
+    assert list(private_tmp.iterdir()) == []
+    contents = [e.content for d in found if d.fix is not None for e in d.fix.edits]
+    assert contents == [
+        e.content for d in check_file(plain, SETTINGS) if d.fix for e in d.fix.edits
+    ]
+
+
+def test_repair_writes_compressed_exactly_when_the_output_name_ends_in_zst(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    plain = plain_copy(CLONES, tmp_path / "s.jsonl")
+    packed = compressed_copy(CLONES, tmp_path / "p.jsonl.zst")
+    expected_result = repair_to(plain, tmp_path / "expected.jsonl", SETTINGS)
+    expected = (tmp_path / "expected.jsonl").read_bytes()
+    assert expected != CLONES.read_bytes()
+
+    result = repair_to(packed, tmp_path / "out.jsonl", SETTINGS)
+    assert (tmp_path / "out.jsonl").read_bytes() == expected
+    assert result.path == packed
+    assert result.output_size == expected_result.output_size == len(expected)
+    assert result.input_size == expected_result.input_size
+
+    repair_to(packed, tmp_path / "out.jsonl.zst", SETTINGS)
+    written = (tmp_path / "out.jsonl.zst").read_bytes()
+    assert unpack(written) == expected
+    params = zstandard.get_frame_parameters(written)
+    assert params.has_checksum
+
+    repair_to(plain, tmp_path / "from-plain.jsonl.zst", SETTINGS)
+    assert unpack((tmp_path / "from-plain.jsonl.zst").read_bytes()) == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "expected.jsonl",
+        "from-plain.jsonl.zst",
+        "out.jsonl",
+        "out.jsonl.zst",
+        "p.jsonl.zst",
+        "s.jsonl",
+        "tmpdir",
+    ]
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_repair_output_keeps_the_mode_of_the_compressed_session(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    packed = compressed_copy(CLONES, tmp_path / "p.jsonl.zst")
+    packed.chmod(0o640)
+    repair_to(packed, tmp_path / "out.jsonl", SETTINGS)
+    repair_to(packed, tmp_path / "out.jsonl.zst", SETTINGS)
+    assert stat.S_IMODE((tmp_path / "out.jsonl").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "out.jsonl.zst").stat().st_mode) == 0o640
+
+
+def test_in_place_keeps_a_compressed_session_compressed_and_backs_up_its_bytes(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    plain = plain_copy(CLONES, tmp_path / "s.jsonl")
+    repair_in_place(plain, SETTINGS, backup=False)
+    expected = plain.read_bytes()
+
+    packed = compressed_copy(CLONES, tmp_path / "p.jsonl.zst")
+    original = packed.read_bytes()
+    result = repair_in_place(packed, SETTINGS)
+    assert result.changed
+    assert result.backup is not None
+    assert result.backup.name.startswith("p.jsonl.zst.sessionfix-bak-")
+    assert result.backup.read_bytes() == original
+    written = packed.read_bytes()
+    assert unpack(written) == expected
+    assert zstandard.get_frame_parameters(written).has_checksum
+    assert check_file(packed, SETTINGS) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["p.jsonl.zst", result.backup.name, "s.jsonl", "tmpdir"]
+    )
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_in_place_of_a_clean_compressed_session_writes_nothing(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    packed = compressed_copy(CLEAN, tmp_path / "p.jsonl.zst")
+    before = packed.stat()
+    result = repair_in_place(packed, SETTINGS)
+    assert not result.changed
+    assert result.backup is None
+    after = packed.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_preview_of_a_compressed_session_diffs_its_text(tmp_path: Path, private_tmp: Path) -> None:
+    packed = compressed_copy(CLONES, tmp_path / "p.jsonl.zst")
+    preview = preview_repair(packed, SETTINGS)
+    try:
+        assert preview.path == packed
+        assert preview.input.read_bytes() == CLONES.read_bytes()
+        assert preview.output is not None
+    finally:
+        preview.close()
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_discovery_finds_compressed_sessions_unless_the_plain_one_is_beside(
+    tmp_path: Path,
+) -> None:
+    for name in ("a.jsonl", "a.jsonl.zst", "b.jsonl.zst", "c.jsonl"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "notes.zst").write_bytes(b"")
+    found = discover([tmp_path])
+    assert [p.name for p in found.files] == ["a.jsonl", "b.jsonl.zst", "c.jsonl"]
