@@ -27,9 +27,9 @@ from sessionfix.read.reader import open_regular
 SUFFIX: Final = ".zst"
 LEVEL: Final = 3
 """The compression level of Codex's own writer."""
-READ_BYTES: Final = 64 << 10
-"""Compressed bytes decompressed at a time: what one step can hold is bounded by this
-times the compression ratio, never by the size of the session."""
+READ_BYTES: Final = 4 << 10
+"""Compressed bytes decompressed at a time: each step yields at most this times the
+compression ratio (JSONL compresses 10 to 100 times), never the whole session."""
 WRITE_BYTES: Final = 1 << 20
 
 
