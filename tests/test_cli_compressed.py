@@ -208,3 +208,13 @@ def test_a_folder_scan_reads_the_plain_session_not_its_compressed_leftover(
     files = {d["filename"] for d in json.loads(result.stdout)}
     assert files == {str(tmp_path / "rollout-a.jsonl"), str(tmp_path / "rollout-b.jsonl.zst")}
     assert "Scanned 2 files" in result.stderr
+
+
+def test_restore_puts_back_the_compressed_original(tmp_path: Path) -> None:
+    _, packed = pair(CLONES, tmp_path)
+    original = packed.read_bytes()
+    assert run("repair", "--in-place", packed).exit_code == 0
+    assert packed.read_bytes() != original
+    restored = run("restore", packed)
+    assert restored.exit_code == 0, restored.output
+    assert packed.read_bytes() == original
