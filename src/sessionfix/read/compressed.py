@@ -58,7 +58,12 @@ def session_text(
     if not (is_compressed(path) if compressed is None else compressed):
         yield path
         return
-    folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
+    except OSError as exc:
+        raise InputError(
+            f"{path}: cannot decompress it into {tempfile.gettempdir()} ({described(exc)})"
+        ) from None
     try:
         copy = folder / (name or plain_name(path.name) or "session.jsonl")
         decompress(path, copy)
@@ -85,15 +90,16 @@ def decompress(path: Path, copy: Path) -> None:
             raise InputError(
                 f"{path}: cannot decompress it into {copy.parent} ({described(exc)})"
             ) from None
-        with os.fdopen(out_fd, "wb", buffering=WRITE_BYTES) as out:
-            try:
-                frames = _frames(packed)
-                for piece in frames:
+        try:
+            with os.fdopen(out_fd, "wb", buffering=WRITE_BYTES) as out:
+                for piece in _frames(packed):
                     out.write(piece)
-            except zstandard.ZstdError as exc:
-                raise InputError(f"{path}: not valid zstd data ({_reason(exc)})") from None
-            except OSError as exc:
-                raise InputError(f"{path}: cannot decompress it ({described(exc)})") from None
+        except zstandard.ZstdError as exc:
+            raise InputError(f"{path}: not valid zstd data ({_reason(exc)})") from None
+        except OSError as exc:
+            raise InputError(
+                f"{path}: cannot decompress it into {copy.parent} ({described(exc)})"
+            ) from None
 
 
 def _frames(packed: BinaryIO) -> Iterator[bytes]:
