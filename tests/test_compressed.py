@@ -321,3 +321,13 @@ def test_discovery_finds_compressed_sessions_unless_the_plain_one_is_beside(
     (tmp_path / "notes.zst").write_bytes(b"")
     found = discover([tmp_path])
     assert [p.name for p in found.files] == ["a.jsonl", "b.jsonl.zst", "c.jsonl"]
+
+
+def test_progress_counts_the_bytes_of_the_compressed_file(tmp_path: Path) -> None:
+    """A run's total is the size of the files it reads: a compressed one's progress adds
+    up to its own size, not to that of its text."""
+    packed = compressed_copy(CLONES, tmp_path / "p.jsonl.zst")
+    steps: list[int] = []
+    check_file(packed, SETTINGS, progress=steps.append)
+    assert sum(steps) == packed.stat().st_size
+    assert all(step > 0 for step in steps)

@@ -15,7 +15,7 @@ from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, capabilities
 from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.model.view import SessionView
-from sessionfix.read.compressed import is_compressed, session_text
+from sessionfix.read.compressed import is_compressed, scaled_progress, session_text
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
@@ -161,7 +161,8 @@ def _check(
 ) -> tuple[ScannedFile, list[Diagnostic]]:
     """Read a session file (decompressed first if it is compressed) and run the rules."""
     with session_text(path) as readable:
-        scanned = read_session(readable, settings.format, progress, settings.jobs)
+        counted = scaled_progress(progress, path, readable)
+        scanned = read_session(readable, settings.format, counted, settings.jobs)
         with gc_paused():
             diagnostics = run_rules(scanned, settings, filename, hold=is_compressed(path))
     return scanned, diagnostics

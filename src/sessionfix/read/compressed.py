@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -169,3 +169,27 @@ def compress_file(plain: Path, packed: Path, mode: int = 0o600, *, sync: bool = 
         with suppress(OSError):
             packed.unlink()
         raise
+
+
+def scaled_progress(
+    progress: Callable[[int], None] | None, path: Path, text: Path
+) -> Callable[[int], None] | None:
+    """`progress` in bytes of the file at `path` for bytes read of its text at `text`:
+    a run's total counts the compressed sizes."""
+    if progress is None or path == text:
+        return progress
+    try:
+        stored, size = os.stat(path).st_size, os.stat(text).st_size
+    except OSError:
+        return progress
+    done = reported = 0
+
+    def scaled(count: int) -> None:
+        nonlocal done, reported
+        done += count
+        now = done * stored // size if size else stored
+        if now > reported:
+            progress(now - reported)
+            reported = now
+
+    return scaled

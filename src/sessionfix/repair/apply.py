@@ -51,7 +51,13 @@ from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format
 from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.model.view import SessionView
-from sessionfix.read.compressed import compress_file, compressed_chunks, is_compressed, session_text
+from sessionfix.read.compressed import (
+    compress_file,
+    compressed_chunks,
+    is_compressed,
+    scaled_progress,
+    session_text,
+)
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair import summary
 from sessionfix.repair.plan import CopiedRange, RepairPlan
@@ -213,7 +219,12 @@ class PlannedRepair:
         with ExitStack() as text:
             self.path = text.enter_context(session_text(path))
             with gc_paused():
-                self.scanned = read_session(self.path, settings.format, progress, settings.jobs)
+                self.scanned = read_session(
+                    self.path,
+                    settings.format,
+                    scaled_progress(progress, path, self.path),
+                    settings.jobs,
+                )
                 self.found = run_rules(self.scanned, settings, self.filename)
             self.applied = [d for d in self.found if applies(d, settings)]
             """Fixes applied, including those a later pass applied to the written result."""
