@@ -20,6 +20,7 @@ from sessionfix import Settings, check_file
 from sessionfix.discovery import discover
 from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.read.compressed import session_text
+from sessionfix.repair import apply
 from sessionfix.repair.apply import preview_repair, repair_in_place, repair_to
 
 from .conftest import FIXTURES
@@ -331,3 +332,32 @@ def test_progress_counts_the_bytes_of_the_compressed_file(tmp_path: Path) -> Non
     check_file(packed, SETTINGS, progress=steps.append)
     assert sum(steps) == packed.stat().st_size
     assert all(step > 0 for step in steps)
+
+
+def test_in_place_repair_that_takes_two_passes_stays_compressed(
+    tmp_path: Path, private_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second pass repairs the decompressed result again: what replaces the session
+    is that pass's result, compressed."""
+    source = FIXTURES / "SF401-orphan-sharing-an-id-with-a-kept-entry" / "input.jsonl"
+    settings = Settings(quiescence=0.0, unsafe_fixes=True)
+    plain = plain_copy(source, tmp_path / "s.jsonl")
+    first = repair_in_place(plain, settings, backup=False)
+    expected = plain.read_bytes()
+
+    recompressed: list[Path] = []
+    compress_over = apply._compress_over
+
+    def spy(text: Path, packed: Path) -> None:
+        recompressed.append(packed)
+        compress_over(text, packed)
+
+    monkeypatch.setattr(apply, "_compress_over", spy)
+    packed = compressed_copy(source, tmp_path / "p.jsonl.zst")
+    result = repair_in_place(packed, settings, backup=False)
+    assert len(recompressed) == 1
+    assert [d.code for d in result.applied] == [d.code for d in first.applied]
+    assert unpack(packed.read_bytes()) == expected
+    assert result.output_size == len(expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl.zst", "s.jsonl", "tmpdir"]
+    assert list(private_tmp.iterdir()) == []
