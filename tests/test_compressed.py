@@ -361,3 +361,14 @@ def test_in_place_repair_that_takes_two_passes_stays_compressed(
     assert result.output_size == len(expected)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl.zst", "s.jsonl", "tmpdir"]
     assert list(private_tmp.iterdir()) == []
+
+
+def test_discovery_skips_compressed_sibling_files(tmp_path: Path) -> None:
+    """What is not a session beside sessions is not one compressed either."""
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "rollout-1.jsonl.zst").write_bytes(b"")
+    (tmp_path / "history.jsonl.zst").write_bytes(b"")
+    (tmp_path / "journal.jsonl.zst").write_bytes(b"")
+    found = discover([tmp_path])
+    assert [p.name for p in found.files] == ["rollout-1.jsonl.zst"]
+    assert sorted(p.name for p in found.skipped) == ["history.jsonl.zst", "journal.jsonl.zst"]

@@ -85,7 +85,9 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
                 if entry.is_dir(follow_symlinks=False):
                     subdirectories.append(Path(entry.path))
                     continue
-                if _OWN.match(entry.name) or is_sibling_file(Path(entry.path)):
+                if _OWN.match(entry.name) or is_sibling_file(
+                    Path(entry.path).with_name(plain_name(entry.name))
+                ):
                     found.skipped.append(Path(entry.path))
                     continue
                 if entry.name.endswith(_SESSION_NAMES) and entry.is_file(follow_symlinks=True):
