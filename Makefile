@@ -6,8 +6,10 @@ PI_CACHE := .cache/pi
 PI_STAMP := $(PI_CACHE)/.installed
 CLAUDE_CACHE := .cache/claude
 CLAUDE_STAMP := $(CLAUDE_CACHE)/.installed
+CODEX_CACHE := .cache/codex
+CODEX_STAMP := $(CODEX_CACHE)/.installed
 
-.PHONY: install pi claude demo test lint typecheck unit bench docs clean
+.PHONY: install pi claude codex demo test lint typecheck unit bench docs clean
 
 install: $(STAMP)
 
@@ -37,6 +39,17 @@ $(CLAUDE_STAMP): tests/claude/package.json tests/claude/package-lock.json
 	cd $(CLAUDE_CACHE) && npm ci --ignore-scripts --omit=optional --omit=peer --no-audit --no-fund --loglevel=error
 	touch $(CLAUDE_STAMP)
 
+# Codex CLI (pinned in tests/codex), whose app-server rebuilds a rollout's history the
+# way a resume does. Its linux-x64 binary comes in an optional dependency (the platform
+# package, about 400 MB), which is needed here; no install script is.
+codex: $(CODEX_STAMP)
+
+$(CODEX_STAMP): tests/codex/package.json tests/codex/package-lock.json
+	mkdir -p $(CODEX_CACHE)
+	cp tests/codex/package.json tests/codex/package-lock.json $(CODEX_CACHE)/
+	cd $(CODEX_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(CODEX_STAMP)
+
 # Scan the example sessions; exit 1 (problems found) is the expected outcome here.
 demo: install
 	@$(BIN)/sessionfix scan examples/sessions; status=$$?; [ $$status -le 1 ]
@@ -47,8 +60,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy --strict src
 
-unit: install pi claude
-	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 $(BIN)/pytest
+unit: install pi claude codex
+	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 SESSIONFIX_REQUIRE_CODEX=1 $(BIN)/pytest
 
 test: lint typecheck unit
 
