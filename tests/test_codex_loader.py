@@ -1,0 +1,584 @@
+"""Codex rollouts checked against Codex's own history reconstruction (`codex app-server`
+0.169.0, `tests/codex_loader.py`), before and after `sessionfix repair`.
+
+Every Codex rollout the tests can see is taken: the shared corpus, the example, every
+fixture whose input is a Codex rollout (by glob, so a new fixture is taken without
+touching this module) and a fixed set of generated rollouts (`tests/sessions.py`'s
+`rollouts()`, drawn derandomized). Each is repaired with the safe and with the unsafe
+fixes; the originals are loaded in one call, the repairs in another. Then:
+
+- the history Codex sends the model for an original is the one this module reads from
+  the file the way Codex does (`codex_history`), or Codex refuses the thread where the
+  model says it would;
+- a repair Codex can load yields exactly `intended_history(original)`: the history
+  read from the original's records as they were meant to be written (a glued line's
+  records apart, a line's BOM, NUL padding and CR gone, a record broken over two lines
+  whole), then rebuilt as Codex does;
+- where the original loads, the repair loads too; a file Codex refuses is one sessionfix
+  reports (SF101 where it does not start with `session_meta`), and its repair is refused
+  too.
+
+Codex 0.169 takes only UUIDs as thread ids; most hand-written samples have other ids.
+Those are loaded a second time with a UUID standing in (`stand_in_id`, on a private copy:
+the id takes no part in the history), so that their history is checked as well.
+
+What Codex 0.169.0 does when it rebuilds history, as observed with this harness, and as
+`codex_history` models it:
+
+- the first non-blank line must be a `session_meta` record whose payload has a UUID
+  `id` and string `timestamp`, `cwd`, `originator` and `cli_version` (else: "does not
+  start with session metadata"; a file of no such line: "is empty"); a BOM before it
+  makes it unreadable;
+- each other line is parsed on its own (leading and trailing whitespace, CR included,
+  allowed); a line that does not parse, or has no string `timestamp`, is skipped; so is
+  a `response_item` whose payload is no item Codex knows (`_valid_item`);
+- the history starts with a developer message holding the base instructions
+  (`session_meta.payload.base_instructions.text`, else Codex's own);
+- `response_item` payloads are appended in file order; a `compacted` record with a
+  `replacement_history` replaces the history so far with it; `thread_rolled_back`
+  drops the newest `num_turns` user turns;
+- then tool outputs are paired: an output with no call before it is dropped; a call
+  with no output gets one, `"aborted"`, right after it; two outputs for one call are
+  both kept; an item is sent with only the fields Codex knows (`_sent_as`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import Phase, given, seed
+from hypothesis import settings as hypothesis_settings
+
+from sessionfix import Settings, check_file
+from sessionfix.repair.apply import repair_to
+
+from .codex_loader import CodexLoad, load_with_codex, require_codex_at_collection
+from .conftest import CORPUS, FIXTURES, ROOT
+from .sessions import rollouts
+from .test_fixtures import _settings
+
+require_codex_at_collection()
+
+MODES = ("safe", "unsafe")
+GENERATED = 40
+"""Generated rollouts of each kind (damaged and clean)."""
+
+_SF504_AFTER_ROLLBACK = (
+    "SF504 (unsafe): the fix drops the `replacement_history` key of a compaction it "
+    "finds superseded, which turns it into a legacy compaction. Where a "
+    "`thread_rolled_back` comes before it, Codex 0.169 starts from no replacement "
+    "history (it replays the lines), so the older history was never dead weight, and "
+    'the legacy compaction adds a user message "(no summary available)" (after the '
+    "user messages so far) that the original's history does not have."
+)
+_SF008_SPLIT = (
+    "SF008: a record broken over two lines where JSON allows whitespace (here a "
+    '`compacted` record, between `"message":` and its value) is dropped, both halves, '
+    "instead of being joined; the compaction is lost, and Codex rebuilds the history "
+    "from the lines before it instead of from its replacement history."
+)
+KNOWN_REPAIR_GAPS: dict[str, str] = {
+    **{
+        f"generated/{name}.jsonl-unsafe": _SF504_AFTER_ROLLBACK
+        for name in (
+            "damaged-03",
+            "damaged-23",
+            "clean-06",
+            "clean-15",
+        )
+    },
+    "generated/damaged-05.jsonl-safe": _SF008_SPLIT,
+    "generated/damaged-05.jsonl-unsafe": _SF008_SPLIT,
+}
+"""Repairs Codex shows to be wrong (test id → what is wrong); their case of
+`test_a_repair_loads_with_the_intended_history` is expected to fail, strictly."""
+KNOWN_UNREPORTED_REFUSALS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "corpus/session-doctor__basic-session.jsonl",
+            "corpus/session-doctor__current-response-item-ambiguities.jsonl",
+            "corpus/session-doctor__current-response-items.jsonl",
+            "corpus/simonw-claude-code-transcripts__sample_codex_session.jsonl",
+        ),
+        'the session_meta id is no UUID: Codex 0.169 refuses the thread ("does not start '
+        'with session metadata") and sessionfix reports nothing',
+    ),
+    "corpus/session-doctor__event-msg-fallback.jsonl": (
+        "the session_meta payload has no timestamp and no originator: Codex 0.169 refuses "
+        'the thread ("is empty") and sessionfix reports nothing'
+    ),
+}
+"""Originals Codex refuses that sessionfix does not report (name → why Codex refuses);
+their case of `test_a_refused_rollout_is_reported` is expected to fail, strictly."""
+
+
+# --- which files --------------------------------------------------------------------------
+
+
+def _first_record(data: bytes) -> Any:
+    for line in data.splitlines():
+        if line.strip():
+            try:
+                return json.loads(line.lstrip(b"\xef\xbb\xbf"))
+            except ValueError:
+                return None
+    return None
+
+
+def _is_codex(path: Path) -> bool:
+    """A rollout: its first record is `session_meta`, or shaped `{timestamp, type,
+    payload}`."""
+    first = _first_record(path.read_bytes())
+    return isinstance(first, dict) and (
+        first.get("type") == "session_meta" or {"timestamp", "type", "payload"} <= set(first)
+    )
+
+
+def _draw(corrupt: bool, number: int) -> bytes:
+    """One rollout drawn from `rollouts()` under a fixed seed: the same every run."""
+    drawn: list[bytes] = []
+
+    @seed(number)
+    @hypothesis_settings(max_examples=5, database=None, phases=[Phase.generate])
+    @given(rollouts(corrupt=corrupt))
+    def draw(data: bytes) -> None:
+        drawn.append(data)
+
+    draw()
+    return drawn[-1]
+
+
+def _generated() -> dict[str, bytes]:
+    """Generated rollouts by name, damaged and clean ones."""
+    found: dict[str, bytes] = {}
+    for corrupt in (True, False):
+        kind = "damaged" if corrupt else "clean"
+        for number in range(GENERATED):
+            data = _draw(corrupt, number)
+            if data not in found.values():
+                found[f"generated/{kind}-{number:02d}.jsonl"] = data
+    return found
+
+
+GENERATED_ROLLOUTS = _generated()
+
+
+def _sources() -> dict[str, Path | None]:
+    """Each rollout by its name in test ids (None: a generated one, in
+    `GENERATED_ROLLOUTS`)."""
+    found: dict[str, Path | None] = {}
+    for path in sorted((CORPUS / "codex").glob("*.jsonl")):
+        found[f"corpus/{path.name}"] = path
+    example = ROOT / "examples" / "sessions" / "codex-rollout.jsonl"
+    found[f"examples/{example.name}"] = example
+    for path in sorted(FIXTURES.glob("*codex*/input.jsonl")):
+        if _is_codex(path):
+            found[f"fixtures/{path.parent.name}"] = path
+    found.update(dict.fromkeys(GENERATED_ROLLOUTS))
+    return found
+
+
+SOURCES = _sources()
+
+
+def _case_settings(name: str) -> tuple[Settings, str]:
+    path = SOURCES[name]
+    if path is not None and path.parent.parent == FIXTURES:
+        spec_file = path.parent / "case.json"
+        if spec_file.exists():
+            spec = json.loads(spec_file.read_text())
+            return _settings(spec), spec.get("filename", path.name)
+    return Settings(quiescence=0.0), Path(name).name
+
+
+# --- Codex's reading of a rollout, as a model ---------------------------------------------
+
+BASE = {"type": "message", "role": "developer", "base_instructions": None}
+"""Stands for the developer message of base instructions that opens every history
+(`base_instructions` None: Codex's own text, not checked)."""
+CALLS = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "local_shell_call": "function_call_output",
+    "tool_search_call": "tool_search_output",
+}
+OUTPUTS = frozenset(CALLS.values())
+META_FIELDS = ("timestamp", "cwd", "originator", "cli_version")
+CONTENT_TYPES = frozenset({"input_text", "output_text", "input_image"})
+
+
+def _is_uuid(text: Any) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(text)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def _session_meta(record: Any, stand_in: bool) -> dict[str, Any] | None:
+    """The payload of a `session_meta` record Codex accepts (None if it refuses it);
+    with `stand_in`, any string id is taken (the loader gives it a UUID)."""
+    if not isinstance(record, dict) or record.get("type") != "session_meta":
+        return None
+    payload = record.get("payload")
+    if not isinstance(payload, dict):
+        return None
+    if not (_is_uuid(payload.get("id")) or (stand_in and isinstance(payload.get("id"), str))):
+        return None
+    if not all(isinstance(payload.get(field), str) for field in META_FIELDS):
+        return None
+    return payload
+
+
+def _valid_item(item: Any) -> bool:
+    """Whether Codex reads a `response_item` payload as an item it sends."""
+    if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+        return False
+    kind = item["type"]
+    if kind == "message":
+        content = item.get("content")
+        return (
+            isinstance(item.get("role"), str)
+            and isinstance(content, list)
+            and all(isinstance(c, dict) and c.get("type") in CONTENT_TYPES for c in content)
+        )
+    if kind in CALLS or kind in OUTPUTS:
+        return isinstance(item.get("call_id"), str)
+    return True
+
+
+def modelled(records: list[Any]) -> bool:
+    """Whether `codex_history` models Codex's reading of these records: it does not
+    where a `compacted` record or a `thread_rolled_back` event follows the first line
+    (where Codex starts from a replacement history, and what it counts as a turn to roll
+    back, were not worked out here)."""
+    return not any(
+        isinstance(r, dict)
+        and (
+            r.get("type") == "compacted"
+            or (
+                isinstance(r.get("payload"), dict)
+                and r["payload"].get("type") == "thread_rolled_back"
+            )
+        )
+        for r in records[1:]
+    )
+
+
+def codex_history(records: list[Any], stand_in: bool = False) -> list[dict[str, Any]] | None:
+    """The history Codex rebuilds from a rollout's records (one per line, None for a
+    line that does not parse), or None where it refuses the thread. Exact only where
+    the records are `modelled`; elsewhere only whether Codex refuses the thread."""
+    present = [r for r in records if r is not EMPTY]
+    if not present:
+        return None
+    meta = _session_meta(present[0], stand_in)
+    if meta is None:
+        return None
+    instructions = meta.get("base_instructions")
+    text = instructions.get("text") if isinstance(instructions, dict) else None
+    base = {**BASE, "base_instructions": text if isinstance(text, str) else None}
+    history: list[dict[str, Any]] = []
+    for record in present[1:]:
+        if not isinstance(record, dict) or not isinstance(record.get("timestamp"), str):
+            continue
+        payload = record.get("payload")
+        kind = record.get("type")
+        if kind == "response_item" and _valid_item(payload):
+            history.append(payload)
+    return [base, *_paired(history)]
+
+
+def _paired(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Outputs with no call before them dropped, calls with none after them answered
+    `"aborted"` right after the call."""
+    answered = {(item["type"], item["call_id"]) for item in history if item.get("type") in OUTPUTS}
+    called: set[tuple[str, str]] = set()
+    out = []
+    for item in history:
+        kind = item.get("type")
+        if kind in OUTPUTS and (kind, item["call_id"]) not in called:
+            continue
+        out.append(item)
+        if kind in CALLS:
+            key = (CALLS[kind], item["call_id"])
+            called.add(key)
+            if key not in answered:
+                out.append({"type": CALLS[kind], "call_id": item["call_id"], "output": "aborted"})
+                answered.add(key)
+    return out
+
+
+EMPTY = object()
+"""A blank line."""
+
+
+def codex_records(data: bytes) -> list[Any]:
+    """The file's lines as Codex parses them: each on its own, whitespace (CR too) around
+    the JSON allowed, anything else (a BOM, NUL bytes, a second record) fails it."""
+    records: list[Any] = []
+    for line in data.split(b"\n"):
+        if not line.strip():
+            records.append(EMPTY)
+            continue
+        try:
+            records.append(json.loads(line.decode("utf-8")))
+        except ValueError:
+            records.append(None)
+    return records
+
+
+def _objects(text: str) -> list[Any] | None:
+    """The JSON values written one after the other in `text` (a glued line), or None
+    where it is not that."""
+    decoder = json.JSONDecoder()
+    found, at = [], 0
+    text = text.strip()
+    while at < len(text):
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except ValueError:
+            return None
+        found.append(value)
+        at = end
+        while at < len(text) and text[at] in " \t\r":
+            at += 1
+    return found
+
+
+def intended_records(data: bytes) -> list[Any]:
+    """The records the file was meant to hold, one per line: a line's BOM, NUL bytes
+    and CR gone, a glued line's records apart, a record broken over two lines whole, a
+    torn or garbled line dropped (rules SF001-SF009)."""
+    lines = data.split(b"\n")
+    records: list[Any] = []
+    at = 0
+    while at < len(lines):
+        line = lines[at].replace(b"\x00", b"").replace(b"\xef\xbb\xbf", b"").strip()
+        at += 1
+        if not line:
+            continue
+        text = line.decode("utf-8", "replace")
+        objects = _objects(text)
+        if objects is None and at < len(lines):
+            joined = text + lines[at].replace(b"\x00", b"").decode("utf-8", "replace").strip()
+            objects = _objects(joined)
+            if objects is not None:
+                at += 1
+        records.extend(o for o in objects or () if isinstance(o, dict))
+    return records
+
+
+def intended_history(data: bytes, stand_in: bool = False) -> list[dict[str, Any]] | None:
+    """The history the session should have had: its intended records, rebuilt as Codex
+    rebuilds them (None where Codex would refuse them)."""
+    return codex_history(intended_records(data), stand_in)
+
+
+# --- comparing what Codex sent with the model -----------------------------------------------
+
+
+def _sent_as(expected: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """Whether Codex sent `expected` as `sent`: the same item with the fields Codex knows
+    (it drops others, e.g. `status` on an output, and may add an `id`)."""
+    if expected.keys() >= {"type", "base_instructions"}:
+        if sent.get("type") != "message" or sent.get("role") != "developer":
+            return False
+        text = expected["base_instructions"]
+        return text is None or sent.get("content") == [{"type": "input_text", "text": text}]
+    if expected == sent:
+        return True
+    return sent.get("type") == expected.get("type") and all(
+        key == "id"
+        or (key not in expected and value is None)
+        or (key in expected and _same_value(key, expected[key], value))
+        for key, value in sent.items()
+    )
+
+
+OMITTED_IMAGE = {
+    "type": "input_text",
+    "text": "image content omitted because it could not be processed",
+}
+"""What Codex sends for an inline image it cannot decode."""
+
+
+def _same_value(key: str, expected: Any, sent: Any) -> bool:
+    if key != "content" or not isinstance(expected, list) or not isinstance(sent, list):
+        return bool(expected == sent)
+    return len(expected) == len(sent) and all(
+        want == got
+        or (isinstance(want, dict) and want.get("type") == "input_image" and got == OMITTED_IMAGE)
+        for want, got in zip(expected, sent, strict=True)
+    )
+
+
+def _mismatch(expected: list[dict[str, Any]], sent: tuple[dict[str, Any], ...]) -> str | None:
+    """Where Codex's history departs from the expected one (None if nowhere)."""
+    for n, (want, got) in enumerate(zip(expected, sent, strict=False)):
+        if not _sent_as(want, got):
+            return (
+                f"item {n}: expected {json.dumps(want)[:400]}, Codex sent {json.dumps(got)[:400]}"
+            )
+    if len(expected) != len(sent):
+        return f"{len(expected)} items expected, Codex sent {len(sent)}"
+    return None
+
+
+# --- the loads ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Versions:
+    original: Path
+    ideal: Path
+    """The original's intended records, one per line (`intended_records`)."""
+    repaired: dict[str, Path]
+
+
+def _needs_stand_in(data: bytes) -> bool:
+    """A rollout whose thread id is a string but no UUID."""
+    first = _first_record(data)
+    payload = first.get("payload") if isinstance(first, dict) else None
+    ident = payload.get("id") if isinstance(payload, dict) else None
+    return isinstance(ident, str) and not _is_uuid(ident)
+
+
+@pytest.fixture(scope="session")
+def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Versions]:
+    """Every rollout with its safe and unsafe repairs (`repair_to`)."""
+    root = tmp_path_factory.mktemp("codex-repairs")
+    found: dict[str, Versions] = {}
+    for number, (name, source) in enumerate(SOURCES.items()):
+        settings, file_name = _case_settings(name)
+        folder = root / str(number)
+        folder.mkdir()
+        copy = folder / file_name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source is None:
+            copy.write_bytes(GENERATED_ROLLOUTS[name])
+        else:
+            shutil.copyfile(source, copy)
+        repaired = {}
+        for mode in MODES:
+            target = folder / f"{mode}.jsonl"
+            repair_to(copy, target, dataclasses.replace(settings, unsafe_fixes=mode == "unsafe"))
+            repaired[mode] = target
+        ideal = folder / "ideal.jsonl"
+        ideal.write_bytes(
+            b"".join(
+                json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                for r in intended_records(copy.read_bytes())
+            )
+        )
+        found[name] = Versions(copy, ideal, repaired)
+    return found
+
+
+@pytest.fixture(scope="session")
+def loads(versions: dict[str, Versions]) -> dict[tuple[Path, bool], CodexLoad]:
+    """Every original and repair loaded in Codex (by path and stand-in), the ones whose
+    thread id is no UUID a second time with a UUID standing in."""
+    files = [p for v in versions.values() for p in (v.original, v.ideal, *v.repaired.values())]
+    found = {(path, False): load for path, load in load_with_codex(files).items()}
+    stand_ins = [p for p in files if _needs_stand_in(p.read_bytes())]
+    found.update(
+        {(path, True): load for path, load in load_with_codex(stand_ins, stand_in=True).items()}
+    )
+    return found
+
+
+def _ways(path: Path) -> tuple[bool, ...]:
+    return (False, True) if _needs_stand_in(path.read_bytes()) else (False,)
+
+
+# --- the tests ----------------------------------------------------------------------------
+
+
+def _known(case: str, known: dict[str, str]) -> list[Any]:
+    if case in known:
+        return [pytest.mark.xfail(reason=known[case], strict=True)]
+    return []
+
+
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_codex_reads_the_original_as_modelled(
+    name: str, versions: dict[str, Versions], loads: dict[tuple[Path, bool], CodexLoad]
+) -> None:
+    """Codex's history of the original is `codex_history` of its lines; where the model
+    says it refuses the thread, it does."""
+    path = versions[name].original
+    for stand_in in _ways(path):
+        load = loads[path, stand_in]
+        expected = codex_history(codex_records(path.read_bytes()), stand_in)
+        if expected is None:
+            assert load.error is not None, f"Codex read {name} (stand-in: {stand_in})"
+            continue
+        assert load.error is None
+        if modelled(codex_records(path.read_bytes())):
+            assert _mismatch(expected, load.history) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        pytest.param(n, m, id=f"{n}-{m}", marks=_known(f"{n}-{m}", KNOWN_REPAIR_GAPS))
+        for n in SOURCES
+        for m in MODES
+    ],
+)
+def test_a_repair_loads_with_the_intended_history(
+    name: str,
+    mode: str,
+    versions: dict[str, Versions],
+    loads: dict[tuple[Path, bool], CodexLoad],
+) -> None:
+    """Codex loads the repair wherever it loads the original, and its history is the
+    intended one: the history Codex rebuilds from the original's intended records
+    (`intended_records`, written one per line), and `intended_history` where the model
+    covers the records."""
+    original = versions[name].original
+    repaired = versions[name].repaired[mode]
+    for stand_in in _ways(original):
+        before, after = loads[original, stand_in], loads[repaired, stand_in]
+        ideal = loads[versions[name].ideal, stand_in]
+        expected = intended_history(original.read_bytes(), stand_in)
+        if before.error is None:
+            assert after.error is None, f"Codex refuses the repair: {after.error}"
+        assert (after.error is None) == (ideal.error is None), (after.error, ideal.error)
+        assert (expected is None) == (ideal.error is not None), ideal.error
+        if expected is None:
+            continue
+        assert _mismatch(list(ideal.history), after.history) is None
+        if modelled(intended_records(original.read_bytes())):
+            assert _mismatch(expected, after.history) is None
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=_known(n, KNOWN_UNREPORTED_REFUSALS)) for n in SOURCES]
+)
+def test_a_refused_rollout_is_reported(
+    name: str, versions: dict[str, Versions], loads: dict[tuple[Path, bool], CodexLoad]
+) -> None:
+    """A rollout Codex refuses as it is is one sessionfix reports: Codex's reason is
+    always that the file does not start with session metadata ("does not start with
+    session metadata", or "is empty" where no line is), which is SF101 (or SF005, a
+    BOM before the `session_meta` record). The repair of a rollout that has no
+    `session_meta` record at all stays refused."""
+    path = versions[name].original
+    if loads[path, False].error is None:
+        return
+    found = {d.code for d in check_file(path, _case_settings(name)[0])}
+    assert found & {"SF101", "SF005"}, f"Codex refuses it ({loads[path, False].error}); {found}"
+    records = intended_records(path.read_bytes())
+    if not any(isinstance(r, dict) and r.get("type") == "session_meta" for r in records):
+        for repaired in versions[name].repaired.values():
+            assert loads[repaired, False].error is not None
