@@ -2,44 +2,57 @@
 0.169.0, `tests/codex_loader.py`), before and after `sessionfix repair`.
 
 Every Codex rollout the tests can see is taken: the shared corpus, the example, every
-fixture whose input is a Codex rollout (by glob, so a new fixture is taken without
-touching this module) and a fixed set of generated rollouts (`tests/sessions.py`'s
-`rollouts()`, drawn derandomized). Each is repaired with the safe and with the unsafe
-fixes; the originals are loaded in one call, the repairs in another. Then:
+fixture whose input is a Codex rollout (`tests/fixtures/*codex*/`, by glob, so a new
+fixture is taken without touching this module), a fixed set of generated rollouts
+(`tests/sessions.py`'s `rollouts()`, each drawn under a fixed seed) and a small clean
+rollout with one kind of damage per copy (`_variants`). Each is repaired with the safe
+and with the unsafe fixes, and loaded in Codex with the original and with its intended
+records written one per line (`intended_records`). Then:
 
-- the history Codex sends the model for an original is the one this module reads from
-  the file the way Codex does (`codex_history`), or Codex refuses the thread where the
-  model says it would;
-- a repair Codex can load yields exactly `intended_history(original)`: the history
-  read from the original's records as they were meant to be written (a glued line's
-  records apart, a line's BOM, NUL padding and CR gone, a record broken over two lines
-  whole), then rebuilt as Codex does;
-- where the original loads, the repair loads too; a file Codex refuses is one sessionfix
-  reports (SF101 where it does not start with `session_meta`), and its repair is refused
-  too.
+- Codex's history of the original is `codex_history` of its lines, where the model
+  covers them (`modelled`), and Codex refuses the thread where the model says it would;
+- Codex loads the repair wherever it loads the original, and the repair's history is
+  exactly the one Codex rebuilds from the intended records (and `intended_history`
+  where the model covers them): a glued line's records apart, a line's BOM, NUL bytes
+  and CR gone, a record broken over two lines whole, torn and garbled lines gone;
+- a rollout Codex refuses is one sessionfix reports (SF101, or SF005 for a BOM before
+  the `session_meta` record); a repair of a rollout with no `session_meta` stays
+  refused.
 
 Codex 0.169 takes only UUIDs as thread ids; most hand-written samples have other ids.
 Those are loaded a second time with a UUID standing in (`stand_in_id`, on a private copy:
 the id takes no part in the history), so that their history is checked as well.
 
-What Codex 0.169.0 does when it rebuilds history, as observed with this harness, and as
-`codex_history` models it:
+Repairs Codex shows to be wrong are named in `KNOWN_REPAIR_GAPS`, refusals sessionfix
+does not report in `KNOWN_UNREPORTED_REFUSALS`; their cases are expected to fail,
+strictly.
+
+What Codex 0.169.0 does when it rebuilds history, as observed with this harness:
 
 - the first non-blank line must be a `session_meta` record whose payload has a UUID
-  `id` and string `timestamp`, `cwd`, `originator` and `cli_version` (else: "does not
-  start with session metadata"; a file of no such line: "is empty"); a BOM before it
-  makes it unreadable;
-- each other line is parsed on its own (leading and trailing whitespace, CR included,
-  allowed); a line that does not parse, or has no string `timestamp`, is skipped; so is
-  a `response_item` whose payload is no item Codex knows (`_valid_item`);
-- the history starts with a developer message holding the base instructions
-  (`session_meta.payload.base_instructions.text`, else Codex's own);
-- `response_item` payloads are appended in file order; a `compacted` record with a
-  `replacement_history` replaces the history so far with it; `thread_rolled_back`
-  drops the newest `num_turns` user turns;
-- then tool outputs are paired: an output with no call before it is dropped; a call
+  `id` and string `timestamp`, `cwd`, `originator` and `cli_version` (else "does not
+  start with session metadata"; with no `session_meta` payload it can read at all, "is
+  empty"; with another record first, an error about that record's fields); a BOM
+  before it is the same as no `session_meta`; blank lines before it are fine;
+- each other line is parsed on its own (whitespace, CR included, around the JSON is
+  fine); a line that does not parse (a BOM, NUL bytes after the JSON, two records glued
+  together: both are lost), or has no string `timestamp`, is skipped; so is a
+  `response_item` whose payload is no item Codex knows (`_valid_item`);
+- the history opens with a developer message holding the base instructions
+  (`session_meta.payload.base_instructions.text`; Codex's own where there is none, an
+  older `instructions` string is not used);
+- `response_item` payloads follow in file order, sent with the fields Codex knows only
+  (`status` on an output and unknown keys dropped, `content: null` added to reasoning;
+  an inline image it cannot decode becomes the text "image content omitted because it
+  could not be processed"; `_sent_as`);
+- a `compacted` record's `replacement_history` replaces the history before it, and a
+  compaction without one rebuilds it as the user messages so far and the `message` (or
+  "(no summary available)"). But once a `thread_rolled_back` precedes them, Codex uses
+  no replacement history at all: it replays the lines, and a compaction without one
+  still adds its summary message. The model leaves compactions and rollbacks out;
+- tool outputs are then paired: an output with no call before it is dropped; a call
   with no output gets one, `"aborted"`, right after it; two outputs for one call are
-  both kept; an item is sent with only the fields Codex knows (`_sent_as`).
+  both sent.
 """
 
 from __future__ import annotations
@@ -109,6 +122,10 @@ KNOWN_UNREPORTED_REFUSALS: dict[str, str] = {
         'the session_meta id is no UUID: Codex 0.169 refuses the thread ("does not start '
         'with session metadata") and sessionfix reports nothing',
     ),
+    "variants/meta-without-originator.jsonl": (
+        "the session_meta payload has no originator: Codex 0.169 refuses the thread "
+        '("does not start with session metadata") and sessionfix reports nothing'
+    ),
     "corpus/session-doctor__event-msg-fallback.jsonl": (
         "the session_meta payload has no timestamp and no originator: Codex 0.169 refuses "
         'the thread ("is empty") and sessionfix reports nothing'
@@ -166,7 +183,103 @@ def _generated() -> dict[str, bytes]:
     return found
 
 
-GENERATED_ROLLOUTS = _generated()
+def _line(second: int, line_type: str, payload: dict[str, Any]) -> bytes:
+    stamp = f"2026-10-01T09:00:{second:02d}.000Z"
+    record = {"timestamp": stamp, "type": line_type, "payload": payload}
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def _turn(n: int, second: int) -> list[bytes]:
+    call = f"call_v{n}"
+    return [
+        _line(second, "turn_context", {"turn_id": f"turn-{n}", "cwd": "/home/me/app"}),
+        _line(
+            second + 1,
+            "response_item",
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": f"step {n}"}],
+            },
+        ),
+        _line(
+            second + 2,
+            "response_item",
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": f"make step{n}"}),
+                "call_id": call,
+            },
+        ),
+        _line(
+            second + 3,
+            "response_item",
+            {
+                "type": "function_call_output",
+                "call_id": call,
+                "output": "Process exited with code 0",
+            },
+        ),
+        _line(
+            second + 4,
+            "response_item",
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"step {n} done"}],
+            },
+        ),
+    ]
+
+
+def _variants() -> dict[str, bytes]:
+    """A small clean rollout and copies of it with one kind of damage each, to pin down
+    what Codex does with each (lines: 1 `session_meta`, then turns of five lines:
+    `turn_context`, user message, call, output, assistant message)."""
+    meta = {
+        "id": "019f8e4a-1c2d-7e3f-8a4b-5c6d7e8f9a0b",
+        "timestamp": "2026-10-01T09:00:00.000Z",
+        "cwd": "/home/me/app",
+        "originator": "codex_cli_rs",
+        "cli_version": "0.169.0",
+        "source": "cli",
+        "model_provider": "openai",
+    }
+    head = _line(0, "session_meta", meta)
+    lines = [head, *_turn(1, 1), *_turn(2, 10)]
+    # 0 session_meta; 1-5 the first turn (3 its call, 4 its output); 6-10 the second.
+
+    def join(parts: list[bytes], end: bytes = b"\n") -> bytes:
+        return b"".join(part + end for part in parts)
+
+    no_stamp = json.loads(lines[5])
+    del no_stamp["timestamp"]
+    short_meta = {k: v for k, v in meta.items() if k != "originator"}
+    return {
+        "variants/clean.jsonl": join(lines),
+        "variants/bom-first-line.jsonl": join([b"\xef\xbb\xbf" + head, *lines[1:]]),
+        "variants/bom-on-output.jsonl": join([*lines[:4], b"\xef\xbb\xbf" + lines[4], *lines[5:]]),
+        "variants/glued-call-and-output.jsonl": join([*lines[:3], lines[3] + lines[4], *lines[5:]]),
+        "variants/nul-after-output.jsonl": join([*lines[:9], lines[9] + b"\x00" * 8, *lines[10:]]),
+        "variants/crlf.jsonl": join(lines, b"\r\n"),
+        "variants/blank-lines.jsonl": join([b"", head, b"  ", *lines[1:]]),
+        "variants/torn-tail.jsonl": join(lines) + lines[3][:40],
+        "variants/no-timestamp.jsonl": join(
+            [*lines[:5], json.dumps(no_stamp).encode(), *lines[6:]]
+        ),
+        "variants/meta-without-originator.jsonl": join(
+            [_line(0, "session_meta", short_meta), *lines[1:]]
+        ),
+        "variants/meta-not-first.jsonl": join([lines[1], head, *lines[2:]]),
+        "variants/orphan-and-missing-output.jsonl": join(
+            [*lines[:4], lines[4].replace(b"call_v1", b"call_gone"), *lines[5:]]
+        ),
+        "variants/duplicate-output.jsonl": join([*lines[:5], lines[4], *lines[5:]]),
+    }
+
+
+GENERATED_ROLLOUTS = {**_generated(), **_variants()}
 
 
 def _sources() -> dict[str, Path | None]:
