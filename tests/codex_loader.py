@@ -48,8 +48,9 @@ PROBE = "sessionfix probe: reply with one word."
 """The user message each load sends; what follows it in the request is Codex's own."""
 REPLY_ID = "msg_sessionfix_reply"
 """The id of the mock model's reply."""
-BATCH = 12
-"""Files per app-server process (starting one takes about a second)."""
+BATCH = 40
+"""Files per app-server process at most (starting one takes a fraction of a second,
+loading a file about a tenth)."""
 WORKERS = 4
 """App-server processes run at once."""
 LOAD_TIMEOUT = 60.0
@@ -328,10 +329,11 @@ def stand_in_id(ident: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "sessionfix:" + ident))
 
 
-def _private_copy(data: bytes, stand_in: bool) -> bytes:
+def _private_copy(data: bytes, stand_in: bool, renamed: dict[str, str]) -> bytes:
     """The file with every `session_meta` record's `payload.model_provider` set to the
-    mock provider and, with `stand_in`, a string `payload.id` that is no UUID replaced
-    by `stand_in_id` (Codex takes only UUIDs); every other byte as it was."""
+    mock provider, each `payload.id` in `renamed` replaced by the id it maps to, and, with
+    `stand_in`, a string `payload.id` that is no UUID replaced by `stand_in_id` (Codex
+    takes only UUIDs); every other byte as it was."""
     out = []
     for line in data.splitlines(keepends=True):
         body = line.rstrip(b"\r\n")
@@ -346,7 +348,9 @@ def _private_copy(data: bytes, stand_in: bool) -> bytes:
         if record.get("type") == "session_meta" and isinstance(payload, dict):
             payload["model_provider"] = PROVIDER
             ident = payload.get("id")
-            if stand_in and isinstance(ident, str) and not _is_uuid(ident):
+            if isinstance(ident, str) and ident in renamed:
+                payload["id"] = renamed[ident]
+            elif stand_in and isinstance(ident, str) and not _is_uuid(ident):
                 payload["id"] = stand_in_id(ident)
             body = body[:lead] + json.dumps(record, ensure_ascii=False).encode()
         out.append(body + end)
@@ -488,46 +492,48 @@ _CACHE: dict[tuple[str, bool], CodexLoad] = {}
 """Loads of this run by the SHA-256 of the file's bytes (and stand-in)."""
 
 
-def _batches(copies: dict[str, bytes]) -> list[list[str]]:
-    """The copies (by digest) in batches of at most `BATCH`, no two of a batch with the
-    same thread id, spread over at least `WORKERS` batches where there are that many."""
-    count = max(-(-len(copies) // BATCH), min(WORKERS, len(copies)))
-    batches: list[list[str]] = [[] for _ in range(count)]
-    ids: list[set[str]] = [set() for _ in range(count)]
-    for n, (digest, copy) in enumerate(copies.items()):
-        ident = _meta(copy)[0]
-        for step in range(len(batches)):
-            at = (n + step) % len(batches)
-            if len(batches[at]) < BATCH and ident not in ids[at]:
-                break
-        else:
-            batches.append([])
-            ids.append(set())
-            at = len(batches) - 1
-        batches[at].append(digest)
-        ids[at].add(ident)
-    return [batch for batch in batches if batch]
+def _batches(digests: list[str]) -> list[list[str]]:
+    """The copies (by digest) in batches of at most `BATCH`, spread over at least
+    `WORKERS` batches where there are that many."""
+    count = max(-(-len(digests) // BATCH), min(WORKERS, len(digests)))
+    return [digests[at::count] for at in range(count)]
+
+
+def _renamed(data: bytes, digest: str, stand_in: bool, seen: set[str]) -> dict[str, str]:
+    """Where the file's thread id (a UUID, or one standing in) is one an earlier file of
+    this call has, the fresh UUID it is given: one app-server cannot hold two threads
+    with one id, and the id takes no part in the history. Nothing where the id is new."""
+    ident = _meta(data)[0]
+    used = stand_in_id(ident) if stand_in and ident and not _is_uuid(ident) else ident
+    if not _is_uuid(used):
+        return {}
+    if used not in seen:
+        seen.add(used)
+        return {}
+    return {ident: str(uuid.uuid5(uuid.NAMESPACE_URL, f"sessionfix:{used}:{digest}"))}
 
 
 def load_with_codex(files: list[Path], stand_in: bool = False) -> dict[Path, CodexLoad]:
     """Load every file as Codex resumes it, in up to `WORKERS` app-server processes at
-    once, each taking a batch of files. Files with the same bytes are loaded once. With
-    `stand_in`, a thread id that is no UUID is replaced by one (`stand_in_id`)."""
+    once, each taking a batch of files. Files with the same bytes are loaded once; a
+    file whose thread id an earlier one has is loaded under a fresh one (`_renamed`).
+    With `stand_in`, a thread id that is no UUID is replaced by one (`stand_in_id`)."""
     missing = codex_missing()
     if missing is not None:
         raise AssertionError(missing)
     started = time.perf_counter()
     digests = {}
     todo: dict[str, bytes] = {}
+    seen: set[str] = set()
     for path in files:
         data = path.read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         digests[path] = digest
-        if (digest, stand_in) not in _CACHE:
-            todo[digest] = _private_copy(data, stand_in)
+        if (digest, stand_in) not in _CACHE and digest not in todo:
+            todo[digest] = _private_copy(data, stand_in, _renamed(data, digest, stand_in, seen))
     mock = _MockResponses()
     try:
-        batches = _batches(todo)
+        batches = _batches(list(todo))
         with ThreadPoolExecutor(max_workers=WORKERS) as pool:
             results = list(pool.map(lambda b: _load_batch(mock, [todo[d] for d in b]), batches))
     finally:
