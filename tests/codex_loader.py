@@ -438,7 +438,17 @@ def _load_batch(mock: _MockResponses, copies: list[bytes]) -> list[CodexLoad]:
                 LOAD_TIMEOUT,
             )
             server.send({"method": "initialized"})
-            return [_load_one(server, mock, key, copy, n) for n, copy in enumerate(copies)]
+            loads = []
+            for n, copy in enumerate(copies):
+                try:
+                    loads.append(_load_one(server, mock, key, copy, n))
+                except (AssertionError, RuntimeError, TimeoutError) as failure:
+                    ident, stamp = _meta(copy)
+                    raise AssertionError(
+                        f"Codex failed on the rollout of thread {ident!r} ({stamp}): "
+                        f"{failure}\nits log ends:\n{server.log()}"
+                    ) from failure
+            return loads
         finally:
             server.close()
 
