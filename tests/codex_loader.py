@@ -108,7 +108,6 @@ class _MockResponses:
     `x-sessionfix-home` marker it finds in the request's instructions or input."""
 
     def __init__(self) -> None:
-        self.requests: queue.Queue[dict[str, Any]] = queue.Queue()
         self.bodies: dict[str, list[dict[str, Any]]] = {}
         self.lock = threading.Lock()
         self.waiters: dict[str, threading.Event] = {}
@@ -164,6 +163,13 @@ class _MockResponses:
             bodies = self.bodies.pop(key)
             self.waiters.pop(key, None)
         return bodies[0]
+
+    def clear(self, key: str) -> None:
+        """Forget what else came for `key` (a request the probe turn made after the
+        first)."""
+        with self.lock:
+            self.bodies.pop(key, None)
+            self.waiters.pop(key, None)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -485,6 +491,7 @@ def _load_one(server: _AppServer, mock: _MockResponses, key: str, copy: bytes, n
         LOAD_TIMEOUT,
         "the probe turn",
     )
+    mock.clear(key)
     request = body.get("input")
     assert isinstance(request, list), f"no input array in Codex's request: {body}"
     after = target.read_bytes()
