@@ -9,11 +9,10 @@ rollout with one kind of damage per copy (`_variants`). Each is repaired with th
 and with the unsafe fixes, and loaded in Codex with the original and with its intended
 records written one per line (`intended_records`). Then:
 
-- Codex's history of the original is `codex_history` of its lines, where the model
-  covers them (`modelled`), and Codex refuses the thread where the model says it would;
+- Codex's history of the original is `codex_history` of its lines (a model of what
+  Codex does, below), and Codex refuses the thread where the model says it would;
 - Codex loads the repair wherever it loads the original, and the repair's history is
-  exactly the one Codex rebuilds from the intended records (and `intended_history`
-  where the model covers them): a glued line's records apart, a line's BOM, NUL bytes
+  exactly the one Codex rebuilds from the intended records, and `intended_history`: a glued line's records apart, a line's BOM, NUL bytes
   and CR gone, a record broken over two lines whole, torn and garbled lines gone;
 - a rollout Codex refuses is one sessionfix reports (SF101, or SF005 for a BOM before
   the `session_meta` record); a repair of a rollout with no `session_meta` stays
@@ -47,9 +46,12 @@ What Codex 0.169.0 does when it rebuilds history, as observed with this harness:
   could not be processed"; `_sent_as`);
 - a `compacted` record's `replacement_history` replaces the history before it, and a
   compaction without one rebuilds it as the user messages so far and the `message` (or
-  "(no summary available)"). But once a `thread_rolled_back` precedes them, Codex uses
-  no replacement history at all: it replays the lines, and a compaction without one
-  still adds its summary message. The model leaves compactions and rollbacks out;
+  "(no summary available)"); a `compacted` record without a string `message` is
+  skipped. But where a `thread_rolled_back` (of one turn or more) is anywhere in the
+  file, before or after them, Codex takes no replacement history at all: it replays
+  the lines, and a compaction without one still adds its summary message;
+- `thread_rolled_back {num_turns}` cuts the history before its last user message, that
+  many times;
 - tool outputs are then paired: an output with no call before it is dropped; a call
   with no output gets one, `"aborted"`, right after it; two outputs for one call are
   both sent.
@@ -368,28 +370,9 @@ def _valid_item(item: Any) -> bool:
     return True
 
 
-def modelled(records: list[Any]) -> bool:
-    """Whether `codex_history` models Codex's reading of these records: it does not
-    where a `compacted` record or a `thread_rolled_back` event follows the first line
-    (where Codex starts from a replacement history, and what it counts as a turn to roll
-    back, were not worked out here)."""
-    return not any(
-        isinstance(r, dict)
-        and (
-            r.get("type") == "compacted"
-            or (
-                isinstance(r.get("payload"), dict)
-                and r["payload"].get("type") == "thread_rolled_back"
-            )
-        )
-        for r in records[1:]
-    )
-
-
 def codex_history(records: list[Any], stand_in: bool = False) -> list[dict[str, Any]] | None:
     """The history Codex rebuilds from a rollout's records (one per line, None for a
-    line that does not parse), or None where it refuses the thread. Exact only where
-    the records are `modelled`; elsewhere only whether Codex refuses the thread."""
+    line that does not parse), or None where it refuses the thread."""
     present = [r for r in records if r is not EMPTY]
     if not present:
         return None
@@ -400,6 +383,14 @@ def codex_history(records: list[Any], stand_in: bool = False) -> list[dict[str, 
     text = instructions.get("text") if isinstance(instructions, dict) else None
     base = {**BASE, "base_instructions": text if isinstance(text, str) else None}
     history: list[dict[str, Any]] = []
+    replays = any(
+        isinstance(r, dict)
+        and isinstance(r.get("timestamp"), str)
+        and r.get("type") == "event_msg"
+        and isinstance(r.get("payload"), dict)
+        and _rolled_back(r["payload"]) > 0
+        for r in present[1:]
+    )
     for record in present[1:]:
         if not isinstance(record, dict) or not isinstance(record.get("timestamp"), str):
             continue
@@ -407,7 +398,49 @@ def codex_history(records: list[Any], stand_in: bool = False) -> list[dict[str, 
         kind = record.get("type")
         if kind == "response_item" and _valid_item(payload):
             history.append(payload)
+        elif kind == "compacted" and isinstance(payload, dict):
+            history = _compacted(history, payload, replays)
+        elif kind == "event_msg" and isinstance(payload, dict):
+            for _ in range(_rolled_back(payload)):
+                starts = [at for at, item in enumerate(history) if _is_user(item)]
+                history = history[: starts[-1]] if starts else history
     return [base, *_paired(history)]
+
+
+def _rolled_back(payload: dict[str, Any]) -> int:
+    """The turns a `thread_rolled_back` event takes back (0 for any other event)."""
+    turns = payload.get("num_turns")
+    if payload.get("type") != "thread_rolled_back" or not isinstance(turns, int):
+        return 0
+    return max(turns, 0)
+
+
+def _is_user(item: dict[str, Any]) -> bool:
+    return item.get("type") == "message" and item.get("role") == "user"
+
+
+NO_SUMMARY = "(no summary available)"
+
+
+def _compacted(
+    history: list[dict[str, Any]], payload: dict[str, Any], replays: bool
+) -> list[dict[str, Any]]:
+    """The history after a `compacted` record: its `replacement_history` (unless the
+    rollout rolls a turn back somewhere, `replays`: then Codex takes none); without one,
+    the user messages so far and its `message` (or `NO_SUMMARY`) as a user message. A
+    record without a string `message` is no compaction Codex reads."""
+    message = payload.get("message")
+    if not isinstance(message, str):
+        return history
+    carried = payload.get("replacement_history")
+    if isinstance(carried, list):
+        return history if replays else [item for item in carried if _valid_item(item)]
+    summary = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": message or NO_SUMMARY}],
+    }
+    return [*[item for item in history if _is_user(item)], summary]
 
 
 def _paired(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -636,8 +669,7 @@ def test_codex_reads_the_original_as_modelled(
             assert load.error is not None, f"Codex read {name} (stand-in: {stand_in})"
             continue
         assert load.error is None
-        if modelled(codex_records(path.read_bytes())):
-            assert _mismatch(expected, load.history) is None
+        assert _mismatch(expected, load.history) is None
 
 
 @pytest.mark.parametrize(
@@ -671,8 +703,7 @@ def test_a_repair_loads_with_the_intended_history(
         if expected is None:
             continue
         assert _mismatch(list(ideal.history), after.history) is None
-        if modelled(intended_records(original.read_bytes())):
-            assert _mismatch(expected, after.history) is None
+        assert _mismatch(expected, after.history) is None
 
 
 @pytest.mark.parametrize(
