@@ -12,8 +12,10 @@ records written one per line (`intended_records`). Then:
 - Codex's history of the original is `codex_history` of its lines (a model of what
   Codex does, below), and Codex refuses the thread where the model says it would;
 - Codex loads the repair wherever it loads the original, and the repair's history is
-  exactly the one Codex rebuilds from the intended records, and `intended_history`: a glued line's records apart, a line's BOM, NUL bytes
-  and CR gone, a record broken over two lines whole, torn and garbled lines gone;
+  exactly the one Codex rebuilds from the intended records, which is also
+  `intended_history` (the model applied to them): a glued line's records apart, a
+  line's BOM, NUL bytes and CR gone, a record broken over two lines whole, torn and
+  garbled lines gone;
 - a rollout Codex refuses is one sessionfix reports (SF101, or SF005 for a BOM before
   the `session_meta` record); a repair of a rollout with no `session_meta` stays
   refused.
