@@ -9,8 +9,14 @@ is copied to `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl` with
 `session_meta.payload.model_provider` set to that provider (a thread's provider cannot
 be changed on resume; the field takes no part in the history), then `thread/resume`
 rebuilds its history and `turn/start` sends one probe message: the `input` array of the
-request Codex then makes is the rebuilt history, followed by what Codex adds for the new
-turn (cut off at the last history item, see `_history`).
+request Codex then makes is the rebuilt history, followed by the items Codex writes to
+the rollout for the new turn (cut off by their ids, see `_history`).
+
+The resume names the file by `path` (an experimental field, hence `experimentalApi` at
+`initialize`): by id alone Codex takes only UUIDs. A file whose thread id an earlier
+file of the same call has is loaded under a fresh id (`_renamed`), as one app-server
+holds one thread per id; the id takes no part in the history either. The binary is the
+linux-x64 one of the package.
 
 `make test` installs the pinned package into `.cache/codex` and sets
 `SESSIONFIX_REQUIRE_CODEX=1`, so that a missing binary fails the run there. A bare
@@ -104,8 +110,8 @@ LOAD_SECONDS: list[float] = []
 
 class _MockResponses:
     """An HTTP server on 127.0.0.1 answering every POST with a Responses API event
-    stream holding one assistant message, and keeping each request's body by the
-    `x-sessionfix-home` marker it finds in the request's instructions or input."""
+    stream holding one assistant message, and keeping each request's body by the first
+    segment of its path: each app-server's provider has a `base_url` of its own."""
 
     def __init__(self) -> None:
         self.bodies: dict[str, list[dict[str, Any]]] = {}
