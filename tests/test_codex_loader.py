@@ -88,9 +88,10 @@ GENERATED = 40
 
 _SF504_AFTER_ROLLBACK = (
     "SF504 (unsafe): the fix drops the `replacement_history` key of a compaction it "
-    "finds superseded, which turns it into a legacy compaction. Where a "
-    "`thread_rolled_back` comes before it, Codex 0.169 starts from no replacement "
-    "history (it replays the lines), so the older history was never dead weight, and "
+    "finds superseded, which turns it into a legacy compaction. In a rollout with a "
+    "`thread_rolled_back` anywhere (here before the compaction), Codex 0.169 takes no "
+    "replacement history at all (it replays the lines), so the older history was never "
+    "the dead weight SF504 takes it for (it is not read either), and "
     'the legacy compaction adds a user message "(no summary available)" (after the '
     "user messages so far) that the original's history does not have."
 )
