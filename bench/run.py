@@ -13,6 +13,10 @@ memory and output of `cozempic diagnose` on it: cozempic (pinned) is installed b
 bench into a virtual environment of its own in `.bench/`, and runs with a temporary
 home directory and its update checks, counters and hook set-up turned off.
 
+The Codex rollout (>= 300 MB, built from the real samples; most of its bytes in
+compactions whose replacement histories repeat the same inline images) gets the same
+table and targets, and a check that the scan finds exactly the defects planted in it.
+
 Then memory next to its targets: the index's bytes per entry (`check` of millions of
 tiny entries, less a `check` of a header-only file), at most 64; and the peak of a
 `check` of a file holding one huge line (a valid record, and garbage), at most 1.5
@@ -21,9 +25,10 @@ times the line plus 64 MiB.
 Generated files are kept in `.bench/` and reused while their generator is unchanged.
 
     python bench/run.py [--size-mb 1100] [--runs 5] [--tiny-entries N] [--huge-line-mb N]
-                        [--claude-size-mb 300] [--cozempic-runs 1]
+                        [--claude-size-mb 300] [--cozempic-runs 1] [--codex-size-mb 300]
     python bench/run.py --memory-only
     python bench/run.py --claude-only
+    python bench/run.py --codex-only
 """
 
 from __future__ import annotations
@@ -39,11 +44,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from generate import TINY_HEADER, generate_huge_line, generate_tiny
 from generate_claude import SAMPLES, fingerprint, generate_claude
+from generate_codex import SAMPLES as CODEX_SAMPLES
+from generate_codex import fingerprint as codex_fingerprint
+from generate_codex import generate_codex
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / ".bench"
@@ -493,6 +501,68 @@ def claude_report(size_mb: int, runs: int, *, cozempic_runs: int) -> None:
         print(f"{COZEMPIC} diagnose: {cozempic}")
 
 
+CODEX_TARGETS = CLAUDE_TARGETS
+
+
+def codex_report(size_mb: int, runs: int) -> None:
+    """The Codex rollout: floor, scan and repair against their targets, and the defects
+    planted in it next to those the scan finds."""
+
+    def make(out: Path) -> None:
+        stats = generate_codex(out, size_mb)
+        out.with_name(out.name + ".stats.json").write_text(json.dumps(asdict(stats)))
+
+    session = ensure_file(
+        f"codex-{size_mb}mb.jsonl",
+        make,
+        generator="generate_codex.py",
+        key=codex_fingerprint(),
+    )
+    stats = json.loads(session.with_name(session.name + ".stats.json").read_text())
+    planted: dict[str, int] = stats["planted"]
+    size = session.stat().st_size
+    sessionfix = str(Path(sys.executable).with_name("sessionfix"))
+    repaired = BENCH_DIR / "codex-repaired.jsonl"
+    commands = {
+        FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)],
+        "sessionfix scan": [sessionfix, "scan", str(session), "--statistics", "--no-progress"],
+        "sessionfix repair -o": [
+            sessionfix,
+            "repair",
+            str(session),
+            "-o",
+            str(repaired),
+            "--no-progress",
+            "--quiet",
+            "--output-format",
+            "concise",
+        ],
+    }
+    results = alternate(commands, runs, repaired, largest=True)
+    print(
+        f"Codex file: {session.relative_to(ROOT)}  {size / 1e6:.0f} MB, {stats['records']:,} "
+        f"records, {stats['turns']} turns, {stats['tool_calls']:,} tool calls, "
+        f"{stats['compactions']} compactions holding {stats['compacted_bytes'] / size:.0%} of "
+        f"the bytes (largest {stats['largest_history'] / 2**20:.1f} MiB), from "
+        f"{len(CODEX_SAMPLES)} samples; {os.cpu_count()} CPUs, best (and median) of {runs} "
+        "alternating runs"
+    )
+    print_table(results, size, CODEX_TARGETS)
+    counts = found_counts(session)
+    mismatches = {
+        code: (want, counts.get(code, 0))
+        for code, want in planted.items()
+        if counts.get(code, 0) != want
+    }
+    extra = {code: n for code, n in counts.items() if code not in planted}
+    print(
+        "planted defects found:",
+        "all" if not mismatches else f"MISMATCH (planted, found) {mismatches}",
+        f"({', '.join(f'{k} {v}' for k, v in sorted(planted.items()))})"
+        + (f"; also found {extra}" if extra else ""),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1100)
@@ -509,6 +579,8 @@ def main() -> None:
     parser.add_argument(
         "--claude-only", action="store_true", help="only the Claude Code file's figures"
     )
+    parser.add_argument("--codex-size-mb", type=int, default=300)
+    parser.add_argument("--codex-only", action="store_true", help="only the Codex file's figures")
     args = parser.parse_args()
     if args.memory_only:
         compile_package()
@@ -517,6 +589,10 @@ def main() -> None:
     if args.claude_only:
         compile_package()
         claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
+        return
+    if args.codex_only:
+        compile_package()
+        codex_report(args.codex_size_mb, args.runs)
         return
     session, expected = ensure_session(args.size_mb)
     compile_package()
@@ -571,6 +647,7 @@ def main() -> None:
         f"({', '.join(f'{k} {v}' for k, v in sorted(checks.items()))})",
     )
     claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
+    codex_report(args.codex_size_mb, args.runs)
     memory_report(args.tiny_entries, args.huge_line_mb)
 
 

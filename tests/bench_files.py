@@ -1,6 +1,7 @@
-"""The benchmark's generators (`bench/generate.py`, `bench/generate_claude.py`), for
-tests that need the same realistic large files: a pi session with planted defects,
-millions of tiny entries, one huge line, a Claude Code session built from the samples."""
+"""The benchmark's generators (`bench/generate.py`, `bench/generate_claude.py`,
+`bench/generate_codex.py`), for tests that need the same realistic large files: a pi
+session with planted defects, millions of tiny entries, one huge line, a Claude Code
+session and a Codex rollout built from the samples."""
 
 from __future__ import annotations
 
@@ -33,3 +34,9 @@ def generators() -> ModuleType:
 def claude_generator() -> ModuleType:
     """`bench/generate_claude.py`."""
     return _load("generate_claude")
+
+
+@cache
+def codex_generator() -> ModuleType:
+    """`bench/generate_codex.py`."""
+    return _load("generate_codex")
