@@ -327,15 +327,19 @@ a session starts with records, and a large file of text or binary is read in vai
 def find_newline(fd: int, position: int, stop: int | None = None) -> tuple[int, bool]:
     """Where the first newline at or after `position` (and before `stop`) is, and True;
     or where the search ended (the end of the file, or `stop`), and False."""
+    # One buffer read into again and again: a fresh object for each read would be as
+    # large as malloc's mmap threshold, mapped and zeroed by the kernel every time.
+    buffer = bytearray(SEARCH_BYTES)
+    view = memoryview(buffer)
     while stop is None or position < stop:
         size = SEARCH_BYTES if stop is None else min(SEARCH_BYTES, stop - position)
-        data = os.pread(fd, size, position)
-        if not data:
+        got = os.preadv(fd, [view[:size]], position)
+        if not got:
             break
-        found = data.find(b"\n")
+        found = buffer.find(b"\n", 0, got)
         if found >= 0:
             return position + found, True
-        position += len(data)
+        position += got
     return position, False
 
 
