@@ -430,7 +430,11 @@ def _read_call_id(source: RecordSource, view: SessionView, index: int) -> tuple[
 
 def _read_type_name(source: RecordSource, view: SessionView, index: int) -> str | None:
     """`function_call_output`, `compacted`, `event_msg thread_rolled_back`: the line type,
-    with the payload's own type where it has one."""
+    with the payload's own type where it has one. A compaction is named without reading
+    it back: it is the largest record of a rollout (tens of MiB, most of it images), and
+    only a `compacted` line is indexed as one."""
+    if view.kinds[index] == Kind.COMPACTION:
+        return "compacted"
     try:
         found = _TYPE_DECODER.decode(source.read(*view.span(index)))
     except (ValueError, RecursionError):
