@@ -20,11 +20,12 @@ next up to the cap, each one repeating the images of the one before.
 
 Planted, in known numbers (printed, and returned): two records glued on one line
 (SF001), a torn last line (SF002), outputs of calls never made (SF401), calls whose
-turn ends without their output (SF402, errors), tool names with a NUL at the end
-(SF602), records over the default size limit (SF603: the compactions and the large
-outputs) and superseded replacement histories (SF504: every compaction but the
-newest). Nothing else is reported. The output is written record by record, holds
-at most one history in memory, and is the same for the same size.
+turn ends without their output (SF402, as info: a later compaction summarises the
+turn away), tool names with a NUL at the end (SF602), records over the default
+size limit (SF603: the compactions and the large outputs) and superseded
+replacement histories (SF504: every compaction but the newest). Nothing else is
+reported. The output is written record by record, holds at most one history in
+memory, and is the same for the same size.
 
     python bench/generate_codex.py OUT.jsonl --size-mb 300
 """
