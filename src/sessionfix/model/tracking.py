@@ -45,6 +45,9 @@ class Group:
     when one message spans several records; None when the assistant record is the turn."""
     owners: list[int] | None = None
     """Per call, the record holding it, when that is not always `assistant`."""
+    carried: bool = False
+    """The newest boundary's carried history holds the calls: they stay in context though
+    their records lie before the boundary."""
 
     def owner(self, position: int) -> int:
         """The record that holds the call at `position`."""
@@ -590,7 +593,10 @@ class CallIdTracker(PathTracker):
         self.answered: dict[str, int] = {}
         """Call id → its first result's record (or the boundary holding it)."""
         self.carried: set[str] = set()
-        """Ids of calls a boundary's history holds without their result."""
+        """Ids of calls the newest boundary's history holds, without their result and
+        without a record of their own in the file."""
+        self.dropped: list[Group] = []
+        """Unanswered groups a boundary's history left out: no later result answers them."""
         self.uncut: list[Group] = []
         """Open groups no context record has followed yet."""
         self.log: list[tuple[int, int, object]] | None = [] if head else None
@@ -657,28 +663,46 @@ class CallIdTracker(PathTracker):
             self.boundaries += 1
 
     def carry(self, index: int, calls: Iterable[str], results: Iterable[str]) -> None:
-        """A boundary at `index` holds a history with these calls and these results: its
-        results answer earlier calls, and a later result may answer its calls."""
+        """A boundary at `index` holds a history with these calls and these results, and
+        the context is that history from here on: its results answer earlier calls, a later
+        result may answer only its calls, and open calls it leaves out are summarised away."""
         if self.log is not None:
             self.log.append((_CARRIED, index, (tuple(calls), tuple(results))))
             return
-        answered = set()
+        answered: dict[str, int] = {}
         for call_id in results:
-            answered.add(call_id)
             group = self.open.pop(call_id, None)
             if group is not None:
                 group.answers[0] = index
-                self.answered[call_id] = index
+            answered[call_id] = self.answered.get(call_id, index)
+        still_open: dict[str, Group] = {}
+        carried: set[str] = set()
         for call_id in calls:
-            if call_id not in answered and call_id not in self.answered:
-                self.carried.add(call_id)
+            if call_id in answered:
+                continue
+            group = self.open.pop(call_id, None)
+            if group is not None:
+                group.carried = True
+                group.ended_by = None
+                still_open[call_id] = group
+                self.uncut.append(group)
+            elif call_id not in self.answered:
+                carried.add(call_id)
+        for group in self.open.values():
+            group.carried = False
+            self.dropped.append(group)
+        self.open = still_open
+        self.answered = answered
+        self.carried = carried
 
     def finish(self) -> Tracking:
         if self.log is not None:
             raise RuntimeError("a ranged tracker is finished by the one that absorbs it")
         found = self.found
         found.unanswered.extend(self.open.values())
+        found.unanswered.extend(self.dropped)
         self.open = {}
+        self.dropped = []
         found.unanswered.sort(key=lambda g: g.assistant)
         found.orphans.sort(key=lambda e: e.index)
         return found

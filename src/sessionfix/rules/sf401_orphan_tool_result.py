@@ -34,13 +34,19 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 "drop the orphan result (its call may lie in history sessionfix cannot see)",
                 ctx.drop(index),
             )
-            why = "before it; providers reject a result without its call"
+            why = "in the context before it; providers reject a result without its call"
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"tool result for call {event.call_id!r} answers no tool call {why}",
+            f"{_result(event.call_id)} answers no tool call {why}",
             fix=fix,
         )
+
+
+def _result(call_id: str | None) -> str:
+    return (
+        "tool result without a call id" if call_id is None else f"tool result for call {call_id!r}"
+    )
 
 
 def _slice_head(ctx: RuleContext) -> frozenset[int]:

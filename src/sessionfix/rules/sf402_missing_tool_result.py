@@ -50,7 +50,7 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 f"{what} has no result yet; the session ends mid-call",
                 severity=Severity.INFO,
             )
-        elif not view.in_context(group.assistant):
+        elif not group.carried and not view.in_context(group.assistant):
             yield ctx.entry_diagnostic(
                 RULE,
                 owner,

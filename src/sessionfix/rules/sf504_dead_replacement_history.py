@@ -30,8 +30,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         seen.update(facts.images)
         message = (
             f"compaction holds {human_bytes(sizes[index])} of replacement history that the "
-            f"newer one on line {rows[newest]} supersedes; a resume never reads it"
+            f"newer one on line {rows[newest]} supersedes"
         )
+        if rollback is None:
+            message += "; a resume never reads it"
         if repeated:
             message += (
                 f" ({len(repeated)} inline image{'s' if len(repeated) != 1 else ''}, "
@@ -39,13 +41,17 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 "compactions)"
             )
         fix = None
-        if rollback is None or rollback < index:
+        if rollback is None:
             fix = unsafe(
                 "drop the superseded replacement history (the newest compaction keeps its own)",
                 ctx.rewrite_record(index, ctx.editor.drop_carried_history()),
             )
         else:
-            message += f"; not shrunk: a rollback on line {rows[rollback]} may reach back to it"
+            message += (
+                f"; not shrunk: with the rollback on line {rows[rollback]}, a resume replays the "
+                "lines and each compaction's summary instead, and a shrunk record would change "
+                "what it sends"
+            )
         yield ctx.entry_diagnostic(RULE, index, message, fix=fix)
 
 

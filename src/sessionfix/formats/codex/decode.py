@@ -347,7 +347,7 @@ class CodexAdapter:
         assert payload is not None
         if code in (_CALL, _OUTPUT):
             call_id = payload.call_id
-            if type(call_id) is not str:
+            if type(call_id) is not str or not call_id:
                 if code == _OUTPUT:
                     tracker.result(index, None, 0)
                 return
