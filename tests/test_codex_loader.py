@@ -86,15 +86,6 @@ MODES = ("safe", "unsafe")
 GENERATED = 40
 """Generated rollouts of each kind (damaged and clean)."""
 
-_SF504_AFTER_ROLLBACK = (
-    "SF504 (unsafe): the fix drops the `replacement_history` key of a compaction it "
-    "finds superseded, which turns it into a legacy compaction. In a rollout with a "
-    "`thread_rolled_back` anywhere (here before the compaction), Codex 0.169 takes no "
-    "replacement history at all (it replays the lines), so the older history was never "
-    "the dead weight SF504 takes it for (it is not read either), and "
-    'the legacy compaction adds a user message "(no summary available)" (after the '
-    "user messages so far) that the original's history does not have."
-)
 _SF008_SPLIT = (
     "SF008: a record broken over two lines where JSON allows whitespace (here a "
     '`compacted` record, between `"message":` and its value) is dropped, both halves, '
@@ -102,20 +93,18 @@ _SF008_SPLIT = (
     "from the lines before it instead of from its replacement history."
 )
 KNOWN_REPAIR_GAPS: dict[str, str] = {
-    **{
-        f"generated/{name}.jsonl-unsafe": _SF504_AFTER_ROLLBACK
-        for name in (
-            "damaged-03",
-            "damaged-23",
-            "clean-06",
-            "clean-15",
-        )
-    },
     "generated/damaged-05.jsonl-safe": _SF008_SPLIT,
     "generated/damaged-05.jsonl-unsafe": _SF008_SPLIT,
 }
 """Repairs Codex shows to be wrong (test id → what is wrong); their case of
 `test_a_repair_loads_with_the_intended_history` is expected to fail, strictly."""
+UNSAFE_ONLY: dict[str, str] = {
+    "fixtures/SF008-codex-partial-line-then-full-record": (
+        "the whole record after a damaged prefix comes back only with unsafe fixes (SF008)"
+    ),
+}
+"""Rollouts whose intended history only the unsafe repair gives (name → why): their
+safe repair loads as the original does."""
 KNOWN_UNREPORTED_REFUSALS: dict[str, str] = {
     **dict.fromkeys(
         (
@@ -329,6 +318,8 @@ CALLS = {
 OUTPUTS = frozenset(CALLS.values())
 META_FIELDS = ("timestamp", "cwd", "originator", "cli_version")
 CONTENT_TYPES = frozenset({"input_text", "output_text", "input_image"})
+KEPT_UNSENT = frozenset({"ghost_snapshot"})
+"""Items Codex reads back and never sends to the model."""
 
 
 def _is_uuid(text: Any) -> bool:
@@ -370,7 +361,7 @@ def _valid_item(item: Any) -> bool:
         )
     if kind in CALLS or kind in OUTPUTS:
         return isinstance(item.get("call_id"), str)
-    return True
+    return kind not in KEPT_UNSENT
 
 
 def codex_history(records: list[Any], stand_in: bool = False) -> list[dict[str, Any]] | None:
@@ -436,6 +427,13 @@ def _compacted(
     if not isinstance(message, str):
         return history
     carried = payload.get("replacement_history")
+    metadata = payload.get("replacement_history_metadata")
+    if metadata is not None and (
+        not isinstance(carried, list)
+        or not isinstance(metadata, list)
+        or len(metadata) != len(carried)
+    ):
+        return history
     if isinstance(carried, list):
         return history if replays else [item for item in carried if _valid_item(item)]
     summary = {
@@ -461,9 +459,22 @@ def _paired(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
             key = (CALLS[kind], item["call_id"])
             called.add(key)
             if key not in answered:
-                out.append({"type": CALLS[kind], "call_id": item["call_id"], "output": "aborted"})
+                out.append(_aborted(kind, item["call_id"]))
                 answered.add(key)
     return out
+
+
+def _aborted(kind: str, call_id: str) -> dict[str, Any]:
+    """The output Codex puts after a call that has none."""
+    if kind == "tool_search_call":
+        return {
+            "type": "tool_search_output",
+            "call_id": call_id,
+            "status": "completed",
+            "execution": "client",
+            "tools": [],
+        }
+    return {"type": CALLS[kind], "call_id": call_id, "output": "aborted"}
 
 
 EMPTY = object()
@@ -511,7 +522,7 @@ def intended_records(data: bytes) -> list[Any]:
     records: list[Any] = []
     at = 0
     while at < len(lines):
-        line = lines[at].replace(b"\x00", b"").replace(b"\xef\xbb\xbf", b"").strip()
+        line = lines[at].replace(b"\x00", b"").strip().removeprefix(b"\xef\xbb\xbf")
         at += 1
         if not line:
             continue
@@ -522,8 +533,23 @@ def intended_records(data: bytes) -> list[Any]:
             objects = _objects(joined)
             if objects is not None:
                 at += 1
+        if objects is None:
+            objects = _whole_record_after_damage(text)
         records.extend(o for o in objects or () if isinstance(o, dict))
     return records
+
+
+def _whole_record_after_damage(text: str) -> list[Any] | None:
+    """A whole record written after a damaged prefix (two writes interleaved): the
+    first `{` from which the rest of the line is one record."""
+    at = text.find("{", 1)
+    while at > 0:
+        found = _objects(text[at:])
+        record = found[0] if found and len(found) == 1 else None
+        if isinstance(record, dict) and record.keys() >= {"timestamp", "type", "payload"}:
+            return found
+        at = text.find("{", at + 1)
+    return None
 
 
 def intended_history(data: bytes, stand_in: bool = False) -> list[dict[str, Any]] | None:
@@ -704,6 +730,9 @@ def test_a_repair_loads_with_the_intended_history(
         assert (after.error is None) == (ideal.error is None), (after.error, ideal.error)
         assert (expected is None) == (ideal.error is not None), ideal.error
         if expected is None:
+            continue
+        if mode == "safe" and name in UNSAFE_ONLY:
+            assert after.history == before.history
             continue
         assert _mismatch(list(ideal.history), after.history) is None
         assert _mismatch(expected, after.history) is None
