@@ -79,6 +79,9 @@ class CodexLoad:
     rewrote what was there)."""
     instructions: Any = None
     """The request's `instructions`."""
+    turns: tuple[Any, ...] = ()
+    """The thread's turns as the UI shows them after the resume (`thread/read`), each
+    as the kinds of its items with their text (`_shown`)."""
 
 
 def codex_missing() -> str | None:
@@ -480,6 +483,9 @@ def _load_one(server: _AppServer, mock: _MockResponses, key: str, copy: bytes, n
             LOAD_TIMEOUT,
         )
         thread = resumed["thread"]["id"]
+        shown = server.request(
+            "thread/read", {"threadId": thread, "includeTurns": True}, LOAD_TIMEOUT
+        )
         server.request(
             "turn/start",
             {"threadId": thread, "input": [{"type": "text", "text": PROBE}]},
@@ -508,6 +514,16 @@ def _load_one(server: _AppServer, mock: _MockResponses, key: str, copy: bytes, n
         request=tuple(request),
         appended=appended,
         instructions=body.get("instructions"),
+        turns=tuple(_shown(turn) for turn in shown["thread"].get("turns") or ()),
+    )
+
+
+def _shown(turn: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A UI turn as the kinds of its items and what they show (ids left out: Codex makes
+    some of them up on every read)."""
+    return tuple(
+        (item.get("type"), item.get("text") or item.get("content") or item.get("command"))
+        for item in turn.get("items") or ()
     )
 
 

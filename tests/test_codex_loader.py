@@ -98,6 +98,16 @@ KNOWN_REPAIR_GAPS: dict[str, str] = {
 }
 """Repairs Codex shows to be wrong (test id → what is wrong); their case of
 `test_a_repair_loads_with_the_intended_history` is expected to fail, strictly."""
+_SF008_SPLIT_EVENT = (
+    "SF008: a `user_message` event broken over two lines where JSON allows whitespace is "
+    "dropped, both halves, instead of being joined; the UI loses that turn."
+)
+KNOWN_TURN_GAPS: dict[str, str] = {
+    "generated/damaged-27.jsonl-safe": _SF008_SPLIT_EVENT,
+    "generated/damaged-27.jsonl-unsafe": _SF008_SPLIT_EVENT,
+}
+"""Repairs whose UI turns Codex shows to be wrong (test id → what is wrong); their case
+of `test_a_repair_shows_the_intended_turns` is expected to fail, strictly."""
 UNSAFE_ONLY: dict[str, str] = {
     "fixtures/SF008-codex-partial-line-then-full-record": (
         "the whole record after a damaged prefix comes back only with unsafe fixes (SF008)"
@@ -736,6 +746,35 @@ def test_a_repair_loads_with_the_intended_history(
             continue
         assert _mismatch(list(ideal.history), after.history) is None
         assert _mismatch(expected, after.history) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        pytest.param(n, m, id=f"{n}-{m}", marks=_known(f"{n}-{m}", KNOWN_TURN_GAPS))
+        for n in SOURCES
+        for m in MODES
+    ],
+)
+def test_a_repair_shows_the_intended_turns(
+    name: str,
+    mode: str,
+    versions: dict[str, Versions],
+    loads: dict[tuple[Path, bool], CodexLoad],
+) -> None:
+    """The turns Codex's UI shows for a resumed repair (`thread/read`) are the ones it
+    shows for the original's intended records: a glued line's records come back, and
+    nothing but a proven duplicate is gone."""
+    original = versions[name].original
+    for stand_in in _ways(original):
+        after = loads[versions[name].repaired[mode], stand_in]
+        ideal = loads[versions[name].ideal, stand_in]
+        if after.error is not None or ideal.error is not None:
+            continue
+        if mode == "safe" and name in UNSAFE_ONLY:
+            assert after.turns == loads[original, stand_in].turns
+            continue
+        assert after.turns == ideal.turns
 
 
 @pytest.mark.parametrize(
