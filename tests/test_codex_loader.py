@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,29 +87,22 @@ MODES = ("safe", "unsafe")
 GENERATED = 40
 """Generated rollouts of each kind (damaged and clean)."""
 
-_SF008_SPLIT = (
-    "SF008: a record broken over two lines where JSON allows whitespace (here a "
-    '`compacted` record, between `"message":` and its value) is dropped, both halves, '
-    "instead of being joined; the compaction is lost, and Codex rebuilds the history "
-    "from the lines before it instead of from its replacement history."
-)
-KNOWN_REPAIR_GAPS: dict[str, str] = {
-    "generated/damaged-05.jsonl-safe": _SF008_SPLIT,
-    "generated/damaged-05.jsonl-unsafe": _SF008_SPLIT,
-}
+KNOWN_REPAIR_GAPS: dict[str, str] = {}
 """Repairs Codex shows to be wrong (test id → what is wrong); their case of
 `test_a_repair_loads_with_the_intended_history` is expected to fail, strictly."""
-_SF008_SPLIT_EVENT = (
-    "SF008: a `user_message` event broken over two lines where JSON allows whitespace is "
-    "dropped, both halves, instead of being joined; the UI loses that turn."
-)
-KNOWN_TURN_GAPS: dict[str, str] = {
-    "generated/damaged-27.jsonl-safe": _SF008_SPLIT_EVENT,
-    "generated/damaged-27.jsonl-unsafe": _SF008_SPLIT_EVENT,
-}
+KNOWN_TURN_GAPS: dict[str, str] = {}
 """Repairs whose UI turns Codex shows to be wrong (test id → what is wrong); their case
 of `test_a_repair_shows_the_intended_turns` is expected to fail, strictly."""
 UNSAFE_ONLY: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "generated/damaged-05.jsonl",
+            "generated/damaged-27.jsonl",
+            "fixtures/SF008-codex-record-split-by-a-line-break",
+        ),
+        "the two halves of a record split by a line break are joined only with unsafe "
+        "fixes (SF008)",
+    ),
     "fixtures/SF008-codex-partial-line-then-full-record": (
         "the whole record after a damaged prefix comes back only with unsafe fixes (SF008)"
     ),
@@ -538,7 +532,7 @@ def intended_records(data: bytes) -> list[Any]:
             continue
         text = line.decode("utf-8", "replace")
         objects = _objects(text)
-        if objects is None and at < len(lines):
+        if objects is None and at < len(lines) and _outside_strings(text):
             joined = text + lines[at].replace(b"\x00", b"").decode("utf-8", "replace").strip()
             objects = _objects(joined)
             if objects is not None:
@@ -547,6 +541,12 @@ def intended_records(data: bytes) -> list[Any]:
             objects = _whole_record_after_damage(text)
         records.extend(o for o in objects or () if isinstance(o, dict))
     return records
+
+
+def _outside_strings(text: str) -> bool:
+    """Whether the end of `text` lies outside JSON strings, where a line break is only
+    whitespace (inside one, it may stand for a character that is gone)."""
+    return re.sub(r"\\.", "", text, flags=re.DOTALL).count('"') % 2 == 0
 
 
 def _whole_record_after_damage(text: str) -> list[Any] | None:

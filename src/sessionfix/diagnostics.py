@@ -131,6 +131,13 @@ class TrimDamage(LineEdit):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JoinLines(LineEdit):
+    """Join a line with the later line `rest`: a line break split one record in two."""
+
+    rest: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DropLine(LineEdit):
     """Drop a whole line that holds no record."""
 

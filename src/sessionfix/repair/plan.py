@@ -21,6 +21,7 @@ from sessionfix.diagnostics import (
     Diagnostic,
     DropRecord,
     InsertRecord,
+    JoinLines,
     LineEdit,
     NormaliseTerminator,
     RebuildHeader,
@@ -84,6 +85,9 @@ class RepairPlan:
         self.row_fixes: dict[int, set[LineIssue | None]] = {}
         """Damaged line → the damage the applied line edits remove from it."""
         self.row_causes: dict[int, set[int]] = {}
+        self.joins: dict[int, int] = {}
+        """Line → the later line it is joined with (the two halves of one record)."""
+        self.joined_rests: set[int] = set()
         self.header: RebuildHeader | None = None
         self.header_cause = -1
         self.crlf = False
@@ -131,6 +135,12 @@ class RepairPlan:
                 case AddFinalNewline():
                     self.final_newline = True
                     self.final_newline_cause = cause
+                case JoinLines():
+                    self.joins[edit.row] = edit.rest
+                    self.joined_rests.add(edit.rest)
+                    for row in (edit.row, edit.rest):
+                        self.row_fixes.setdefault(row, set()).add(edit.repairs)
+                        self.row_causes.setdefault(row, set()).add(cause)
                 case LineEdit():
                     self.row_fixes.setdefault(edit.row, set()).add(edit.repairs)
                     self.row_causes.setdefault(edit.row, set()).add(cause)
@@ -359,7 +369,9 @@ class RepairPlan:
         for row, fixed in self.row_fixes.items():
             if LineIssue.UNPARSABLE in fixed:
                 for finding in self._findings_on(row):
-                    if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
+                    if finding.issue is LineIssue.UNPARSABLE and (
+                        finding.recoverable is not None or row in self.joins
+                    ):
                         cause = min(self.row_causes[row])
                         shifts.append((bisect_left(view.rows, row), 1, cause))
         shifts.sort()
@@ -544,6 +556,11 @@ class RepairPlan:
             return ([], False) if LineIssue.BLANK in fixed else ([body], True)
         if LineIssue.UNDEFINED in issues:
             return ([], False) if LineIssue.UNDEFINED in fixed else ([body], True)
+        if LineIssue.UNPARSABLE in fixed and row in self.joins:
+            rest = self._findings_on(self.joins[row])[0]
+            return [body + self.source.read(rest.offset, rest.length)], False
+        if LineIssue.UNPARSABLE in fixed and row in self.joined_rests:
+            return [], False
         if not records:
             lines = self._recordless_row(issues, fixed, body)
             return lines, bool(lines) and lines[-1] is body

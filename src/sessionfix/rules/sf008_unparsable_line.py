@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from sessionfix import jsonutil
-from sessionfix.diagnostics import Diagnostic, DropLine, Severity, TrimDamage
+from sessionfix.diagnostics import Diagnostic, DropLine, JoinLines, Severity, TrimDamage
 from sessionfix.formats import Format, has_record_shape
 from sessionfix.formats.capabilities import Capability
-from sessionfix.read.reader import LineIssue
+from sessionfix.read.reader import LineFinding, LineIssue
 from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 
@@ -16,8 +17,39 @@ from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     header_row = ctx.shared(damaged_header_row)
     glued_rows = {f.row for f in ctx.lines.findings if f.issue is LineIssue.GLUED}
+    unparsable = {
+        f.row: f
+        for f in ctx.lines.findings
+        if f.issue is LineIssue.UNPARSABLE and f.row != header_row and f.row not in glued_rows
+    }
+    begun_on: dict[int, int] = {}
     for finding in ctx.lines.findings:
         if finding.issue is not LineIssue.UNPARSABLE or finding.row == header_row:
+            continue
+        span = (finding.offset, finding.length)
+        if finding.row in begun_on:
+            yield ctx.diagnostic(
+                RULE,
+                finding.row,
+                f"line ends the record begun on line {begun_on[finding.row]}, split by a line "
+                "break; readers skip both halves",
+                span=span,
+            )
+            continue
+        rest = unparsable.get(finding.row + 1)
+        if finding.row in unparsable and rest is not None and _one_record(ctx, finding, rest):
+            begun_on[rest.row] = finding.row
+            yield ctx.diagnostic(
+                RULE,
+                finding.row,
+                f"line holds the start of a record split by a line break; with line {rest.row} "
+                "it is one whole record, and readers skip both halves",
+                span=span,
+                fix=unsafe(
+                    f"join the line with line {rest.row}: together they are one record",
+                    JoinLines(finding.row, rest=rest.row, repairs=LineIssue.UNPARSABLE),
+                ),
+            )
             continue
         reason = finding.detail or "not JSON"
         span = finding.span or (0, finding.length)
@@ -57,6 +89,24 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.diagnostic(
             RULE, finding.row, message, span=(finding.offset, finding.length), fix=fix
         )
+
+
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+
+
+def _one_record(ctx: RuleContext, start: LineFinding, rest: LineFinding) -> bool:
+    """Whether two unparsable lines, without the line break between them, are one record
+    of the format's shape, and the break lay outside its strings, where JSON allows
+    whitespace (inside a string it may stand for a byte that is gone)."""
+    head = ctx.source.read(start.offset, start.length)
+    if _ESCAPE.sub(b"", head).count(b'"') % 2:
+        return False
+    tail = ctx.source.read(rest.offset, rest.length)
+    try:
+        value = jsonutil.loads(head + tail)
+    except ValueError:
+        return False
+    return has_record_shape(ctx.format, value)
 
 
 def _kept_value_consequence(fmt: Format, kind: str) -> str:
