@@ -213,6 +213,48 @@ def compile_package() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True)
 
 
+def measured_commands(
+    session: Path, repaired: Path, *, one_job: bool = False
+) -> dict[str, list[str]]:
+    """The floor, scan (also on one core with `one_job`) and `repair -o` of one file."""
+    sessionfix = str(Path(sys.executable).with_name("sessionfix"))
+    scan = [sessionfix, "scan", str(session), "--statistics", "--no-progress"]
+    commands = {FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)], "sessionfix scan": scan}
+    if one_job:
+        commands["sessionfix scan --jobs 1"] = [*scan, "--jobs", "1"]
+    commands["sessionfix repair -o"] = [
+        sessionfix,
+        "repair",
+        str(session),
+        "-o",
+        str(repaired),
+        "--no-progress",
+        "--quiet",
+        "--output-format",
+        "concise",
+    ]
+    return commands
+
+
+def print_planted_found(
+    planted: dict[str, int], counts: dict[str, int], *, others: bool = False
+) -> None:
+    """One line: whether the scan found each planted defect as often as it was planted
+    (with `others`, also what it found that was not planted)."""
+    mismatches = {
+        code: (want, counts.get(code, 0))
+        for code, want in planted.items()
+        if counts.get(code, 0) != want
+    }
+    extra = {code: n for code, n in counts.items() if code not in planted} if others else {}
+    print(
+        "planted defects found:",
+        "all" if not mismatches else f"MISMATCH (planted, found) {mismatches}",
+        f"({', '.join(f'{k} {v}' for k, v in sorted(planted.items()))})"
+        + (f"; also found {extra}" if extra else ""),
+    )
+
+
 def found_counts(session: Path) -> dict[str, int]:
     sessionfix = str(Path(sys.executable).with_name("sessionfix"))
     out = subprocess.run(
@@ -453,21 +495,7 @@ def claude_report(size_mb: int, runs: int, *, cozempic_runs: int) -> None:
     )
     sessionfix = str(Path(sys.executable).with_name("sessionfix"))
     repaired = BENCH_DIR / "claude-repaired.jsonl"
-    commands = {
-        FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)],
-        "sessionfix scan": [sessionfix, "scan", str(session), "--statistics", "--no-progress"],
-        "sessionfix repair -o": [
-            sessionfix,
-            "repair",
-            str(session),
-            "-o",
-            str(repaired),
-            "--no-progress",
-            "--quiet",
-            "--output-format",
-            "concise",
-        ],
-    }
+    commands = measured_commands(session, repaired)
     results = alternate(commands, runs, repaired, largest=True)
     scan = subprocess.run(
         [sessionfix, "scan", str(session), "--no-progress", "--fail-on", "info"],
@@ -521,23 +549,8 @@ def codex_report(size_mb: int, runs: int) -> None:
     stats = json.loads(session.with_name(session.name + ".stats.json").read_text())
     planted: dict[str, int] = stats["planted"]
     size = session.stat().st_size
-    sessionfix = str(Path(sys.executable).with_name("sessionfix"))
     repaired = BENCH_DIR / "codex-repaired.jsonl"
-    commands = {
-        FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)],
-        "sessionfix scan": [sessionfix, "scan", str(session), "--statistics", "--no-progress"],
-        "sessionfix repair -o": [
-            sessionfix,
-            "repair",
-            str(session),
-            "-o",
-            str(repaired),
-            "--no-progress",
-            "--quiet",
-            "--output-format",
-            "concise",
-        ],
-    }
+    commands = measured_commands(session, repaired)
     results = alternate(commands, runs, repaired, largest=True)
     print(
         f"Codex file: {session.relative_to(ROOT)}  {size / 1e6:.0f} MB, {stats['records']:,} "
@@ -549,18 +562,7 @@ def codex_report(size_mb: int, runs: int) -> None:
     )
     print_table(results, size, CODEX_TARGETS)
     counts = found_counts(session)
-    mismatches = {
-        code: (want, counts.get(code, 0))
-        for code, want in planted.items()
-        if counts.get(code, 0) != want
-    }
-    extra = {code: n for code, n in counts.items() if code not in planted}
-    print(
-        "planted defects found:",
-        "all" if not mismatches else f"MISMATCH (planted, found) {mismatches}",
-        f"({', '.join(f'{k} {v}' for k, v in sorted(planted.items()))})"
-        + (f"; also found {extra}" if extra else ""),
-    )
+    print_planted_found(planted, counts, others=True)
 
 
 def main() -> None:
@@ -598,32 +600,8 @@ def main() -> None:
     compile_package()
     size = session.stat().st_size
     (lines,) = count(session, b"\n")
-    sessionfix = str(Path(sys.executable).with_name("sessionfix"))
     repaired = BENCH_DIR / "repaired.jsonl"
-    commands = {
-        FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)],
-        "sessionfix scan": [sessionfix, "scan", str(session), "--statistics", "--no-progress"],
-        "sessionfix scan --jobs 1": [
-            sessionfix,
-            "scan",
-            str(session),
-            "--statistics",
-            "--no-progress",
-            "--jobs",
-            "1",
-        ],
-        "sessionfix repair -o": [
-            sessionfix,
-            "repair",
-            str(session),
-            "-o",
-            str(repaired),
-            "--no-progress",
-            "--quiet",
-            "--output-format",
-            "concise",
-        ],
-    }
+    commands = measured_commands(session, repaired, one_job=True)
     results = alternate(commands, args.runs, repaired)
     print(
         f"file: {session.relative_to(ROOT)}  {size / 1e9:.2f} GB, {lines:,} lines, "
@@ -636,16 +614,7 @@ def main() -> None:
         "SF402": int(planted.pop("SF402_error")) + int(planted.pop("SF402_info")),
         **{k: int(v) for k, v in planted.items()},
     }
-    mismatches = {
-        code: (want, counts.get(code, 0))
-        for code, want in checks.items()
-        if counts.get(code, 0) != want
-    }
-    print(
-        "planted defects found:",
-        "all" if not mismatches else f"MISMATCH {mismatches}",
-        f"({', '.join(f'{k} {v}' for k, v in sorted(checks.items()))})",
-    )
+    print_planted_found(checks, counts)
     claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
     codex_report(args.codex_size_mb, args.runs)
     memory_report(args.tiny_entries, args.huge_line_mb)
