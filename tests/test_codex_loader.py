@@ -88,11 +88,9 @@ GENERATED = 40
 """Generated rollouts of each kind (damaged and clean)."""
 
 KNOWN_REPAIR_GAPS: dict[str, str] = {}
-"""Repairs Codex shows to be wrong (test id → what is wrong); their case of
-`test_a_repair_loads_with_the_intended_history` is expected to fail, strictly."""
-KNOWN_TURN_GAPS: dict[str, str] = {}
-"""Repairs whose UI turns Codex shows to be wrong (test id → what is wrong); their case
-of `test_a_repair_shows_the_intended_turns` is expected to fail, strictly."""
+"""Repairs Codex shows to be wrong (test id → what is wrong); their cases of
+`test_a_repair_loads_with_the_intended_history` and
+`test_a_repair_shows_the_intended_turns` are expected to fail, strictly."""
 UNSAFE_ONLY: dict[str, str] = {
     **dict.fromkeys(
         (
@@ -694,6 +692,14 @@ def _known(case: str, known: dict[str, str]) -> list[Any]:
     return []
 
 
+REPAIRS = [
+    pytest.param(n, m, id=f"{n}-{m}", marks=_known(f"{n}-{m}", KNOWN_REPAIR_GAPS))
+    for n in SOURCES
+    for m in MODES
+]
+"""Every rollout with each repair mode."""
+
+
 @pytest.mark.parametrize("name", list(SOURCES))
 def test_codex_reads_the_original_as_modelled(
     name: str, versions: dict[str, Versions], loads: dict[tuple[Path, bool], CodexLoad]
@@ -711,14 +717,7 @@ def test_codex_reads_the_original_as_modelled(
         assert _mismatch(expected, load.history) is None
 
 
-@pytest.mark.parametrize(
-    ("name", "mode"),
-    [
-        pytest.param(n, m, id=f"{n}-{m}", marks=_known(f"{n}-{m}", KNOWN_REPAIR_GAPS))
-        for n in SOURCES
-        for m in MODES
-    ],
-)
+@pytest.mark.parametrize(("name", "mode"), REPAIRS)
 def test_a_repair_loads_with_the_intended_history(
     name: str,
     mode: str,
@@ -748,14 +747,7 @@ def test_a_repair_loads_with_the_intended_history(
         assert _mismatch(expected, after.history) is None
 
 
-@pytest.mark.parametrize(
-    ("name", "mode"),
-    [
-        pytest.param(n, m, id=f"{n}-{m}", marks=_known(f"{n}-{m}", KNOWN_TURN_GAPS))
-        for n in SOURCES
-        for m in MODES
-    ],
-)
+@pytest.mark.parametrize(("name", "mode"), REPAIRS)
 def test_a_repair_shows_the_intended_turns(
     name: str,
     mode: str,
