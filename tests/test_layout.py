@@ -20,7 +20,7 @@ PACKAGE: Final = Path(__file__).resolve().parent.parent / "src" / "sessionfix"
 
 STAGES: Final[tuple[tuple[str, ...], ...]] = (
     ("errors", "jsonutil", "units", "version"),
-    ("read",),
+    ("read", "stores"),
     ("model",),
     ("formats",),
     ("diagnostics", "discovery"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Callable, Sequence
@@ -272,30 +273,33 @@ class Diagnostic:
     excerpt: str | None = field(default=None, compare=False, repr=False)
     """The start of the record, escaped and bounded, read when the finding was made:
     a report shows it without opening the session again."""
+    session_id: str = ""
+    """In a session store (`filename` names the store): the session; else empty."""
+    seq: int | None = None
+    """In a session store: the store's number of the row (`row` is its line in the
+    session's transcript, one line per row)."""
 
     @property
-    def sort_key(self) -> tuple[str, int, int, str]:
+    def sort_key(self) -> tuple[str, str, int, int, str]:
         return SORT_KEY(self)
 
+    @property
+    def place(self) -> str:
+        """Where a text report puts it: `file:row:column`, or in a store
+        `store:session:seq N`."""
+        if self.session_id:
+            return f"{self.filename}:{self.session_id}:seq {self.seq}"
+        return f"{self.filename}:{self.row}:{self.column}"
+
     def with_fix(self, fix: Fix | None) -> Diagnostic:
-        return Diagnostic(
-            code=self.code,
-            name=self.name,
-            severity=self.severity,
-            message=self.message,
-            filename=self.filename,
-            row=self.row,
-            column=self.column,
-            entry_id=self.entry_id,
-            fix=fix,
-            format=self.format,
-            span=self.span,
-            source=self.source,
-            excerpt=self.excerpt,
-        )
+        return dataclasses.replace(self, fix=fix)
+
+    def in_store(self, session_id: str, seq: int | None, filename: str) -> Diagnostic:
+        """This finding of a store session's transcript, located in the store."""
+        return dataclasses.replace(self, session_id=session_id, seq=seq, filename=filename)
 
 
-SORT_KEY: Final[Callable[[Diagnostic], tuple[str, int, int, str]]] = attrgetter(
-    "filename", "row", "column", "code"
+SORT_KEY: Final[Callable[[Diagnostic], tuple[str, str, int, int, str]]] = attrgetter(
+    "filename", "session_id", "row", "column", "code"
 )
-"""Report order: file, line, column, code."""
+"""Report order: file, session (in a store), line, column, code."""

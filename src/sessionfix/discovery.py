@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sessionfix.formats import is_sibling_file
 from sessionfix.read.compressed import SUFFIX, is_compressed, plain_name
+from sessionfix.stores import is_store_name
 
 _OWN_FILES = ("*.sessionfix-bak-*", "*.sessionfix-tmp*")
 """sessionfix's own backups and temporary files."""
@@ -90,7 +91,9 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
                 ):
                     found.skipped.append(Path(entry.path))
                     continue
-                if entry.name.endswith(_SESSION_NAMES) and entry.is_file(follow_symlinks=True):
+                if (
+                    entry.name.endswith(_SESSION_NAMES) or is_store_name(entry.name)
+                ) and entry.is_file(follow_symlinks=True):
                     files.append(Path(entry.path))
             except OSError:
                 continue

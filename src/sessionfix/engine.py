@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
@@ -9,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from sessionfix import stores
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
 from sessionfix.discovery import discover, is_directory
 from sessionfix.errors import SessionfixError
@@ -54,6 +57,8 @@ class FileReport:
     size: int = 0
     inapplicable: tuple[Inapplicable, ...] = ()
     """Rules selected by code that this file's format cannot run."""
+    session_id: str = ""
+    """In a session store: the session this report is of (a store gives one per session)."""
 
 
 def inapplicable(settings: Settings, view: SessionView) -> tuple[Inapplicable, ...]:
@@ -175,9 +180,13 @@ def check_paths(
     display: Callable[[Path], str] = str,
     progress: ProgressCallback | None = None,
 ) -> Iterator[FileReport]:
-    """Check several files; an unreadable one yields a report with `error` set."""
+    """Check several files; an unreadable one yields a report with `error` set. A
+    session store yields a report per session."""
     settings = settings or Settings()
     for path in paths:
+        if stores.is_store(path):
+            yield from _check_store(path, settings, display(path), progress)
+            continue
         try:
             scanned, diagnostics = _check(path, settings, display(path), progress)
         except SessionfixError as exc:
@@ -191,6 +200,78 @@ def check_paths(
             size=scanned.info.size,
             inapplicable=inapplicable(settings, scanned.view),
         )
+
+
+def check_stored(
+    transcript: stores.Transcript,
+    settings: Settings,
+    filename: str,
+    progress: ProgressCallback | None = None,
+) -> tuple[ScannedFile, list[Diagnostic]]:
+    """Read a store session's transcript and run the rules; findings located in the store."""
+    scanned = read_session(transcript.path, Format.AUTO, progress, settings.jobs)
+    with gc_paused():
+        found = run_rules(scanned, settings, filename, hold=True)
+    return scanned, relocated(found, transcript, filename)
+
+
+def relocated(
+    diagnostics: Iterable[Diagnostic], transcript: stores.Transcript, filename: str
+) -> list[Diagnostic]:
+    """Findings in a store session's transcript, named by the store, session and row."""
+    session_id = transcript.session.id
+
+    def seq(match: re.Match[str]) -> str:
+        row = transcript.row_of(int(match.group(2)))
+        if row is None:
+            return match.group(0)
+        return f"{'at ' if match.group(1) else ''}seq {row}"
+
+    return [
+        dataclasses.replace(
+            d.in_store(session_id, transcript.row_of(d.row), filename),
+            message=_LINE_REFERENCE.sub(seq, d.message),
+        )
+        for d in diagnostics
+    ]
+
+
+_LINE_REFERENCE: Final = re.compile(r"\b(on )?line (\d+)\b")
+"""How a message names another record by its line: in a store, by its row instead."""
+
+
+def _check_store(
+    path: Path, settings: Settings, filename: str, progress: ProgressCallback | None
+) -> Iterator[FileReport]:
+    try:
+        store = stores.open_store(path)
+    except SessionfixError as exc:
+        yield FileReport(path, filename, "unknown", error=str(exc))
+        return
+    try:
+        try:
+            sessions = stores.select_sessions(store, settings.sessions)
+        except SessionfixError as exc:
+            yield FileReport(path, filename, "unknown", error=str(exc))
+            return
+        for session in sessions:
+            try:
+                with stores.transcript_of(store, session) as transcript:
+                    scanned, diagnostics = check_stored(transcript, settings, filename, progress)
+            except SessionfixError as exc:
+                yield FileReport(path, filename, "unknown", error=str(exc), session_id=session.id)
+                continue
+            yield FileReport(
+                path,
+                filename,
+                scanned.view.format,
+                diagnostics,
+                size=scanned.info.size,
+                inapplicable=inapplicable(settings, scanned.view),
+                session_id=session.id,
+            )
+    finally:
+        store.close()
 
 
 @dataclass(slots=True)

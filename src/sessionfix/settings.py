@@ -40,6 +40,8 @@ class Settings:
     """SF205: let `repair` drop every entry off the active path (the fix is unsafe)."""
     jobs: int | None = None
     """Worker processes for reading a large file; None picks by file size and cores."""
+    sessions: tuple[str, ...] = ()
+    """In a session store: the sessions to read (all when empty)."""
 
     def __post_init__(self) -> None:
         for selector in (

@@ -122,7 +122,7 @@ def _header_line(
     return "".join(
         (
             paint(escape(diagnostic.filename), "bold"),
-            paint(f":{diagnostic.row}:{diagnostic.column}: ", "dim"),
+            paint(escape(diagnostic.place[len(diagnostic.filename) :]) + ": ", "dim"),
             paint(diagnostic.code, _SEVERITY_STYLE[diagnostic.severity]),
             " ",
             paint(marker, "cyan") if marker else "",
@@ -210,6 +210,11 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
         "format": diagnostic.format,
         "location": {"row": diagnostic.row, "column": diagnostic.column},
         "end_location": {"row": diagnostic.row, "column": diagnostic.column},
+        **(
+            {"session_id": diagnostic.session_id, "seq": diagnostic.seq}
+            if diagnostic.session_id
+            else {}
+        ),
         "entry_id": diagnostic.entry_id,
         "fix": None
         if fix is None
@@ -281,7 +286,7 @@ def _github_property(text: str) -> str:
 def write_github(diagnostics: Iterable[Diagnostic], out: IO[bytes]) -> None:
     for d in diagnostics:
         title = _github_property(f"sessionfix ({d.code})")
-        location = f"{d.filename}:{d.row}:{d.column}: {d.code} {d.message}"
+        location = f"{d.place}: {d.code} {d.message}"
         line = (
             f"::{_GITHUB_LEVEL[d.severity]} title={title},file={_github_property(d.filename)},"
             f"line={d.row},col={d.column}::{_github_data(location)}\n"
@@ -325,9 +330,15 @@ def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes]) -> None:
                             "endLine": d.row,
                             "endColumn": d.column,
                         },
-                    }
+                    },
+                    **(
+                        {"logicalLocations": [{"name": d.session_id, "kind": "session"}]}
+                        if d.session_id
+                        else {}
+                    ),
                 }
             ],
+            **({"properties": {"session_id": d.session_id, "seq": d.seq}} if d.session_id else {}),
         }
         for d in diagnostics
     ]

@@ -1,0 +1,541 @@
+"""Rewriting one session of an OpenClaw store, as OpenClaw rewrites a transcript itself.
+
+In one `BEGIN IMMEDIATE` transaction (busy timeout 0: a store OpenClaw is writing is
+refused, never waited on): the session's `transcript_events`,
+`transcript_event_identities`, active-path and search rows are replaced; the index
+state is marked for rebuild (OpenClaw rebuilds its projections from the events); the
+`transcript_rewrite_watermarks` generation rotates, which tells OpenClaw's readers that
+the transcript was rewritten; `session_windows.transcript_updated_at` moves on. A row
+that a repair copies unchanged is copied inside the database with all its columns
+(its bytes, compression and `created_at`); a new or changed row takes the
+`created_at` of the row it came from (a line written before the first row, that of
+the row before it). Before the commit the new rows are read back and
+must be the verified repair byte for byte, and `foreign_key_check` must be empty; any
+failure rolls everything back.
+
+The backup is the session's own rows, every column, in a small SQLite file beside the
+store (`openclaw-agent.sqlite.sessionfix-bak-<stamp>-<session>.sqlite`): restoring it
+replaces only that session, so sessions OpenClaw wrote since are not rolled back, as
+restoring a copy of the whole database would do.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import apsw
+import orjson
+import xxhash
+
+from sessionfix.errors import InputError, SessionfixError
+from sessionfix.formats.openclaw_store.liveness import check_not_running
+from sessionfix.formats.openclaw_store.store import file_name
+from sessionfix.stores import Origins, StoreBackup, Transcript
+
+if TYPE_CHECKING:
+    from sessionfix.formats.openclaw_store.store import OpenClawStore
+
+BACKUP_MARK: Final = ".sessionfix-bak-"
+_COLUMNS: Final = "seq, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json"
+_CHECK_EVERY: Final = 4096
+"""Rows between checks for an interrupt while rows are copied (see `_kill_point`)."""
+
+
+class StoreBusy(SessionfixError):
+    """The store is being written (a lock is held): nothing was changed."""
+
+
+class StoreChanged(SessionfixError):
+    """The session changed between the read and the write: nothing was changed."""
+
+
+def replace_session(
+    store: OpenClawStore,
+    transcript: Transcript,
+    repaired: Path,
+    origins: Origins,
+    *,
+    backup: bool,
+) -> Path | None:
+    session_id = transcript.session.id
+    where = f"{store.path} (session {session_id})"
+    if transcript.session.cold:
+        raise SessionfixError(
+            f"{where}: the session is cold-archived; OpenClaw restores it to the store when "
+            "it is opened, then it can be repaired (or repair it to a file with -o)"
+        )
+    if transcript.multiline:
+        raise SessionfixError(
+            f"{where}: a row holds a line break, so its lines cannot be written back row by "
+            "row; repair it to a file with -o"
+        )
+    check_not_running(store.path)
+    db = _connect_write(store.path)
+    kept: Path | None = None
+    try:
+        _begin(db, where)
+        try:
+            _check_unchanged(db, transcript, where)
+            if backup:
+                kept = _write_backup(db, store.path, session_id)
+            _kill_point("begun")
+            new_rows = _replace_rows(db, session_id, transcript, repaired, origins)
+            _mark_rewritten(db, session_id)
+            _verify(db, session_id, repaired, new_rows, where)
+            _kill_point("before-commit")
+            db.execute("COMMIT")
+        except BaseException as exc:
+            with suppress(apsw.Error):
+                db.execute("ROLLBACK")
+            if kept is not None:
+                with suppress(OSError):
+                    kept.unlink()
+            if isinstance(exc, apsw.Error):
+                raise _write_failed(where, exc) from None
+            raise
+    finally:
+        _close(db)
+    return kept
+
+
+def _write_failed(where: str, error: apsw.Error) -> SessionfixError:
+    """A failed statement of a rewrite (a full disk, an I/O error), rolled back."""
+    kind, _, reason = str(error).partition(": ")
+    return SessionfixError(
+        f"{where}: cannot write the store ({reason if reason else kind}); nothing changed"
+    )
+
+
+def _close(db: apsw.Connection) -> None:
+    """Close; a checkpoint that fails on close (a full disk) leaves the committed rows in
+    the write-ahead log, where SQLite finds them."""
+    with suppress(apsw.Error):
+        db.close()
+
+
+def _connect_write(path: Path) -> apsw.Connection:
+    try:
+        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+        db.set_busy_timeout(0)
+        db.execute("PRAGMA foreign_keys = ON")
+    except apsw.Error as exc:
+        raise _write_failed(str(path), exc) from None
+    return db
+
+
+def _begin(db: apsw.Connection, where: str) -> None:
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except apsw.BusyError:
+        raise StoreBusy(
+            f"{where}: the store is being written (OpenClaw is running?); nothing changed"
+        ) from None
+    except apsw.Error as exc:
+        raise _write_failed(where, exc) from None
+
+
+def _check_unchanged(db: apsw.Connection, transcript: Transcript, where: str) -> None:
+    digest = xxhash.xxh3_64()
+    for seq, text, packed, created in db.execute(
+        "SELECT seq, CAST(event_json AS BLOB), event_zstd, created_at FROM transcript_events "
+        "WHERE session_id = ? ORDER BY seq",
+        (transcript.session.id,),
+    ):
+        digest.update(b"%d %d\n" % (seq, created))
+        digest.update(text if text is not None else packed or b"")
+    if digest.hexdigest() != transcript.digest:
+        raise StoreChanged(f"{where}: changed while being repaired; nothing written")
+    cold = db.execute(
+        "SELECT 1 FROM session_transcript_cold_archives WHERE session_id = ?",
+        (transcript.session.id,),
+    ).fetchone()
+    if cold is not None:
+        raise StoreChanged(f"{where}: archived while being repaired; nothing written")
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with open(path, "rb", buffering=1 << 20) as handle:
+        for line in handle:
+            yield line[:-1] if line.endswith(b"\n") else line
+
+
+def _replace_rows(
+    db: apsw.Connection,
+    session_id: str,
+    transcript: Transcript,
+    repaired: Path,
+    origins: Origins,
+) -> int:
+    """Replace the session's rows by the repaired lines; returns how many rows it has."""
+    db.execute(
+        f"CREATE TEMP TABLE sessionfix_old AS SELECT {_COLUMNS} FROM transcript_events "
+        "WHERE session_id = ?",
+        (session_id,),
+    )
+    db.execute("CREATE UNIQUE INDEX temp.sessionfix_old_seq ON sessionfix_old (seq)")
+    for table in (
+        "session_transcript_fts_rows",
+        "session_transcript_active_events",
+        "transcript_event_identities",
+        "transcript_events",
+    ):
+        db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+    copy = (
+        f"INSERT INTO transcript_events (session_id, {_COLUMNS}) "
+        "SELECT ?, ?, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json "
+        "FROM sessionfix_old WHERE seq = ?"
+    )
+    insert = (
+        f"INSERT INTO transcript_events (session_id, {_COLUMNS}) VALUES (?, ?, ?, ?, NULL, ?, NULL)"
+    )
+    created_of = "SELECT created_at FROM sessionfix_old WHERE seq = ?"
+    identity = (
+        "INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, "
+        "parent_id, message_idempotency_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    )
+    utf8 = _one(db, "PRAGMA encoding") == "UTF-8"
+    seen_ids: set[str] = set()
+    seen_keys: set[str] = set()
+    last_created = int(time.time() * 1000)
+    seq = -1
+    for seq, line in enumerate(_lines(repaired)):
+        if seq % _CHECK_EVERY == 0:
+            _kill_point("rows")
+        origin, copied = origins(seq + 1)
+        old_seq = transcript.row_of(origin)
+        if copied and old_seq is not None:
+            db.execute(copy, (session_id, seq, old_seq))
+        else:
+            row = db.execute(created_of, (old_seq,)).fetchone() if old_seq is not None else None
+            created = row[0] if row is not None else last_created
+            text = line.decode("utf-8", "surrogateescape")
+            db.execute(insert, (session_id, seq, text, created, len(line) if utf8 else None))
+        last_created = _one(
+            db,
+            "SELECT created_at FROM transcript_events WHERE session_id = ? AND seq = ?",
+            (session_id, seq),
+        )
+        facts = _identity(line)
+        if facts is None:
+            continue
+        event_id, event_type, parent_id, key = facts
+        if event_id in seen_ids:
+            continue  # the primary key holds one row per id, as OpenClaw's own replace
+        seen_ids.add(event_id)
+        if key is not None:
+            key = None if key in seen_keys else key
+            if key is not None:
+                seen_keys.add(key)
+        db.execute(identity, (session_id, event_id, seq, event_type, parent_id, key, last_created))
+    db.execute("DROP TABLE temp.sessionfix_old")
+    return seq + 1
+
+
+def _identity(line: bytes) -> tuple[str, str | None, str | None, str | None] | None:
+    """What OpenClaw indexes a row by: its id, type, parent and message idempotency key."""
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(event, dict):
+        return None
+    raw_id = event.get("id")
+    if not isinstance(raw_id, str) or not raw_id.strip():
+        return None
+    kind = event.get("type")
+    parent = event.get("parentId")
+    message = event.get("message")
+    key = message.get("idempotencyKey") if isinstance(message, dict) else None
+    return (
+        raw_id.strip(),
+        kind if isinstance(kind, str) else None,
+        parent if isinstance(parent, str) else None,
+        key.strip() if isinstance(key, str) and key.strip() else None,
+    )
+
+
+def _mark_rewritten(db: apsw.Connection, session_id: str) -> None:
+    now = int(time.time() * 1000)
+    db.execute(
+        "UPDATE session_transcript_index_state SET needs_rebuild = 1, updated_at = ? "
+        "WHERE session_id = ?",
+        (now, session_id),
+    )
+    db.execute(
+        "INSERT INTO transcript_rewrite_watermarks (session_id, generation, updated_at) "
+        "VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+        "generation = excluded.generation, updated_at = excluded.updated_at",
+        (session_id, uuid.uuid4().hex, now),
+    )
+    row = db.execute(
+        "SELECT transcript_updated_at, transcript_observed_at FROM session_windows "
+        "WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    if row is not None:
+        updated, observed = row
+        moved = max(now, (updated if updated is not None else -1) + 1)
+        moved = max(moved, (observed if observed is not None else -1) + 1)
+        db.execute(
+            "UPDATE session_windows SET transcript_updated_at = ? WHERE session_id = ?",
+            (moved, session_id),
+        )
+
+
+def _verify(db: apsw.Connection, session_id: str, repaired: Path, count: int, where: str) -> None:
+    """The rows now stored are the repaired lines, and every foreign key holds."""
+    written = xxhash.xxh3_64()
+    expected = xxhash.xxh3_64()
+    import zstandard
+
+    decompressor = zstandard.ZstdDecompressor()
+    rows = 0
+    for text, packed in db.execute(
+        "SELECT CAST(event_json AS BLOB), event_zstd FROM transcript_events "
+        "WHERE session_id = ? ORDER BY seq",
+        (session_id,),
+    ):
+        data = text if text is not None else decompressor.decompressobj().decompress(packed)
+        written.update(data)
+        written.update(b"\n")
+        rows += 1
+    for line in _lines(repaired):
+        expected.update(line)
+        expected.update(b"\n")
+    if rows != count or written.digest() != expected.digest():
+        raise SessionfixError(f"{where}: the rows written differ from the repair; nothing changed")
+    for table in ("transcript_events", "transcript_event_identities"):
+        if db.execute(f"PRAGMA foreign_key_check({table})").fetchone() is not None:
+            raise SessionfixError(
+                f"{where}: the rewrite breaks a foreign key of {table}; nothing changed"
+            )
+
+
+def _one(db: apsw.Connection, query: str, bindings: tuple[Any, ...] = ()) -> Any:
+    """The single value a query returns."""
+    row = db.execute(query, bindings).fetchone()
+    assert row is not None, query
+    return row[0]
+
+
+def _kill_point(name: str) -> None:
+    """Tests stop the process here (`SESSIONFIX_KILL_AT=<name>`) to prove a rewrite cut
+    short leaves the store as it was."""
+    if os.environ.get("SESSIONFIX_KILL_AT") == name:
+        os.kill(os.getpid(), 9)
+
+
+# ---- backups -------------------------------------------------------------------------
+
+
+def _backup_name(store: Path, session_id: str, taken: datetime) -> Path:
+    stamp = taken.strftime("%Y%m%dT%H%M%S%fZ")
+    return store.with_name(f"{store.name}{BACKUP_MARK}{stamp}-{file_name(session_id)}.sqlite")
+
+
+def _write_backup(db: apsw.Connection, store: Path, session_id: str) -> Path:
+    """Copy the session's rows, every column, into a new backup file beside the store,
+    committed (and synced) before the store is changed."""
+    taken = datetime.now(UTC)
+    path = _backup_name(store, session_id, taken)
+    try:
+        with open(path, "xb"):
+            pass
+        os.chmod(path, 0o600)
+        copy = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    except (OSError, apsw.Error) as exc:
+        with suppress(OSError):
+            path.unlink()
+        raise SessionfixError(
+            f"{store}: cannot write a backup beside it ({exc}); nothing changed"
+        ) from None
+    try:
+        copy.execute("PRAGMA synchronous = FULL")
+        with copy:
+            copy.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) STRICT")
+            copy.execute(
+                "CREATE TABLE events (seq INTEGER PRIMARY KEY, event_json TEXT, "
+                "created_at INTEGER NOT NULL, event_zstd BLOB, event_utf8_bytes INTEGER, "
+                "navigation_json TEXT)"
+            )
+            copy.executemany(
+                f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                db.execute(
+                    f"SELECT {_COLUMNS} FROM transcript_events WHERE session_id = ? ORDER BY seq",
+                    (session_id,),
+                ),
+            )
+            rows = _one(copy, "SELECT count(*) FROM events")
+            copy.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [
+                    ("session_id", session_id),
+                    ("store", str(store)),
+                    ("taken", taken.isoformat()),
+                    ("rows", str(rows)),
+                    ("digest", _events_digest(copy)),
+                ],
+            )
+    except BaseException as exc:
+        copy.close()
+        with suppress(OSError):
+            path.unlink()
+        if isinstance(exc, apsw.Error):
+            raise SessionfixError(
+                f"{store}: cannot write a backup beside it ({exc}); nothing changed"
+            ) from None
+        raise
+    copy.close()
+    return path
+
+
+def _events_digest(db: apsw.Connection) -> str:
+    digest = xxhash.xxh3_64()
+    for row in db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq"):
+        digest.update(orjson.dumps([v.hex() if isinstance(v, bytes) else v for v in row]))
+    return digest.hexdigest()
+
+
+def list_backups(store: Path, session_id: str | None) -> list[StoreBackup]:
+    """The backups beside `store` (of one session, or all), newest first, each checked."""
+    found: list[StoreBackup] = []
+    try:
+        candidates = [
+            p for p in store.parent.iterdir() if p.name.startswith(store.name + BACKUP_MARK)
+        ]
+    except OSError:
+        return []
+    for path in candidates:
+        meta, status = _read_backup(path)
+        sid = meta.get("session_id", "")
+        if session_id is not None and sid != session_id:
+            continue
+        found.append(
+            StoreBackup(path, sid, meta.get("taken", ""), int(meta.get("rows", "0") or 0), status)
+        )
+    found.sort(key=lambda b: (b.taken, b.path.name), reverse=True)
+    return found
+
+
+def _read_backup(path: Path) -> tuple[dict[str, str], str]:
+    try:
+        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return {}, "damaged"
+    try:
+        meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        intact = meta.get("digest") == _events_digest(db)
+        return meta, "ok" if intact else "damaged"
+    except apsw.Error:
+        return {}, "damaged"
+    finally:
+        db.close()
+
+
+def restore_session(
+    store: OpenClawStore, session_id: str, name: str | None, *, keep_current: bool
+) -> Path:
+    """Replace the session's rows by a backup's (the newest intact one, or `name`)."""
+    backups = list_backups(store.path, session_id)
+    if name is not None:
+        backups = [b for b in backups if b.path.name == name]
+        if not backups:
+            raise InputError(f"{store.path}: no backup {name!r} of session {session_id}")
+    if not backups:
+        raise InputError(f"{store.path}: no sessionfix backup of session {session_id}")
+    chosen = backups[0]
+    if chosen.status != "ok":
+        raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
+    where = f"{store.path} (session {session_id})"
+    check_not_running(store.path)
+    db = _connect_write(store.path)
+    kept: Path | None = None
+    try:
+        _begin(db, where)
+        try:
+            if db.execute(
+                "SELECT 1 FROM session_transcript_cold_archives WHERE session_id = ?",
+                (session_id,),
+            ).fetchone():
+                raise SessionfixError(f"{where}: the session is cold-archived; nothing changed")
+            if keep_current:
+                kept = _write_backup(db, store.path, session_id)
+            for table in (
+                "session_transcript_fts_rows",
+                "session_transcript_active_events",
+                "transcript_event_identities",
+                "transcript_events",
+            ):
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            _copy_backup_rows(db, chosen.path, session_id)
+            _restore_identities(db, session_id)
+            _mark_rewritten(db, session_id)
+            for table in ("transcript_events", "transcript_event_identities"):
+                if db.execute(f"PRAGMA foreign_key_check({table})").fetchone() is not None:
+                    raise SessionfixError(
+                        f"{where}: restoring breaks a foreign key; nothing changed"
+                    )
+            db.execute("COMMIT")
+        except BaseException as exc:
+            with suppress(apsw.Error):
+                db.execute("ROLLBACK")
+            if kept is not None:
+                with suppress(OSError):
+                    kept.unlink()
+            if isinstance(exc, apsw.Error):
+                raise _write_failed(where, exc) from None
+            raise
+    finally:
+        _close(db)
+    return chosen.path
+
+
+def _copy_backup_rows(db: apsw.Connection, backup: Path, session_id: str) -> None:
+    source = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        db.executemany(
+            f"INSERT INTO transcript_events (session_id, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                (session_id, *row)
+                for row in source.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq")
+            ),
+        )
+    finally:
+        source.close()
+
+
+def _restore_identities(db: apsw.Connection, session_id: str) -> None:
+    import zstandard
+
+    decompressor = zstandard.ZstdDecompressor()
+    seen_ids: set[str] = set()
+    seen_keys: set[str] = set()
+    rows: list[tuple[Any, ...]] = []
+    for seq, text, packed, created in db.execute(
+        "SELECT seq, CAST(event_json AS BLOB), event_zstd, created_at "
+        "FROM transcript_events WHERE session_id = ? ORDER BY seq",
+        (session_id,),
+    ):
+        data = text if text is not None else decompressor.decompressobj().decompress(packed)
+        facts = _identity(data)
+        if facts is None or facts[0] in seen_ids:
+            continue
+        event_id, event_type, parent_id, key = facts
+        seen_ids.add(event_id)
+        if key is not None:
+            key = None if key in seen_keys else key
+            if key is not None:
+                seen_keys.add(key)
+        rows.append((session_id, event_id, seq, event_type, parent_id, key, created))
+    db.executemany(
+        "INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, "
+        "parent_id, message_idempotency_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )

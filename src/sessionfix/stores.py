@@ -1,0 +1,208 @@
+"""Session stores: databases that hold many sessions, each a sequence of JSONL lines.
+
+A store's session is read by writing its lines, in order, to a private temporary
+JSONL file (`Transcript`), which every rule and repair reads as it reads any session
+file; findings are then located by the store's own row numbers. Writing a repair back
+is the store's business (one transaction, the store's own recipe). Adding a kind of
+store is a package under `formats/` and a line in `STORE_PACKAGES`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol, cast
+
+from sessionfix.errors import InputError, SessionfixError, described
+
+STORE_PACKAGES: Final = ("sessionfix.formats.openclaw_store",)
+"""The packages that read stores, in the order they are asked to recognise a path."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """One session of a store, as its listing names it."""
+
+    id: str
+    key: str | None = None
+    """The store's name for the conversation the session belongs to."""
+    cold: bool = False
+    """Archived out of the live rows: readable, not rewritable in place."""
+
+
+@dataclass(slots=True)
+class Transcript:
+    """A store session's lines written to `path`, one per row, and where each came from."""
+
+    path: Path
+    session: StoredSession
+    rows: list[int] = field(default_factory=list)
+    """The store's row number (OpenClaw: `seq`) of each line of `path`, in order."""
+    digest: str = ""
+    """Of every row as stored, to tell later whether the session changed since."""
+    multiline: bool = False
+    """Some row holds a line break of its own (it became several lines of `path`)."""
+
+    def row_of(self, line: int) -> int | None:
+        """The store row of 1-based line `line` of the transcript file."""
+        return self.rows[line - 1] if 0 < line <= len(self.rows) else None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreBackup:
+    """A backup a store rewrite kept, as `sessionfix restore --list` shows it."""
+
+    path: Path
+    session_id: str
+    taken: str
+    """ISO 8601, UTC."""
+    rows: int
+    status: str
+
+
+Origins = Callable[[int], tuple[int, bool]]
+"""For 1-based line k of a repaired transcript: the transcript line it comes from (0
+for a line written before the first), and whether it is that line unchanged."""
+
+
+class SessionStore(Protocol):
+    """What a store package's `open_store` returns."""
+
+    path: Path
+    kind: str
+    """What the store is, for messages ("OpenClaw session store")."""
+    session_format: str
+    """The format of its sessions' lines (a `Format` value)."""
+
+    def sessions(self) -> list[StoredSession]: ...
+
+    def transcript(self, session: StoredSession, folder: Path) -> Transcript:
+        """Write `session`'s lines to a new file in `folder`."""
+        ...
+
+    def replace(
+        self,
+        transcript: Transcript,
+        repaired: Path,
+        origins: Origins,
+        *,
+        backup: bool,
+    ) -> Path | None:
+        """Replace the session's rows by the lines of `repaired`, in one transaction,
+        copying the rows `origins` says are unchanged. Returns the backup kept, if any."""
+        ...
+
+    def backups(self, session_id: str) -> list[StoreBackup]: ...
+
+    def restore(self, session_id: str, backup: str | None, *, keep_current: bool) -> Path:
+        """Put back a backup (the newest, or the one named); returns the one restored."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class StorePackage(Protocol):
+    STORE_NAMES: frozenset[str]
+    """File names a directory walk reads as stores of this package."""
+
+    def is_store(self, path: Path, head: bytes) -> bool:
+        """Whether `path`, whose first bytes are `head`, is a store of this package."""
+        ...
+
+    def open_store(self, path: Path) -> SessionStore: ...
+
+
+@functools.cache
+def _packages() -> tuple[StorePackage, ...]:
+    return tuple(cast(StorePackage, importlib.import_module(name)) for name in STORE_PACKAGES)
+
+
+SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+HEAD_BYTES: Final = 100
+"""Bytes read to recognise a store (an SQLite header is 100 bytes)."""
+
+
+def store_package(path: Path) -> StorePackage | None:
+    """The package whose store `path` is, if it is one (only a regular file can be: a
+    FIFO or a device is never opened here)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return None
+    if not head.startswith(SQLITE_MAGIC):  # every store is a database; JSONL never is
+        return None
+    for package in _packages():
+        if package.is_store(path, head):
+            return package
+    return None
+
+
+def is_store(path: Path) -> bool:
+    return store_package(path) is not None
+
+
+def open_store(path: Path) -> SessionStore:
+    """Open the store at `path`; `InputError` if it is not one sessionfix reads."""
+    package = store_package(path)
+    if package is None:
+        raise InputError(f"{path}: not a session store sessionfix reads")
+    return package.open_store(path)
+
+
+def is_store_name(name: str) -> bool:
+    """Whether a directory walk takes a file of this name for a store."""
+    return any(name in package.STORE_NAMES for package in _packages())
+
+
+def select_sessions(store: SessionStore, only: Sequence[str] | None) -> list[StoredSession]:
+    """The sessions of `store` a run reads: all, or those named (each must exist)."""
+    sessions = store.sessions()
+    if not only:
+        return sessions
+    by_id = {session.id: session for session in sessions}
+    missing = [name for name in only if name not in by_id]
+    if missing:
+        raise InputError(f"{store.path}: no session {missing[0]!r} in this {store.kind}")
+    return [by_id[name] for name in only]
+
+
+@contextmanager
+def transcript_of(store: SessionStore, session: StoredSession) -> Iterator[Transcript]:
+    """A store session's transcript in a private temporary folder, removed afterwards."""
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
+    except OSError as exc:
+        raise InputError(
+            f"{store.path}: cannot read session {session.id} into {tempfile.gettempdir()} "
+            f"({described(exc)})"
+        ) from None
+    try:
+        os.chmod(folder, 0o700)
+        transcript = store.transcript(session, folder)
+        try:
+            yield transcript
+        except SessionfixError as exc:
+            shown = f"{store.path} (session {session.id})"
+            exc.args = tuple(
+                arg.replace(str(transcript.path), shown) if isinstance(arg, str) else arg
+                for arg in exc.args
+            )
+            raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def located(transcript: Transcript) -> Callable[[int], int | None]:
+    """Line number → store row, for locating findings."""
+    return transcript.row_of
