@@ -7,6 +7,7 @@ here and reported as one line on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import signal
@@ -21,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO
 import orjson
 import typer
 
+from sessionfix import stores
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
 from sessionfix.discovery import is_directory
 from sessionfix.engine import EXIT_ERROR, EXIT_OK, check_run, select_files
@@ -172,6 +174,14 @@ BreakStaleLockOpt = Annotated[
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only diagnostics and errors.")]
 NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="Never show a progress bar.")]
+SessionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--session",
+        help="In a session store (OpenClaw's openclaw-agent.sqlite): only this session "
+        "(repeatable; default every session).",
+    ),
+]
 JobsOpt = Annotated[
     int | None,
     typer.Option(
@@ -229,6 +239,7 @@ def _settings(
     max_record_size: int,
     cwd: str | None,
     jobs: int | None,
+    session: list[str] | None = None,
 ) -> Settings:
     selected = _split(select) or ("ALL",)
     others = (
@@ -252,6 +263,7 @@ def _settings(
         max_record_size=max_record_size,
         cwd=cwd,
         jobs=jobs,
+        sessions=tuple(session or ()),
     )
     _check_selectors([*selected, *(s for group in others for s in group)])
     return settings
@@ -503,6 +515,7 @@ def scan(
     cwd: CwdOpt = None,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
+    session: SessionOpt = None,
     jobs: JobsOpt = None,
 ) -> None:
     """Find session files under PATHS and report every problem. Never changes a file."""
@@ -532,6 +545,7 @@ def check(
     cwd: CwdOpt = None,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
+    session: SessionOpt = None,
     jobs: JobsOpt = None,
 ) -> None:
     """Report problems in explicit session FILES (for CI and pre-commit). Never changes a file."""
@@ -631,6 +645,7 @@ def repair(
     ] = False,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
+    session: SessionOpt = None,
     jobs: JobsOpt = None,
 ) -> None:
     """Repair session FILES: to a new file (-o), in place (--in-place) or as a diff (--diff).
@@ -850,6 +865,14 @@ def restore(
     force: ForceOpt = False,
     follow_symlinks: FollowSymlinksOpt = False,
     quiet: QuietOpt = False,
+    store_session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="In a session store: the session whose backup to list or put back "
+            "(needed when the store holds several).",
+        ),
+    ] = None,
 ) -> None:
     """Put back a backup that repair --in-place kept (the newest, or --backup NAME).
 
@@ -878,11 +901,18 @@ def _restore_command(
     force: bool,
     follow_symlinks: bool,
     quiet: bool,
+    store_session: str | None,
 ) -> int:
     from sessionfix.safety import backups
 
     if quiescence < 0:
         raise UsageError("--quiescence must be 0 or more")
+    if stores.is_store(session):
+        return _restore_stored(
+            session, store_session, backup, list_only, output_format, keep, quiet
+        )
+    if store_session is not None:
+        raise UsageError(f"{session}: --session names a session of a store; this is a file")
     if list_only:
         if backup is not None:
             raise UsageError("--list and --backup cannot be combined")
@@ -928,6 +958,54 @@ def _restore_command(
             if restored.kept is not None:
                 note += f"; the replaced version is kept as {restored.kept.name}"
             _note(note + ".")
+    return EXIT_OK
+
+
+def _restore_stored(
+    path: Path,
+    session_id: str | None,
+    backup: str | None,
+    list_only: bool,
+    output_format: RuleOutput,
+    keep: bool,
+    quiet: bool,
+) -> int:
+    """`restore` of one session of a store: its rows put back from a backup of them."""
+    with contextlib.closing(stores.open_store(path)) as store:
+        if session_id is None:
+            sessions = store.sessions()
+            if len(sessions) != 1:
+                raise UsageError(f"{path}: holds {len(sessions)} sessions; name one with --session")
+            session_id = sessions[0].id
+        if list_only:
+            if backup is not None:
+                raise UsageError("--list and --backup cannot be combined")
+            found = store.backups(session_id)
+            out = _stdout()
+            with _writing("to standard output"):
+                if output_format is RuleOutput.JSON:
+                    rows = [
+                        {
+                            "path": _text(b.path),
+                            "session_id": b.session_id,
+                            "taken": b.taken,
+                            "rows": b.rows,
+                            "status": b.status,
+                        }
+                        for b in found
+                    ]
+                    out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
+                else:
+                    for b in found:
+                        fields = (escape(_text(b.path)), b.taken, f"{b.rows} rows", b.status)
+                        out.write("\t".join(fields).encode() + b"\n")
+                out.flush()
+            if not found and not quiet:
+                _note(f"{path}: no sessionfix backup of session {session_id} beside it.")
+            return EXIT_OK
+        restored = store.restore(session_id, backup, keep_current=keep)
+    if not quiet:
+        _note(f"Restored session {session_id} of {path} from {restored.name}.")
     return EXIT_OK
 
 

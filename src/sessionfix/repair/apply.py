@@ -19,13 +19,13 @@ import stat
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from sessionfix import jsonutil
+from sessionfix import jsonutil, stores
 from sessionfix.diagnostics import (
     SORT_KEY,
     Applicability,
@@ -660,6 +660,12 @@ class RepairPreview:
         self._traced = planned.traced
         self._first_pass = len(planned.plan.diagnostics)
         self._source: RecordSource | None = None
+        self.located: Callable[[list[Diagnostic]], list[Diagnostic]] | None = None
+        """Names the plan's findings by the session store the input was read from."""
+
+    def keep(self, stack: ExitStack) -> None:
+        """Close `stack` (what the input's text needs) when the preview is closed."""
+        self._text.callback(stack.close)
 
     @property
     def changes_anything(self) -> bool:
@@ -704,7 +710,7 @@ class RepairPreview:
                     excerpt=diagnostic.excerpt if first_pass else None,
                 )
             )
-        return listed
+        return listed if self.located is None else self.located(listed)
 
     def close(self) -> None:
         if self._source is not None:
@@ -1228,6 +1234,9 @@ def repair_paths(
     run = RepairRun()
     notices = Notices()
     for path in files:
+        if stores.is_store(path):
+            _repair_store(path, settings, run, notices, in_place, output, stream, backup, force)
+            continue
         try:
             if in_place:
                 result = repair_in_place(
@@ -1260,6 +1269,39 @@ def repair_paths(
     return run
 
 
+def _repair_store(
+    path: Path,
+    settings: Settings,
+    run: RepairRun,
+    notices: Notices,
+    in_place: bool,
+    output: Path | None,
+    stream: BinaryIO | None,
+    backup: bool,
+    force: bool,
+) -> None:
+    """Repair a store's sessions, each a result or an error line of `run`."""
+    from sessionfix.repair.stored import repair_store
+
+    try:
+        for outcome in repair_store(
+            path,
+            settings,
+            in_place=in_place,
+            output=output,
+            stream=stream,
+            backup=backup,
+            force=force,
+        ):
+            if isinstance(outcome, SessionfixError):
+                run.errors.append(str(outcome))
+                continue
+            run.results.append(outcome)
+            notices.add(outcome.inapplicable)
+    except SessionfixError as exc:
+        run.errors.append(str(exc))
+
+
 def _findings_of(path: Path, settings: Settings) -> list[Diagnostic]:
     """What a check of a file whose repair was refused finds in it."""
     try:
@@ -1287,6 +1329,9 @@ class PreviewRun:
 
     def __iter__(self) -> Iterator[RepairPreview]:
         for path in self.files:
+            if stores.is_store(path):
+                yield from self._store_previews(path)
+                continue
             try:
                 preview = preview_repair(path, self.settings)
             except SessionfixError as exc:
@@ -1296,6 +1341,22 @@ class PreviewRun:
             if preview.changes_anything:
                 self.changed += 1
             yield preview
+
+    def _store_previews(self, path: Path) -> Iterator[RepairPreview]:
+        from sessionfix.repair.stored import preview_store
+
+        try:
+            for stored in preview_store(path, self.settings):
+                preview = stored.preview
+                preview.path = Path(stored.shown)
+                preview.located = stored.locate
+                preview.keep(stored.stack)
+                self._notices.add(preview.result.inapplicable)
+                if preview.changes_anything:
+                    self.changed += 1
+                yield preview
+        except SessionfixError as exc:
+            self.errors.append(str(exc))
 
     def note(self, problems: int) -> str | None:
         return summary.preview_note(problems, self.changed, bool(self.errors))
