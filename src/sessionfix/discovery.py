@@ -42,8 +42,9 @@ def _reason(error: OSError) -> str:
 
 
 def discover(paths: Iterable[Path]) -> Discovery:
-    """Session candidates (`*.jsonl`, and `*.jsonl.zst` unless the plain file is beside it)
-    under directories; explicit files are always taken.
+    """Session candidates (`*.jsonl`, `*.jsonl.zst` unless the plain file is beside it,
+    and session stores by their names) under directories; explicit files are always
+    taken.
 
     Directory symlinks are never followed, so a scan stays inside the tree it was given.
     """
