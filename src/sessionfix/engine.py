@@ -332,12 +332,23 @@ def exit_code(
     return EXIT_OK
 
 
-def scan_note(scanned: int, size: int, elapsed: float, skipped: int, *, nothing: bool) -> str:
-    """How much a scan read and how long it took; `nothing`: no file was found at all."""
+def scan_note(
+    scanned: int,
+    size: int,
+    elapsed: float,
+    skipped: int,
+    *,
+    nothing: bool,
+    stored: int = 0,
+) -> str:
+    """How much a scan read and how long it took; `nothing`: no file was found at all;
+    `stored`: sessions read from session stores among the files."""
     if nothing:
         return "No session files found"
-    note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(size)}) in "
-    note += f"{elapsed:.2f}s"
+    note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(size)}"
+    if stored:
+        note += f"; {stored} session{'s' if stored != 1 else ''} in stores"
+    note += f") in {elapsed:.2f}s"
     if skipped:
         note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
     return note
@@ -363,9 +374,12 @@ class CheckRun:
     def note(self) -> str:
         """How much was read, how fast; or that there was nothing to read."""
         selection = self.selection
-        read = sum(1 for r in self.reports if r.error is None)
+        read = len({r.path for r in self.reports if r.error is None})
+        stored = sum(1 for r in self.reports if r.error is None and r.session_id)
         nothing = not selection.files and not self.errors
-        return scan_note(read, selection.size, self.elapsed, selection.skipped, nothing=nothing)
+        return scan_note(
+            read, selection.size, self.elapsed, selection.skipped, nothing=nothing, stored=stored
+        )
 
 
 def check_run(
