@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 BACKUP_MARK: Final = ".sessionfix-bak-"
 _COLUMNS: Final = "seq, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json"
+_AS_BYTES: Final = (
+    "seq, CAST(event_json AS BLOB), created_at, event_zstd, event_utf8_bytes, navigation_json"
+)
+"""The columns with the event as its stored bytes (a row need not hold valid UTF-8)."""
 _CHECK_EVERY: Final = 4096
 """Rows between checks for an interrupt while rows are copied (see `_kill_point`)."""
 
@@ -361,14 +365,14 @@ def _write_backup(db: apsw.Connection, store: Path, session_id: str) -> Path:
         with copy:
             copy.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) STRICT")
             copy.execute(
-                "CREATE TABLE events (seq INTEGER PRIMARY KEY, event_json TEXT, "
+                "CREATE TABLE events (seq INTEGER PRIMARY KEY, event_json BLOB, "
                 "created_at INTEGER NOT NULL, event_zstd BLOB, event_utf8_bytes INTEGER, "
                 "navigation_json TEXT)"
             )
             copy.executemany(
                 f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                 db.execute(
-                    f"SELECT {_COLUMNS} FROM transcript_events WHERE session_id = ? ORDER BY seq",
+                    f"SELECT {_AS_BYTES} FROM transcript_events WHERE session_id = ? ORDER BY seq",
                     (session_id,),
                 ),
             )
@@ -501,7 +505,8 @@ def _copy_backup_rows(db: apsw.Connection, backup: Path, session_id: str) -> Non
     source = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         db.executemany(
-            f"INSERT INTO transcript_events (session_id, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO transcript_events (session_id, {_COLUMNS}) "
+            "VALUES (?, ?, CAST(? AS TEXT), ?, ?, ?, ?)",
             (
                 (session_id, *row)
                 for row in source.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq")
