@@ -3,7 +3,9 @@
 The library API is independent of the command line: scanning (`check_file`,
 `check_paths`), planning (`plan_repair`, `preview_repair`), repairing (`repair_to`,
 `repair_to_stream`, `repair_in_place`, `repair_paths`) and restoring (`restore`,
-`list_backups`)::
+`list_backups`). `check_paths` and `repair_paths` also take session stores (OpenClaw's
+`openclaw-agent.sqlite`), which `open_store` opens for their sessions, backups and
+restores::
 
     from sessionfix import check_file
     for diagnostic in check_file("session.jsonl"):
@@ -22,6 +24,7 @@ from sessionfix.formats import Format
 from sessionfix.rules import RULES, Rule, get_rule
 from sessionfix.scan.scanner import read_session
 from sessionfix.settings import Settings
+from sessionfix.stores import SessionStore, StoredSession, open_store
 from sessionfix.version import __version__
 
 if TYPE_CHECKING:
@@ -73,9 +76,11 @@ __all__ = [
     "RepairResult",
     "RepairRun",
     "Rule",
+    "SessionStore",
     "SessionfixError",
     "Settings",
     "Severity",
+    "StoredSession",
     "UsageError",
     "__version__",
     "check_file",
@@ -83,6 +88,7 @@ __all__ = [
     "check_run",
     "get_rule",
     "list_backups",
+    "open_store",
     "plan_repair",
     "preview_repair",
     "read_session",

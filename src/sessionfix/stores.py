@@ -108,6 +108,10 @@ class SessionStore(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> SessionStore: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 class StorePackage(Protocol):
     STORE_NAMES: frozenset[str]
