@@ -340,6 +340,15 @@ def load_sessions(
     }
 
 
+def model_view(messages: Sequence[Any]) -> list[Any]:
+    """Messages as OpenClaw's model-context reader gives them: without toolResult
+    `details`, which it drops on purpose (`projectModelContextMessages`)."""
+    return [
+        {k: v for k, v in m.items() if k != "details"} if m.get("role") == "toolResult" else m
+        for m in messages
+    ]
+
+
 # --- OpenClaw's doctor ----------------------------------------------------------------------
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,6 +15,7 @@ from .openclaw_loader import (
     build_store,
     doctor_lint,
     load_sessions,
+    model_view,
     require_openclaw_at_collection,
     sample_session,
     store_digest,
@@ -78,15 +78,6 @@ def harness(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Harness:
         digest_before=before,
         digest_after=after,
     )
-
-
-def model_view(messages: tuple[Any, ...] | list[Any]) -> list[Any]:
-    """Messages as OpenClaw's model-context reader gives them: without toolResult
-    `details`, which it drops on purpose (`projectModelContextMessages`)."""
-    return [
-        {k: v for k, v in m.items() if k != "details"} if m.get("role") == "toolResult" else m
-        for m in messages
-    ]
 
 
 NAMES = (*CORPUS_FILES, *SAMPLES)
