@@ -1,0 +1,147 @@
+"""Session files turned into sessions of an OpenClaw store, damage and all.
+
+A store OpenClaw built itself (by its own import, `tests/openclaw_loader.py`) is the
+template: its schema, triggers and session rows are OpenClaw's. A fixture's lines
+replace the rows of the template's session byte for byte, one row per line, so a glued
+or torn line becomes a glued or torn row, as a store holds them when a damaged JSONL
+session was written into it row by row. Rows can be stored zstd-compressed, as
+OpenClaw stores large ones (`event_json` NULL).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+import apsw
+import orjson
+import zstandard
+
+NAVIGATION = orjson.dumps(
+    {
+        "version": 1,
+        "report": {"kind": "canonical"},
+        "navigation": {},
+        "reset": {},
+        "model": {},
+        "modelBytes": 0,
+        "modelWithoutCheckpointBytes": 0,
+        "withoutCustomDataBytes": 0,
+    }
+).decode()
+"""The smallest navigation record the table's CHECK admits for a compressed row (only
+sessionfix reads these stores; OpenClaw's own tests use rows it compressed itself)."""
+
+
+def transcript_lines(data: bytes) -> list[bytes]:
+    """A JSONL file's lines without terminators (a last line without one included)."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
+
+
+def store_session(store: Path) -> str:
+    """The id of the (first) session of a store."""
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        row = db.execute("SELECT session_id FROM session_windows ORDER BY session_id").fetchone()
+        assert row is not None, f"{store} holds no session"
+        return str(row[0])
+    finally:
+        db.close()
+
+
+def fill_session(
+    store: Path,
+    session_id: str,
+    lines: Sequence[bytes],
+    *,
+    compress: Collection[int] = (),
+    created_at: int = 1_760_000_000_000,
+) -> None:
+    """Replace a session's rows by `lines`, row `seq` k holding line k+1 exactly
+    (`compress`: the seqs stored zstd-compressed); identities as OpenClaw indexes them."""
+    db = apsw.Connection(str(store))
+    try:
+        db.execute("PRAGMA foreign_keys = ON")
+        with db:
+            for table in (
+                "session_transcript_fts_rows",
+                "session_transcript_active_events",
+                "transcript_event_identities",
+                "transcript_events",
+            ):
+                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            seen: set[str] = set()
+            packer = zstandard.ZstdCompressor(level=1, write_checksum=True)
+            for seq, line in enumerate(lines):
+                created = created_at + seq
+                if seq in compress:
+                    db.execute(
+                        "INSERT INTO transcript_events (session_id, seq, event_json, created_at, "
+                        "event_zstd, event_utf8_bytes, navigation_json) "
+                        "VALUES (?, ?, NULL, ?, ?, ?, ?)",
+                        (session_id, seq, created, packer.compress(line), len(line), NAVIGATION),
+                    )
+                else:
+                    db.execute(
+                        "INSERT INTO transcript_events (session_id, seq, event_json, created_at, "
+                        "event_utf8_bytes) VALUES (?, ?, CAST(? AS TEXT), ?, ?)",
+                        (session_id, seq, line, created, len(line)),
+                    )
+                try:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(event, dict) or not isinstance(event.get("id"), str):
+                    continue
+                if event["id"] in seen or not event["id"].strip():
+                    continue
+                seen.add(event["id"])
+                parent = event.get("parentId")
+                db.execute(
+                    "INSERT INTO transcript_event_identities (session_id, event_id, seq, "
+                    "event_type, parent_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        session_id,
+                        event["id"].strip(),
+                        seq,
+                        event.get("type") if isinstance(event.get("type"), str) else None,
+                        parent if isinstance(parent, str) else None,
+                        created,
+                    ),
+                )
+            db.execute(
+                "UPDATE session_transcript_index_state SET needs_rebuild = 1 WHERE session_id = ?",
+                (session_id,),
+            )
+    finally:
+        db.close()
+
+
+def store_from_file(
+    template: Path, destination: Path, data: bytes, *, compress: Collection[int] = ()
+) -> tuple[Path, str]:
+    """A copy of the template store at `destination` whose session holds `data`'s lines."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    db = apsw.Connection(str(template), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        out = apsw.Connection(str(destination))
+        try:
+            with out.backup("main", db, "main") as backup:
+                backup.step()
+        finally:
+            out.close()
+    finally:
+        db.close()
+    session_id = store_session(destination)
+    fill_session(destination, session_id, transcript_lines(data), compress=compress)
+    return destination, session_id
+
+
+def copy_store(source: Path, destination: Path) -> Path:
+    """A plain copy of a store file that has no write-ahead log pending."""
+    shutil.copyfile(source, destination)
+    return destination

@@ -1,0 +1,542 @@
+"""OpenClaw's SQLite session store: every pi/OpenClaw fixture turned into a store session
+is scanned and repaired as the file is; scans never change the store; a rewrite is one
+transaction that a lock, a live gateway, a kill or a full disk leave undone.
+
+The template store is built by OpenClaw's own import (`tests/openclaw_loader.py`), so
+its schema, triggers and session rows are OpenClaw's; each fixture's lines then replace
+its session's rows byte for byte (`tests/store_fixtures.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import apsw
+import orjson
+import pytest
+import zstandard
+from typer.testing import CliRunner
+
+from sessionfix import Settings, check_file
+from sessionfix.cli import app
+from sessionfix.engine import check_paths
+from sessionfix.formats.openclaw_store.liveness import coordinator_path
+from sessionfix.repair.apply import repair_to
+from sessionfix.stores import open_store, transcript_of
+
+from .conftest import FIXTURES, ROOT
+from .openclaw_loader import build_store, require_openclaw_at_collection
+from .store_fixtures import fill_session, store_from_file, transcript_lines
+
+require_openclaw_at_collection()
+
+ENV = {"NO_COLOR": "1", "COLUMNS": "200"}
+EXAMPLE = ROOT / "examples" / "sessions" / "openclaw-overflow-recovery.jsonl"
+
+
+def _is_pi_family_case(case: Path) -> bool:
+    spec_file = case / "case.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
+    if spec.get("settings") or spec.get("filename"):
+        return False  # checked under a file name or settings a store session has not
+    data = (case / "input.jsonl").read_bytes()
+    if not data.endswith(b"\n") or b"\r" in data:
+        return False  # each row is a line: a store has no unterminated or CRLF line
+    golden = json.loads((case / "diagnostics.json").read_text())
+    formats = {d["format"] for d in golden}
+    if golden:
+        return formats <= {"pi", "openclaw"}
+    return data.startswith(b'{"type":"session"')
+
+
+CASES = sorted(case for case in FIXTURES.iterdir() if case.is_dir() and _is_pi_family_case(case))
+
+
+@pytest.fixture(scope="session")
+def template_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store OpenClaw built by its own import of one clean pi session."""
+    work = tmp_path_factory.mktemp("openclaw-template")
+    built = build_store(work, [EXAMPLE.read_bytes()])
+    return built.store
+
+
+def _store_for(template: Path, tmp_path: Path, data: bytes, **kw: Any) -> tuple[Path, str]:
+    where = tmp_path / "state" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    return store_from_file(template, where, data, **kw)
+
+
+def _rows(store: Path, session_id: str) -> list[tuple[Any, ...]]:
+    """Every column of every row of the session, in order (what a rewrite may change)."""
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return db.execute(
+            "SELECT seq, CAST(event_json AS BLOB), created_at, event_zstd, event_utf8_bytes, "
+            "navigation_json FROM transcript_events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+    finally:
+        db.close()
+
+
+def _session_text(store: Path, session_id: str, tmp_path: Path) -> bytes:
+    with open_store(store) as opened:
+        session = next(s for s in opened.sessions() if s.id == session_id)
+        with transcript_of(opened, session) as transcript:
+            return transcript.path.read_bytes()
+
+
+def _compressible(data: bytes) -> set[int]:
+    """Every third non-empty line, stored compressed."""
+    return {k for k, line in enumerate(transcript_lines(data)) if k % 3 == 2 and line}
+
+
+def _located(report: list[Any]) -> list[tuple[str, int, str, str | None]]:
+    return [(d.code, d.row, d.severity.label, d.fix and d.fix.applicability.value) for d in report]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_fixture_as_store_session(case: Path, template_store: Path, tmp_path: Path) -> None:
+    """A store session holding a fixture's lines (some rows compressed) has the file's
+    findings, on the same lines, at seq = line - 1; its repair in place stores exactly
+    the lines the file's repair writes."""
+    data = (case / "input.jsonl").read_bytes()
+    store, session_id = _store_for(template_store, tmp_path, data, compress=_compressible(data))
+    plain = tmp_path / "session.jsonl"
+    plain.write_bytes(data)
+    settings = Settings(quiescence=0.0)
+    expected = check_file(plain, settings)
+    reports = list(check_paths([store], settings))
+    assert [r.session_id for r in reports] == [session_id]
+    found = reports[0].diagnostics
+    assert _located(found) == _located(expected)
+    assert all(d.session_id == session_id and d.seq == d.row - 1 for d in found)
+    repaired = tmp_path / "repaired.jsonl"
+    result = repair_to(plain, repaired, settings)
+    before = _rows(store, session_id)
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--no-progress", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code in (0, 1), outcome.output
+    if not result.changed:
+        assert _rows(store, session_id) == before
+        assert not list(store.parent.glob("*.sessionfix-bak-*"))
+        return
+    assert _session_text(store, session_id, tmp_path) == repaired.read_bytes()
+    after = _rows(store, session_id)
+    texts = [row[1] for row in before]
+    kept = {row[1]: row for row in before if texts.count(row[1]) == 1}
+    for row in after:  # a row the repair kept keeps every column but its seq
+        old = kept.get(row[1])
+        if old is not None:
+            assert row[2:] == old[2:]
+    _assert_consistent(store)
+
+
+def _assert_consistent(store: Path) -> None:
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def damaged(template_store: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A store whose session holds the overflow-recovery example (clones, a cloned
+    compaction, a dangling label), one row compressed."""
+    return _store_for(template_store, tmp_path, EXAMPLE.read_bytes(), compress={3})
+
+
+def _digest(store: Path) -> dict[str, str]:
+    """The store's files, each by its digest: the database, its backups, and a write-ahead
+    log with anything in it (an empty `-wal` and the `-shm` index are what SQLite's WAL
+    mode makes for any reader, `sqlite3 -readonly` too)."""
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(store.parent.iterdir())
+        if p.name.startswith(store.name)
+        and not p.name.endswith("-shm")
+        and not (p.name.endswith("-wal") and p.stat().st_size == 0)
+    }
+
+
+def test_scan_reads_only(damaged: tuple[Path, str]) -> None:
+    store, _ = damaged
+    before = _digest(store)
+    outcome = CliRunner().invoke(app, ["scan", str(store.parents[3])], env=ENV)
+    assert outcome.exit_code == 1, outcome.output
+    assert _digest(store) == before
+
+
+def test_findings_name_store_session_and_seq(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    outcome = CliRunner().invoke(app, ["check", "--output-format", "json", str(store)], env=ENV)
+    found = orjson.loads(outcome.stdout)
+    assert [(d["code"], d["seq"]) for d in found] == [
+        ("SF201", 6),
+        ("SF201", 7),
+        ("SF202", 10),
+        ("SF503", 11),
+        ("SF108", 12),
+    ]
+    assert {(d["filename"], d["session_id"]) for d in found} == {(str(store), session_id)}
+    assert all(d["location"]["row"] == d["seq"] + 1 for d in found)
+    text = CliRunner().invoke(app, ["check", "--output-format", "concise", str(store)], env=ENV)
+    assert f"{store}:{session_id}:seq 6: SF201" in text.stdout
+    assert "entry a0000005 at seq 5" in text.stdout
+
+
+def test_session_option(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    ok = CliRunner().invoke(app, ["check", "--session", session_id, str(store)], env=ENV)
+    assert ok.exit_code == 1
+    missing = CliRunner().invoke(app, ["check", "--session", "nope", str(store)], env=ENV)
+    assert missing.exit_code == 2
+    assert "no session 'nope'" in missing.stderr
+
+
+def test_export_and_diff(damaged: tuple[Path, str], tmp_path: Path) -> None:
+    store, session_id = damaged
+    before = _digest(store)
+    text = tmp_path / "text.jsonl"
+    text.write_bytes(_session_text(store, session_id, tmp_path))
+    expected = tmp_path / "expected.jsonl"
+    repair_to(text, expected, Settings(quiescence=0.0))
+    exported = tmp_path / "exported.jsonl"
+    outcome = CliRunner().invoke(app, ["repair", "-o", str(exported), str(store)], env=ENV)
+    assert outcome.exit_code == 1, outcome.output  # SF503 remains: it has no fix
+    assert exported.read_bytes() == expected.read_bytes()
+    diff = CliRunner().invoke(app, ["repair", "--diff", str(store)], env=ENV)
+    assert diff.exit_code == 1
+    assert f"+++ b/{store}:{session_id}" in diff.stdout
+    assert '-{"type":"message","id":"a0000006"' in diff.stdout
+    assert _digest(store) == before
+
+
+def test_repair_backup_and_restore(damaged: tuple[Path, str], tmp_path: Path) -> None:
+    store, session_id = damaged
+    before = _rows(store, session_id)
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    repaired = _rows(store, session_id)
+    assert len(repaired) == len(before) - 4
+    assert repaired[3][3] is not None  # the compressed row stays compressed
+    _assert_consistent(store)
+    listing = CliRunner().invoke(
+        app, ["restore", "--list", "--output-format", "json", str(store)], env=ENV
+    )
+    backups = orjson.loads(listing.stdout)
+    assert [(b["session_id"], b["rows"], b["status"]) for b in backups] == [
+        (session_id, len(before), "ok")
+    ]
+    restored = CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    assert restored.exit_code == 0, restored.output
+    assert _rows(store, session_id) == before
+    _assert_consistent(store)
+    again = CliRunner().invoke(app, ["restore", "--list", str(store)], env=ENV)
+    assert len(again.stdout.splitlines()) == 2  # the restore kept the repaired version
+
+
+def test_rewrite_marks_projections_for_rebuild(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    generation = db.execute(
+        "SELECT generation FROM transcript_rewrite_watermarks WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    db.close()
+    CliRunner().invoke(app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV)
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        state = db.execute(
+            "SELECT needs_rebuild FROM session_transcript_index_state WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        assert state == (1,)
+        rotated = db.execute(
+            "SELECT generation FROM transcript_rewrite_watermarks WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        assert rotated is not None
+        assert rotated != generation
+        assert len(rotated[0]) == 32
+        identities = db.execute(
+            "SELECT event_id, seq FROM transcript_event_identities WHERE session_id = ? "
+            "ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+        assert "a0000006" not in {event_id for event_id, _ in identities}
+        assert [seq for _, seq in identities] == list(range(len(identities)))
+    finally:
+        db.close()
+
+
+def _refused(store: Path, session_id: str) -> str:
+    before = _rows(store, session_id)
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 2, outcome.output
+    assert _rows(store, session_id) == before
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1, outcome.stderr
+    return lines[0]
+
+
+def test_refused_while_the_store_is_written(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    writer = apsw.Connection(str(store))
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        assert "the store is being written" in _refused(store, session_id)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_refused_while_the_gateway_holds_its_coordinator(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    coordinator = coordinator_path(store.parents[3])
+    coordinator.parent.mkdir(mode=0o700, exist_ok=True)
+    holder = apsw.Connection(str(coordinator))
+    holder.execute("PRAGMA journal_mode = MEMORY")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        assert "OpenClaw's gateway" in _refused(store, session_id)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        coordinator.unlink()
+
+
+def test_refused_while_the_recorded_gateway_pid_lives(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    locks = store.parents[3] / "tmp" / f"openclaw-{os.getuid()}"
+    locks.mkdir(parents=True)
+    (locks / "gateway.state.lock").write_bytes(orjson.dumps({"pid": os.getpid(), "port": 1}))
+    assert f"pid {os.getpid()}" in _refused(store, session_id)
+    (locks / "gateway.state.lock").write_bytes(orjson.dumps({"pid": 2**22 + 17}))
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output  # a dead pid does not hold the store
+
+
+def test_cold_session_scanned_not_rewritten(damaged: tuple[Path, str], tmp_path: Path) -> None:
+    store, session_id = damaged
+    lines = transcript_lines(EXAMPLE.read_bytes())
+    records = [{"kind": "header", "version": 1, "sessionId": session_id, "generation": "0" * 32}]
+    records += [
+        {"kind": "event", "row": {"seq": k, "event_json": line.decode(), "created_at": k}}
+        for k, line in enumerate(lines)
+    ]
+    archive = zstandard.ZstdCompressor().compress(
+        b"".join(orjson.dumps(r) + b"\n" for r in records)
+    )
+    digest = hashlib.sha256(archive).hexdigest()
+    cold = store.parents[1] / "sessions" / "cold"
+    cold.mkdir(parents=True)
+    (cold / f"{digest}.jsonl.zst").write_bytes(archive)
+    db = apsw.Connection(str(store))
+    with db:
+        db.execute("DELETE FROM transcript_events WHERE session_id = ?", (session_id,))
+        db.execute(
+            "INSERT INTO session_transcript_cold_archives (session_id, generation, archive_name, "
+            "archive_sha256, event_count, raw_bytes, archive_bytes, last_seq, archived_at, "
+            "storage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'file')",
+            (
+                session_id,
+                "0" * 32,
+                f"{digest}.jsonl.zst",
+                digest,
+                len(lines),
+                1,
+                len(archive),
+                len(lines) - 1,
+                1,
+            ),
+        )
+    db.close()
+    outcome = CliRunner().invoke(app, ["check", "--output-format", "json", str(store)], env=ENV)
+    assert [d["seq"] for d in orjson.loads(outcome.stdout)] == [6, 7, 10, 11, 12]
+    refused = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert refused.exit_code == 2
+    assert "cold-archived" in refused.stderr
+
+
+def test_bad_store_is_one_line(tmp_path: Path, template_store: Path) -> None:
+    broken = tmp_path / "openclaw-agent.sqlite"
+    data = bytearray(template_store.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)
+    broken.write_bytes(bytes(data))
+    outcome = CliRunner().invoke(app, ["check", str(broken)], env=ENV)
+    assert outcome.exit_code == 2
+    assert len(outcome.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in outcome.output
+
+
+# ---- a rewrite cut short leaves the store as it was -------------------------------------
+
+KILL_POINTS = ("begun", "rows", "before-commit")
+
+
+def _state(store: Path, session_id: str) -> tuple[Any, ...]:
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return tuple(
+            db.execute(query, (session_id,)).fetchall()
+            for query in (
+                "SELECT * FROM transcript_events WHERE session_id = ? ORDER BY seq",
+                "SELECT * FROM transcript_event_identities WHERE session_id = ? ORDER BY seq",
+                "SELECT * FROM transcript_rewrite_watermarks WHERE session_id = ?",
+                "SELECT * FROM session_transcript_index_state WHERE session_id = ?",
+                "SELECT transcript_updated_at FROM session_windows WHERE session_id = ?",
+            )
+        )
+    finally:
+        db.close()
+
+
+def _repair_process(store: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sessionfix",
+            "repair",
+            "--in-place",
+            "--no-progress",
+            "--quiescence",
+            "0",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ENV, **env},
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_killed_rewrite_leaves_the_store(damaged: tuple[Path, str], point: str) -> None:
+    store, session_id = damaged
+    before = _state(store, session_id)
+    killed = _repair_process(store, SESSIONFIX_KILL_AT=point)
+    assert killed.returncode == -9, killed.stderr
+    assert _state(store, session_id) == before
+    _assert_consistent(store)
+    done = _repair_process(store)
+    assert done.returncode == 1, done.stderr
+    assert len(_state(store, session_id)[0]) == len(before[0]) - 4
+
+
+FILE_SIZE_LIMITS = (8 << 10, 24 << 10, 32 << 10, 40 << 10, 48 << 10, 64 << 10, 1 << 20)
+"""Bytes a file may reach: from too little to read the store (its write-ahead log index
+needs more) through failing rewrites to enough."""
+
+
+def test_full_disk_leaves_the_store(template_store: Path, tmp_path: Path) -> None:
+    """Writes fail past a file size limit (RLIMIT_FSIZE, as a full disk fails them): each
+    repair either completes or leaves every row as it was, and says why on one line;
+    the limits make some rewrites fail midway and let some through."""
+    outcomes: list[str] = []
+    for limit in FILE_SIZE_LIMITS:
+        store, session_id = _store_for(
+            template_store, tmp_path / str(limit), EXAMPLE.read_bytes(), compress={3}
+        )
+        before = _state(store, session_id)
+        script = (
+            "import resource, signal, sys, runpy;"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN);"
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}));"
+            "sys.argv = ['sessionfix', 'repair', '--in-place', '--no-progress',"
+            f" '--quiescence', '0', {str(store)!r}];"
+            "runpy.run_module('sessionfix', run_name='__main__')"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **ENV},
+            timeout=120,
+            check=False,
+        )
+        after = _state(store, session_id)
+        assert "Traceback" not in done.stderr
+        if done.returncode == 2:
+            assert after == before
+            assert not list(store.parent.glob("*.sessionfix-bak-*"))
+            lines = done.stderr.strip().splitlines()
+            assert len(lines) == 1, done.stderr
+            outcomes.append("write" if "cannot write the store" in lines[0] else "read")
+        else:
+            assert done.returncode == 1, done.stderr
+            assert len(after[0]) == len(before[0]) - 4
+            outcomes.append("repaired")
+        _assert_consistent(store)
+    assert {"read", "write", "repaired"} <= set(outcomes), outcomes
+
+
+def test_fill_session_round_trip(template_store: Path, tmp_path: Path) -> None:
+    """The fixture builder stores lines exactly (the tests above rest on it)."""
+    data = EXAMPLE.read_bytes()
+    store, session_id = _store_for(template_store, tmp_path, data, compress={1, 2})
+    assert _session_text(store, session_id, tmp_path) == data
+    fill_session(store, session_id, [b'{"type":"session"}', b"not json"])
+    assert _session_text(store, session_id, tmp_path) == b'{"type":"session"}\nnot json\n'
+    shutil.rmtree(store.parent)
+
+
+def test_row_with_a_line_break_is_scanned_not_rewritten(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """A row holding a line break (valid JSON to OpenClaw, two lines to a JSONL reader)
+    is reported on the lines it makes, at its seq, and never rewritten row by row."""
+    lines = transcript_lines(EXAMPLE.read_bytes())
+    record = orjson.loads(lines[2])
+    lines[2] = orjson.dumps(record, option=orjson.OPT_INDENT_2)
+    store, session_id = _store_for(template_store, tmp_path, EXAMPLE.read_bytes())
+    fill_session(store, session_id, lines)
+    outcome = CliRunner().invoke(app, ["check", "--output-format", "json", str(store)], env=ENV)
+    found = orjson.loads(outcome.stdout)
+    assert {d["seq"] for d in found if d["code"] == "SF008"} == {2}
+    before = _rows(store, session_id)
+    refused = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert refused.exit_code == 2
+    assert "holds a line break" in refused.stderr
+    assert _rows(store, session_id) == before
+
+
+def test_row_with_invalid_utf8_keeps_its_bytes(template_store: Path, tmp_path: Path) -> None:
+    """Rows are read as bytes: a row holding bytes that are not UTF-8 is the line the
+    file would hold, and a repair of other rows copies it untouched."""
+    data = EXAMPLE.read_bytes().replace(b"Two things look urgent", b"Two things \xff urgent")
+    store, session_id = _store_for(template_store, tmp_path, data)
+    plain = tmp_path / "session.jsonl"
+    plain.write_bytes(data)
+    settings = Settings(quiescence=0.0)
+    expected = check_file(plain, settings)
+    found = next(iter(check_paths([store], settings))).diagnostics
+    assert _located(found) == _located(expected)
+    repaired = tmp_path / "repaired.jsonl"
+    repair_to(plain, repaired, settings)
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    assert _session_text(store, session_id, tmp_path) == repaired.read_bytes()
