@@ -540,3 +540,27 @@ def test_row_with_invalid_utf8_keeps_its_bytes(template_store: Path, tmp_path: P
     )
     assert outcome.exit_code == 1, outcome.output
     assert _session_text(store, session_id, tmp_path) == repaired.read_bytes()
+
+
+def test_store_failing_its_integrity_check_is_reported(damaged: tuple[Path, str]) -> None:
+    """The whole store is checked after a rewrite: a store whose (unrelated) index is
+    broken is rewritten, then reported on one line with exit 2, naming the backup."""
+    store, session_id = damaged
+    db = apsw.Connection(str(store))
+    db.execute("CREATE TABLE unrelated (x INTEGER); CREATE INDEX unrelated_x ON unrelated (x)")
+    db.executemany("INSERT INTO unrelated VALUES (?)", [(k,) for k in range(20)])
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute(
+        "UPDATE sqlite_schema SET sql = 'CREATE INDEX unrelated_x ON unrelated (x DESC)' "
+        "WHERE name = 'unrelated_x'"
+    )
+    db.close()
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 2
+    (line,) = outcome.stderr.strip().splitlines()
+    assert "failed SQLite's integrity check (row 1 missing from index unrelated_x)" in line
+    (backup,) = store.parent.glob("*.sessionfix-bak-*")
+    assert str(backup) in line
+    assert len(_rows(store, session_id)) == len(transcript_lines(EXAMPLE.read_bytes())) - 4

@@ -11,7 +11,8 @@ that a repair copies unchanged is copied inside the database with all its column
 `created_at` of the row it came from (a line written before the first row, that of
 the row before it). Before the commit the new rows are read back and
 must be the verified repair byte for byte, and `foreign_key_check` must be empty; any
-failure rolls everything back.
+failure rolls everything back. After the commit the whole store must pass
+`PRAGMA integrity_check`.
 
 The backup is the session's own rows, every column, in a small SQLite file beside the
 store (`openclaw-agent.sqlite.sessionfix-bak-<stamp>-<session>.sqlite`): restoring it
@@ -106,7 +107,44 @@ def replace_session(
             raise
     finally:
         _close(db)
+    check_integrity(store.path, where, kept)
     return kept
+
+
+class IntegrityFailed(SessionfixError):
+    """The store fails SQLite's integrity check after a committed rewrite."""
+
+
+def check_integrity(path: Path, where: str, backup: Path | None) -> None:
+    """Run `PRAGMA integrity_check` on the whole store after a commit. In WAL mode (as
+    OpenClaw keeps its stores) a reader never blocks OpenClaw's writers, so the check
+    runs outside the write transaction; in rollback-journal mode it would hold them
+    off for the length of the scan, and is left to `sqlite3 STORE 'PRAGMA
+    integrity_check'`."""
+    from sessionfix.formats.openclaw_store.store import connect_read_only
+
+    try:
+        db = connect_read_only(path)
+    except apsw.Error as exc:
+        raise _checked_failed(where, str(exc), backup) from None
+    try:
+        if _one(db, "PRAGMA journal_mode") != "wal":
+            return
+        problems = [str(row[0]) for row in db.execute("PRAGMA integrity_check")]
+    except apsw.Error as exc:
+        raise _checked_failed(where, str(exc), backup) from None
+    finally:
+        _close(db)
+    if problems != ["ok"]:
+        raise _checked_failed(where, problems[0], backup)
+
+
+def _checked_failed(where: str, problem: str, backup: Path | None) -> IntegrityFailed:
+    kept = f"; the session's rows before it are in {backup}" if backup is not None else ""
+    return IntegrityFailed(
+        f"{where}: rewritten, but the store then failed SQLite's integrity check "
+        f"({problem}){kept}"
+    )
 
 
 def _write_failed(where: str, error: apsw.Error) -> SessionfixError:
@@ -498,6 +536,7 @@ def restore_session(
             raise
     finally:
         _close(db)
+    check_integrity(store.path, where, kept)
     return chosen.path
 
 
