@@ -31,6 +31,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
     ("engine",),
     ("repair",),
     ("report",),
+    ("config",),
     ("__init__", "cli"),
     ("__main__",),
 )
@@ -39,7 +40,8 @@ from any stage below its own; never from a stage at its level or above. The top-
 modules are stages of their own, placed by what they need: the shared vocabulary
 (errors, JSON, units) at the bottom; findings and discovery above the formats they
 name; the safety layer below the scan, whose workers defer signals with it, and below
-the rules, which ask it whether a writer holds a file."""
+the rules, which ask it whether a writer holds a file; the configuration files above
+the report, whose output formats they name."""
 
 LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in units}
 

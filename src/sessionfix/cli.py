@@ -32,8 +32,9 @@ from sessionfix.report import render
 from sessionfix.report.render import OutputFormat
 from sessionfix.rules import RULES, get_rule
 from sessionfix.safety.writing import cannot_write, open_for_writing, same_file
-from sessionfix.settings import DEFAULT_MAX_RECORD_SIZE, DEFAULT_QUIESCENCE, Settings
+from sessionfix.settings import DEFAULT_QUIESCENCE, Settings
 from sessionfix.units import human_bytes
+from sessionfix.version import __version__
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,7 +44,6 @@ app = typer.Typer(
     name="sessionfix",
     help="Find and repair corruption in agent-session JSONL files (pi, OpenClaw, Claude Code, "
     "Codex).",
-    add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -89,11 +89,11 @@ IgnoreOpt = Annotated[
     list[str] | None, typer.Option("--ignore", help="Rules to disable (codes or prefixes).")
 ]
 OutputFormatOpt = Annotated[
-    OutputFormat,
+    OutputFormat | None,
     typer.Option(
         "--output-format",
         envvar="SESSIONFIX_OUTPUT_FORMAT",
-        help="How to print diagnostics.",
+        help="How to print diagnostics (default: full).",
         case_sensitive=False,
     ),
 ]
@@ -105,16 +105,19 @@ StatisticsOpt = Annotated[
     bool, typer.Option("--statistics", help="Print counts per rule instead of each diagnostic.")
 ]
 FailOnOpt = Annotated[
-    FailOn,
+    FailOn | None,
     typer.Option(
-        "--fail-on", help="Lowest severity that makes the exit code 1.", case_sensitive=False
+        "--fail-on",
+        help="Lowest severity that makes the exit code 1 (default: warning).",
+        case_sensitive=False,
     ),
 ]
 ExitZeroOpt = Annotated[
     bool, typer.Option("--exit-zero", help="Exit 0 even when problems are found (errors exit 2).")
 ]
 UnsafeFixesOpt = Annotated[
-    bool, typer.Option("--unsafe-fixes", help="Count unsafe fixes as available.")
+    bool | None,
+    typer.Option("--unsafe-fixes/--no-unsafe-fixes", help="Count unsafe fixes as available."),
 ]
 ExtendSafeOpt = Annotated[
     list[str] | None,
@@ -125,9 +128,11 @@ ExtendUnsafeOpt = Annotated[
     typer.Option("--extend-unsafe-fixes", help="Treat these rules' safe fixes as unsafe."),
 ]
 FormatOpt = Annotated[
-    FormatChoice,
+    FormatChoice | None,
     typer.Option(
-        "--format", help="Session format; auto detects it per file.", case_sensitive=False
+        "--format",
+        help="Session format; auto (the default) detects it per file.",
+        case_sensitive=False,
     ),
 ]
 ProtectOpt = Annotated[
@@ -138,18 +143,22 @@ ProtectOpt = Annotated[
     ),
 ]
 ProtectTurnsOpt = Annotated[
-    int,
+    int | None,
     typer.Option("--protect-last-turns", help="SF301: keep reads within the last N user turns."),
 ]
 QuiescenceOpt = Annotated[
-    float,
+    float | None,
     typer.Option(
         "--quiescence",
-        help="Seconds since the last change after which a file is at rest (SF002).",
+        help="Seconds since the last change after which a file is at rest (SF002; default 10).",
     ),
 ]
 MaxRecordOpt = Annotated[
-    int, typer.Option("--max-record-size", help="SF603: report records larger than this (bytes).")
+    int | None,
+    typer.Option(
+        "--max-record-size",
+        help="SF603: report records larger than this (bytes; default 256 KiB).",
+    ),
 ]
 CwdOpt = Annotated[
     str | None, typer.Option("--cwd", help="SF101: working directory for a rebuilt pi header.")
@@ -190,6 +199,52 @@ JobsOpt = Annotated[
         help="Worker processes for reading a large file (default: by size and cores).",
     ),
 ]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Read settings from this file (pyproject.toml or sessionfix.toml) instead of "
+        "the one found from the current directory upwards.",
+    ),
+]
+IsolatedOpt = Annotated[bool, typer.Option("--isolated", help="Ignore every configuration file.")]
+
+
+def _configured(options: dict[str, Any]) -> dict[str, Any]:
+    """A command's options with the configuration file filling in those not given:
+    command line, then environment, then file, then the default."""
+    from sessionfix import config
+
+    found = config.load(
+        Path.cwd(), explicit=options.pop("config"), isolated=options.pop("isolated")
+    )
+    resolved = config.resolve(options, found)
+    resolved["fail_on"] = FailOn(resolved["fail_on"])
+    resolved["session_format"] = FormatChoice(resolved["session_format"])
+    resolved["output_format"] = OutputFormat(resolved["output_format"])
+    return resolved
+
+
+def _show_version(value: bool) -> None:
+    """`--version`: print the version and stop before any command runs."""
+    if value:
+        out = _stdout()
+        with _writing("to standard output"):
+            out.write(f"sessionfix {__version__}\n".encode())
+            out.flush()
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_show_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Options of the program itself, before the command."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,28 +554,30 @@ def scan(
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
     ignore: IgnoreOpt = None,
-    output_format: OutputFormatOpt = OutputFormat.FULL,
+    output_format: OutputFormatOpt = None,
     output_file: OutputFileOpt = None,
     statistics: StatisticsOpt = False,
-    fail_on: FailOnOpt = FailOn.WARNING,
+    fail_on: FailOnOpt = None,
     exit_zero: ExitZeroOpt = False,
-    unsafe_fixes: UnsafeFixesOpt = False,
+    unsafe_fixes: UnsafeFixesOpt = None,
     extend_safe_fixes: ExtendSafeOpt = None,
     extend_unsafe_fixes: ExtendUnsafeOpt = None,
-    session_format: FormatOpt = FormatChoice.AUTO,
+    session_format: FormatOpt = None,
     protect: ProtectOpt = None,
-    protect_last_turns: ProtectTurnsOpt = 0,
-    quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
-    max_record_size: MaxRecordOpt = DEFAULT_MAX_RECORD_SIZE,
+    protect_last_turns: ProtectTurnsOpt = None,
+    quiescence: QuiescenceOpt = None,
+    max_record_size: MaxRecordOpt = None,
     cwd: CwdOpt = None,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
     session: SessionOpt = None,
     jobs: JobsOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
 ) -> None:
     """Find session files under PATHS and report every problem. Never changes a file."""
     options = locals()
-    raise typer.Exit(_guard(lambda: _check_command(walk=True, **options)))
+    raise typer.Exit(_guard(lambda: _check_command(walk=True, **_configured(options))))
 
 
 @app.command()
@@ -529,29 +586,33 @@ def check(
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
     ignore: IgnoreOpt = None,
-    output_format: OutputFormatOpt = OutputFormat.FULL,
+    output_format: OutputFormatOpt = None,
     output_file: OutputFileOpt = None,
     statistics: StatisticsOpt = False,
-    fail_on: FailOnOpt = FailOn.WARNING,
+    fail_on: FailOnOpt = None,
     exit_zero: ExitZeroOpt = False,
-    unsafe_fixes: UnsafeFixesOpt = False,
+    unsafe_fixes: UnsafeFixesOpt = None,
     extend_safe_fixes: ExtendSafeOpt = None,
     extend_unsafe_fixes: ExtendUnsafeOpt = None,
-    session_format: FormatOpt = FormatChoice.AUTO,
+    session_format: FormatOpt = None,
     protect: ProtectOpt = None,
-    protect_last_turns: ProtectTurnsOpt = 0,
-    quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
-    max_record_size: MaxRecordOpt = DEFAULT_MAX_RECORD_SIZE,
+    protect_last_turns: ProtectTurnsOpt = None,
+    quiescence: QuiescenceOpt = None,
+    max_record_size: MaxRecordOpt = None,
     cwd: CwdOpt = None,
     quiet: QuietOpt = False,
     no_progress: NoProgressOpt = False,
     session: SessionOpt = None,
     jobs: JobsOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
 ) -> None:
     """Report problems in explicit session FILES (for CI and pre-commit). Never changes a file."""
     options = locals()
     paths = options.pop("files")
-    raise typer.Exit(_guard(lambda: _check_command(walk=False, paths=paths, **options)))
+    raise typer.Exit(
+        _guard(lambda: _check_command(walk=False, paths=paths, **_configured(options)))
+    )
 
 
 def _check_command(
@@ -599,24 +660,25 @@ def repair(
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
     ignore: IgnoreOpt = None,
-    output_format: OutputFormatOpt = OutputFormat.FULL,
+    output_format: OutputFormatOpt = None,
     output_file: OutputFileOpt = None,
     statistics: StatisticsOpt = False,
-    fail_on: FailOnOpt = FailOn.WARNING,
+    fail_on: FailOnOpt = None,
     exit_zero: ExitZeroOpt = False,
     exit_non_zero_on_fix: Annotated[
         bool, typer.Option("--exit-non-zero-on-fix", help="Exit 1 when a file was changed.")
     ] = False,
     unsafe_fixes: Annotated[
-        bool, typer.Option("--unsafe-fixes", help="Also apply unsafe fixes.")
-    ] = False,
+        bool | None,
+        typer.Option("--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
+    ] = None,
     extend_safe_fixes: ExtendSafeOpt = None,
     extend_unsafe_fixes: ExtendUnsafeOpt = None,
-    session_format: FormatOpt = FormatChoice.AUTO,
+    session_format: FormatOpt = None,
     protect: ProtectOpt = None,
-    protect_last_turns: ProtectTurnsOpt = 0,
-    quiescence: QuiescenceOpt = DEFAULT_QUIESCENCE,
-    max_record_size: MaxRecordOpt = DEFAULT_MAX_RECORD_SIZE,
+    protect_last_turns: ProtectTurnsOpt = None,
+    quiescence: QuiescenceOpt = None,
+    max_record_size: MaxRecordOpt = None,
     cwd: CwdOpt = None,
     prune_to_leaf: Annotated[
         bool,
@@ -647,6 +709,8 @@ def repair(
     no_progress: NoProgressOpt = False,
     session: SessionOpt = None,
     jobs: JobsOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
 ) -> None:
     """Repair session FILES: to a new file (-o), in place (--in-place) or as a diff (--diff).
 
@@ -654,7 +718,7 @@ def repair(
     verified before it is written.
     """
     options = locals()
-    raise typer.Exit(_guard(lambda: _repair_command(**options)))
+    raise typer.Exit(_guard(lambda: _repair_command(**_configured(options))))
 
 
 @dataclass(frozen=True, slots=True)
