@@ -315,3 +315,10 @@ def test_completion_script_for_bash(monkeypatch: pytest.MonkeyPatch) -> None:
     script = result.stdout
     assert "complete -o default -F _sessionfix_completion sessionfix" in script
     assert "_SESSIONFIX_COMPLETE=complete_bash" in script
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(session: Path) -> None:
+    (session.parent / "sessionfix.toml").write_bytes(b"jobs = 2 # \xff\n")
+    result = run("check", session)
+    assert result.exit_code == 2
+    assert result.stderr == "sessionfix: error: sessionfix.toml: invalid TOML (not UTF-8 text)\n"

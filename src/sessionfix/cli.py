@@ -227,12 +227,17 @@ def _configured(options: dict[str, Any]) -> dict[str, Any]:
 
 def _show_version(value: bool) -> None:
     """`--version`: print the version and stop before any command runs."""
-    if value:
+    if not value:
+        return
+    try:
         out = _stdout()
         with _writing("to standard output"):
             out.write(f"sessionfix {__version__}\n".encode())
             out.flush()
-        raise typer.Exit(EXIT_OK)
+    except SessionfixError as exc:
+        _error(str(exc))
+        raise typer.Exit(EXIT_ERROR) from None
+    raise typer.Exit(EXIT_OK)
 
 
 @app.callback()
