@@ -7,7 +7,15 @@ from pathlib import Path
 
 from sessionfix.formats import PACKAGES, Format, detect, is_sibling_file, package_of
 
-PROVIDES = ("FORMATS", "detect", "has_record_shape", "make_adapter", "capabilities", "is_sibling")
+PROVIDES = (
+    "FORMATS",
+    "detect",
+    "has_record_shape",
+    "make_adapter",
+    "capabilities",
+    "is_sibling",
+    "session_roots",
+)
 
 
 def test_every_package_provides_the_protocol() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
@@ -164,6 +164,11 @@ class FormatPackage(Protocol):
         """A file the agent keeps beside its sessions that is not one."""
         ...
 
+    def session_roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """The folders its agents keep sessions in for this user (`env`: the environment,
+        whose variables may move them), whether or not they exist."""
+        ...
+
 
 PACKAGES: Final = (
     "sessionfix.formats.pi",
@@ -202,6 +207,25 @@ def detect(first_record: dict[str, Any]) -> Format:
 def is_sibling_file(path: Path) -> bool:
     """A file an agent keeps beside its sessions that is not a session."""
     return any(package.is_sibling(path) for package in _packages())
+
+
+def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    """Every agent's session folders for this user, existing or not, in package order."""
+    roots: list[Path] = []
+    for package in _packages():
+        roots.extend(root for root in package.session_roots(env, home) if root not in roots)
+    return roots
+
+
+def configured_folder(env: Mapping[str, str], variable: str, home: Path, default: Path) -> Path:
+    """The folder `variable` names (a leading `~/` meaning `home`), or `default` when it
+    is unset or empty: how the agents read their folder overrides."""
+    value = env.get(variable, "").strip()
+    if not value:
+        return default
+    if value == "~" or value.startswith("~/"):
+        return home / value[2:]
+    return Path(value)
 
 
 def make_adapter(fmt: Format, path: Path, context: object = None) -> FormatAdapter:

@@ -6,7 +6,7 @@ the line-level and size rules apply to every format.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +45,11 @@ def make_adapter(fmt: Format, path: Path, context: object) -> OpaqueAdapter:
 
 def is_sibling(path: Path) -> bool:
     return False
+
+
+def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    """No agent keeps sessions of no known format."""
+    return []
 
 
 def capabilities(fmt: Format, tree: bool = False) -> frozenset[Capability]:

@@ -3,10 +3,11 @@ files (spec: formats/claude-code.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from sessionfix.formats import Format
+from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.decode import (
     CAPABILITIES,
@@ -16,7 +17,7 @@ from sessionfix.formats.claude.decode import (
     ClaudeContext,
 )
 from sessionfix.formats.claude.edit import ClaudeEditor
-from sessionfix.formats.claude.files import is_sibling
+from sessionfix.formats.claude.files import HOME_FOLDER, TRANSCRIPTS_FOLDER, is_sibling
 
 FORMATS: Final = frozenset({Format.CLAUDE})
 
@@ -40,6 +41,12 @@ def has_record_shape(value: dict[str, Any]) -> bool:
     return isinstance(record_type, str) and ("uuid" in value or record_type in METADATA_TYPES)
 
 
+def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    """`~/.claude/projects`; `CLAUDE_CONFIG_DIR` replaces `~/.claude`."""
+    config = configured_folder(env, "CLAUDE_CONFIG_DIR", home, home / HOME_FOLDER)
+    return [config / TRANSCRIPTS_FOLDER]
+
+
 def make_adapter(fmt: Format, path: Path, context: object) -> ClaudeAdapter:
     return ClaudeAdapter(path)
 
@@ -61,4 +68,5 @@ __all__ = [
     "has_record_shape",
     "is_sibling",
     "make_adapter",
+    "session_roots",
 ]

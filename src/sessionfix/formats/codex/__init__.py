@@ -3,10 +3,11 @@ legacy flat rollouts, and their `.jsonl.zst` forms (spec: formats/codex.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from sessionfix.formats import Format
+from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.codex.decode import (
     CAPABILITIES,
@@ -44,6 +45,13 @@ def is_sibling(path: Path) -> bool:
     return path.name == "history.jsonl" and (path.parent / "sessions").is_dir()
 
 
+def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    """`~/.codex/sessions` and `~/.codex/archived_sessions`; `CODEX_HOME` replaces
+    `~/.codex`."""
+    codex_home = configured_folder(env, "CODEX_HOME", home, home / ".codex")
+    return [codex_home / "sessions", codex_home / "archived_sessions"]
+
+
 __all__ = [
     "CAPABILITIES",
     "FORMATS",
@@ -55,4 +63,5 @@ __all__ = [
     "has_record_shape",
     "is_sibling",
     "make_adapter",
+    "session_roots",
 ]

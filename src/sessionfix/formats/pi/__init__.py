@@ -1,5 +1,9 @@
 """pi and OpenClaw session JSONL (spec: formats/pi-openclaw.md)."""
 
+from collections.abc import Mapping
+from pathlib import Path
+
+from sessionfix.formats import configured_folder
 from sessionfix.formats.pi.decode import (
     CAPABILITIES,
     ENTRY_TYPES,
@@ -17,6 +21,18 @@ from sessionfix.formats.pi.decode import (
 )
 from sessionfix.formats.pi.edit import PiEditor
 
+
+def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
+    """pi's `~/.pi/agent/sessions` (`PI_CODING_AGENT_SESSION_DIR` replaces it,
+    `PI_CODING_AGENT_DIR` replaces `~/.pi/agent`) and OpenClaw's `~/.openclaw/agents`,
+    whose agents keep JSONL transcripts and SQLite stores (`OPENCLAW_STATE_DIR` replaces
+    `~/.openclaw`)."""
+    agent = configured_folder(env, "PI_CODING_AGENT_DIR", home, home / ".pi" / "agent")
+    pi = configured_folder(env, "PI_CODING_AGENT_SESSION_DIR", home, agent / "sessions")
+    state = configured_folder(env, "OPENCLAW_STATE_DIR", home, home / ".openclaw")
+    return [pi, state / "agents"]
+
+
 __all__ = [
     "CAPABILITIES",
     "ENTRY_TYPES",
@@ -32,4 +48,5 @@ __all__ = [
     "has_record_shape",
     "is_sibling",
     "make_adapter",
+    "session_roots",
 ]
