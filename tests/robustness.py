@@ -45,6 +45,10 @@ REPAIR_NOTES: Final = (
 """What `repair` may print on stderr besides the error: its summary line."""
 RESTORE_NOTES: Final = ("Restored ", "sessionfix: warning: ")
 """What `restore` may print on stderr besides the error: its summary or one warning."""
+SKIPPED_NOTE: Final = "sessionfix: warning: "
+SKIPPED_WORDS: Final = ": not a session file of a known format"
+"""What `scan` and `check` say, once per file, of a JSONL file whose first records no
+format reads, before skipping it (without `--strict`)."""
 INPUT_NAME: Final = "<input>"
 """The filename the library repairs are run under: diagnostics of the input carry it,
 those of later passes over the written result carry the output's name."""
@@ -156,17 +160,32 @@ def run_cli(
     return run
 
 
+def _skipped_note(run: Run, line: str) -> bool:
+    """The one line `scan` or `check` prints for a file of no known format it skips."""
+    return (
+        run.argv[0] in ("scan", "check")
+        and line.startswith(SKIPPED_NOTE)
+        and SKIPPED_WORDS in line
+        and line.endswith("; skipped (--format FORMAT reads it as a session)")
+    )
+
+
 def assert_contract(run: Run) -> None:
     """Exit 0/1/2; no traceback; an error is exactly one stderr line and means exit 2.
 
-    Besides that line, stderr may hold only `scan`'s "Scanned N files" note and, after a
-    written repair, its one-line summary."""
+    Besides that line, stderr may hold only `scan`'s "Scanned N files" note, after a
+    written repair its one-line summary, and the line saying that a file of no known
+    format is skipped."""
     shown = f"{run.argv}: exit {run.code}\nstderr:\n{run.err[-2000:]}"
     assert run.code in (0, 1, 2), shown
     assert "Traceback" not in run.err, shown
     assert "internal error" not in run.err, shown
     errors = run.errors
-    others = [line for line in run.err_lines if not line.startswith(ERROR_PREFIX)]
+    others = [
+        line
+        for line in run.err_lines
+        if not line.startswith(ERROR_PREFIX) and not _skipped_note(run, line)
+    ]
     if run.code == 2:
         assert len(errors) == 1, shown
     else:

@@ -24,8 +24,8 @@ import typer
 
 from sessionfix import stores
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
-from sessionfix.discovery import is_directory
-from sessionfix.engine import EXIT_ERROR, EXIT_OK, check_run, select_files
+from sessionfix.discovery import agent_folders, is_directory, shown
+from sessionfix.engine import EXIT_ERROR, EXIT_OK, NOT_A_SESSION, check_run, select_files
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
 from sessionfix.report import render
@@ -189,6 +189,13 @@ SessionOpt = Annotated[
         "--session",
         help="In a session store (OpenClaw's openclaw-agent.sqlite): only this session "
         "(repeatable; default every session).",
+    ),
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="A JSONL file whose first records no format reads is an error (exit 2), not skipped.",
     ),
 ]
 JobsOpt = Annotated[
@@ -531,9 +538,23 @@ def _guard(action: Callable[[], int]) -> int:
 
 
 def _run_check(
-    paths: Sequence[Path], settings: Settings, presentation: Presentation, *, walk: bool
+    paths: Sequence[Path],
+    settings: Settings,
+    presentation: Presentation,
+    *,
+    walk: bool,
+    strict: bool = False,
 ) -> int:
-    selection = select_files(paths, walk=walk)
+    home = Path.home()
+    looked: list[Path] = []
+    if walk and not paths:
+        # No path: every installed agent's session folders.
+        paths, looked = agent_folders(os.environ, home)
+    sniff = settings.format is Format.AUTO
+    selection = select_files(paths, walk=walk, sniff=sniff, strict=strict)
+    selection.origins = [shown(path, home) for path in paths] if looked else []
+    for path in selection.foreign:
+        _warning(f"{path}: {NOT_A_SESSION}; skipped (--format FORMAT reads it as a session)")
     presentation = _with_report(presentation, selection.files)
     with _progress(_progress_enabled(presentation) and walk, selection.size) as advance:
         run = check_run(selection, settings, progress=advance)
@@ -543,7 +564,11 @@ def _run_check(
     for message in run.errors:
         _error(message)
     if not presentation.quiet and walk:
-        _note(run.note())
+        if looked and not paths:
+            looked_in = ", ".join(shown(path, home) for path in looked)
+            _note(f"No agent session folders found (looked in {looked_in})")
+        else:
+            _note(run.note())
     return run.exit_code(settings, presentation.exit_zero)
 
 
@@ -553,9 +578,14 @@ def _run_check(
 @app.command()
 def scan(
     paths: Annotated[
-        list[Path],
-        typer.Argument(help="Session files or directories to search for *.jsonl.", readable=False),
-    ],
+        list[Path] | None,
+        typer.Argument(
+            help="Session files or directories to search for *.jsonl (default: every "
+            "installed agent's session folders).",
+            readable=False,
+            show_default=False,
+        ),
+    ] = None,
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -579,9 +609,12 @@ def scan(
     jobs: JobsOpt = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
-    """Find session files under PATHS and report every problem. Never changes a file."""
+    """Find session files under PATHS (default: the agents' session folders) and report
+    every problem. Never changes a file."""
     options = locals()
+    options["paths"] = paths or []
     raise typer.Exit(_guard(lambda: _check_command(walk=True, **_configured(options))))
 
 
@@ -611,6 +644,7 @@ def check(
     jobs: JobsOpt = None,
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Report problems in explicit session FILES (for CI and pre-commit). Never changes a file."""
     options = locals()
@@ -630,6 +664,7 @@ def _check_command(
     quiet: bool,
     no_progress: bool,
     exit_zero: bool,
+    strict: bool,
     **rule_options: Any,
 ) -> int:
     settings = _settings(**rule_options)
@@ -643,7 +678,7 @@ def _check_command(
         no_progress=no_progress,
         exit_zero=exit_zero,
     )
-    return _run_check(paths, settings, presentation, walk=walk)
+    return _run_check(paths, settings, presentation, walk=walk, strict=strict)
 
 
 @app.command()

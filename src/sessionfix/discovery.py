@@ -5,12 +5,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
-from sessionfix.formats import is_sibling_file
+from sessionfix.formats import Format, detect, is_sibling_file, session_roots
 from sessionfix.read.compressed import SUFFIX, is_compressed, plain_name
+from sessionfix.read.reader import classify_line
 from sessionfix.stores import is_store_name
 
 _OWN_FILES = ("*.sessionfix-bak-*", "*.sessionfix-tmp*")
@@ -26,6 +28,57 @@ class Discovery:
     """Sibling artefacts that look like sessions but are not."""
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     """Paths that could not be looked into, with the reason."""
+    foreign: list[Path] = field(default_factory=list)
+    """Files a walk left out, or explicit files, whose first records no format reads."""
+
+
+def agent_folders(env: Mapping[str, str], home: Path) -> tuple[list[Path], list[Path]]:
+    """The session folders of the agents installed for this user (those that exist),
+    and every folder looked in; the format packages say where their agents keep them."""
+    looked = session_roots(env, home)
+    return [root for root in looked if is_directory(root)], looked
+
+
+def shown(path: Path, home: Path) -> str:
+    """`path` as a person writes it: `~/...` under `home`."""
+    try:
+        return "~/" + path.relative_to(home).as_posix()
+    except ValueError:
+        return str(path)
+
+
+SNIFF_RECORDS: Final = 5
+"""How many of a file's first lines `is_foreign` reads."""
+SNIFF_LINE_BYTES: Final = 1 << 20
+"""A longer first line leaves the question open (the file is then read as a session)."""
+
+
+def is_foreign(path: Path) -> bool:
+    """Whether a JSONL file is plainly not a session of a known format: its first lines
+    (up to `SNIFF_RECORDS`) are all whole JSON records and no format package recognises
+    any of them (an agent's prompt history, a dataset, a log). Anything else (an empty
+    or unreadable file, a torn or glued line, binary data, a very long line) is read
+    as a session, so that a damaged session is never passed over."""
+    if is_compressed(path):
+        return False
+    looked = 0
+    try:
+        with path.open("rb") as handle:
+            while looked < SNIFF_RECORDS and (raw := handle.readline(SNIFF_LINE_BYTES)):
+                if len(raw) == SNIFF_LINE_BYTES and not raw.endswith(b"\n"):
+                    return False
+                body = raw.rstrip(b"\r\n")
+                if not body.strip():
+                    continue
+                outcome = classify_line(body)
+                if outcome.damaged is not None or outcome.findings or not outcome.records:
+                    return False
+                if any(detect(record.value) is not Format.UNKNOWN for record in outcome.records):
+                    return False
+                looked += 1
+    except OSError:
+        return False
+    return looked > 0
 
 
 def is_directory(path: Path) -> bool:
@@ -41,10 +94,10 @@ def _reason(error: OSError) -> str:
     return (error.strerror or str(error)).lower()
 
 
-def discover(paths: Iterable[Path]) -> Discovery:
+def discover(paths: Iterable[Path], *, sniff: bool = False) -> Discovery:
     """Session candidates (`*.jsonl`, `*.jsonl.zst` unless the plain file is beside it,
     and session stores by their names) under directories; explicit files are always
-    taken.
+    taken. `sniff`: candidates a walk meets that `is_foreign` go to `foreign` instead.
 
     Directory symlinks are never followed, so a scan stays inside the tree it was given.
     """
@@ -55,7 +108,10 @@ def discover(paths: Iterable[Path]) -> Discovery:
             for path in _walk(root, found):
                 if path not in seen:
                     seen.add(path)
-                    found.files.append(path)
+                    if sniff and not is_store_name(path.name) and is_foreign(path):
+                        found.foreign.append(path)
+                    else:
+                        found.files.append(path)
             continue
         try:
             os.lstat(root)
@@ -69,6 +125,14 @@ def discover(paths: Iterable[Path]) -> Discovery:
             seen.add(root)
             found.files.append(root)
     return found
+
+
+def is_plain_file(path: Path) -> bool:
+    """A regular file (a FIFO or a device is never opened here: reading it says why)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _walk(root: Path, found: Discovery) -> list[Path]:

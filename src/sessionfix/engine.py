@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +13,7 @@ from typing import Final
 
 from sessionfix import stores
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
-from sessionfix.discovery import discover, is_directory
+from sessionfix.discovery import discover, is_directory, is_foreign, is_plain_file
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, capabilities
 from sessionfix.formats.capabilities import Capability, listed
@@ -282,20 +282,42 @@ class Selection:
     errors: list[str] = field(default_factory=list)
     skipped: int = 0
     """Sibling artefacts a walk left out (locks, trajectories, resets)."""
+    unknown: int = 0
+    """JSONL files a walk left out because no format reads their first records."""
+    foreign: list[Path] = field(default_factory=list)
+    """Files given by name that no format reads, left out (`strict`: errors instead)."""
+    origins: list[str] = field(default_factory=list)
+    """Where the paths came from, when the user named none (the agents' folders)."""
     size: int = 0
     """Total bytes of `files`."""
     started: float = field(default_factory=time.perf_counter)
 
 
-def select_files(paths: Iterable[Path], *, walk: bool) -> Selection:
+NOT_A_SESSION: Final = (
+    "not a session file of a known format (no agent writes records like its first)"
+)
+"""What is said of a JSONL file whose first records no format package recognises."""
+
+
+def select_files(
+    paths: Iterable[Path], *, walk: bool, sniff: bool = False, strict: bool = False
+) -> Selection:
     """The session files under `paths` (`walk`: folders are searched), or the files as
-    given, a folder among them being an error."""
+    given, a folder among them being an error.
+
+    `sniff`: JSONL files whose first records no format reads are left out, silently in
+    a walk, into `foreign` when named; `strict` makes each of them an error instead.
+    """
+    paths = list(paths)
     selection = Selection([])
     if walk:
-        found = discover(paths)
+        found = discover(paths, sniff=sniff)
         selection.files = found.files
         selection.skipped = len(found.skipped)
+        selection.unknown = len(found.foreign)
         selection.errors.extend(f"{path}: {reason}" for path, reason in found.unreadable)
+        if strict:
+            selection.errors.extend(f"{path}: {NOT_A_SESSION}" for path in found.foreign)
     else:
         for path in paths:
             if is_directory(path):
@@ -304,6 +326,18 @@ def select_files(paths: Iterable[Path], *, walk: bool) -> Selection:
                 )
             else:
                 selection.files.append(path)
+    if sniff:
+        named = {path for path in paths if not is_directory(path)}
+        kept: list[Path] = []
+        for path in selection.files:
+            if path in named and is_plain_file(path) and is_foreign(path):
+                if strict:
+                    selection.errors.append(f"{path}: {NOT_A_SESSION}")
+                else:
+                    selection.foreign.append(path)
+            else:
+                kept.append(path)
+        selection.files = kept
     for path in selection.files:
         with suppress(OSError):
             selection.size += path.stat().st_size
@@ -340,17 +374,26 @@ def scan_note(
     *,
     nothing: bool,
     stored: int = 0,
+    unknown: int = 0,
+    origins: Sequence[str] = (),
 ) -> str:
     """How much a scan read and how long it took; `nothing`: no file was found at all;
-    `stored`: sessions read from session stores among the files."""
+    `stored`: sessions read from session stores among the files; `unknown`: files of no
+    known format left out; `origins`: the folders searched, when the user named none."""
+    where = f" in {', '.join(origins)}" if origins else ""
     if nothing:
-        return "No session files found"
-    note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(size)}"
-    if stored:
-        note += f"; {stored} session{'s' if stored != 1 else ''} in stores"
-    note += f") in {elapsed:.2f}s"
+        note = f"No session files found{where}"
+    else:
+        note = f"Scanned {scanned} file{'s' if scanned != 1 else ''} ({human_bytes(size)}"
+        if stored:
+            note += f"; {stored} session{'s' if stored != 1 else ''} in stores"
+        note += f") in {elapsed:.2f}s"
+        if origins:
+            note += f" from {', '.join(origins)}"
     if skipped:
         note += f"; skipped {skipped} sibling file{'s' if skipped != 1 else ''}"
+    if unknown:
+        note += f"; skipped {unknown} file{'s' if unknown != 1 else ''} of no known format"
     return note
 
 
@@ -378,7 +421,14 @@ class CheckRun:
         stored = sum(1 for r in self.reports if r.error is None and r.session_id)
         nothing = not selection.files and not self.errors
         return scan_note(
-            read, selection.size, self.elapsed, selection.skipped, nothing=nothing, stored=stored
+            read,
+            selection.size,
+            self.elapsed,
+            selection.skipped,
+            nothing=nothing,
+            stored=stored,
+            unknown=selection.unknown,
+            origins=selection.origins,
         )
 
 
