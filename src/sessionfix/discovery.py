@@ -29,7 +29,7 @@ class Discovery:
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     """Paths that could not be looked into, with the reason."""
     foreign: list[Path] = field(default_factory=list)
-    """Files a walk left out, or explicit files, whose first records no format reads."""
+    """Files a walk left out because no format reads their first records (`sniff`)."""
 
 
 def agent_folders(env: Mapping[str, str], home: Path) -> tuple[list[Path], list[Path]]:
