@@ -142,8 +142,7 @@ def check_integrity(path: Path, where: str, backup: Path | None) -> None:
 def _checked_failed(where: str, problem: str, backup: Path | None) -> IntegrityFailed:
     kept = f"; the session's rows before it are in {backup}" if backup is not None else ""
     return IntegrityFailed(
-        f"{where}: rewritten, but the store then failed SQLite's integrity check "
-        f"({problem}){kept}"
+        f"{where}: rewritten, but the store then failed SQLite's integrity check ({problem}){kept}"
     )
 
 
