@@ -36,3 +36,21 @@ def test_an_excerpt_is_bounded_and_on_one_line(tmp_path: Path) -> None:
         if diagnostic.excerpt is not None:
             assert "\n" not in diagnostic.excerpt
             assert len(diagnostic.excerpt) <= 161
+
+
+def test_the_final_newline_fix_is_one_appended_byte(tmp_path: Path) -> None:
+    """SF009's JSON edit appends "\\n" to the last line instead of carrying the whole
+    record again; applied to the input it gives a file ending in a newline."""
+    import json
+
+    source = FIXTURES / "SF009-no-final-newline" / "input.jsonl"
+    session = tmp_path / "session.jsonl"
+    shutil.copy(source, session)
+    diagnostics = [d for d in check_file(session) if d.code == "SF009"]
+    assert len(diagnostics) == 1
+    out = io.BytesIO()
+    write_report(diagnostics, out, OutputFormat.JSON)
+    [edit] = json.loads(out.getvalue())[0]["fix"]["edits"]
+    original = session.read_bytes()
+    assert not original.endswith(b"\n")
+    assert edit == {"op": "append", "row": original.count(b"\n") + 1, "content": "\n"}

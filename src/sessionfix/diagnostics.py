@@ -74,6 +74,8 @@ class EditOp(enum.Enum):
     DELETE = "delete"
     REPLACE = "replace"
     INSERT_AFTER = "insert_after"
+    APPEND = "append"
+    """`content` goes right after the bytes of line `row`, on that line (no new line)."""
 
 
 Transform = Callable[[Any], Any]
@@ -154,7 +156,16 @@ class NormaliseTerminator(Edit):
 
 @dataclass(frozen=True, slots=True)
 class AddFinalNewline(Edit):
-    """Terminate the file's unterminated last line."""
+    """Terminate the file's unterminated last line: one byte appended, so the edit
+    carries that byte and not a copy of the record."""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.APPEND
+
+    @property
+    def content(self) -> str | None:
+        return "\n"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,18 +17,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     records = records_on_row(ctx, lines.last_row)
     if not records:
         return
-    first, last = records[0], records[-1]
-    start = ctx.view.offsets[first]
-    end = ctx.view.offsets[last] + ctx.view.sizes[last]
     yield ctx.diagnostic(
         RULE,
         lines.last_row,
         "file does not end with a newline; the next append glues two records together (SF001)",
-        index=last,
-        fix=safe(
-            "append a newline",
-            AddFinalNewline(lines.last_row, ctx.line_text(ctx.line_bytes(start, end - start))),
-        ),
+        index=records[-1],
+        fix=safe("append a newline", AddFinalNewline(lines.last_row)),
     )
 
 
