@@ -446,14 +446,15 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[int], None] | Non
         Progress,
         TextColumn,
         TimeRemainingColumn,
-        TransferSpeedColumn,
     )
+
+    from sessionfix.report.progress import BinarySpeedColumn
 
     progress = Progress(
         TextColumn("scanning"),
         BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
+        DownloadColumn(binary_units=True),
+        BinarySpeedColumn(),
         TimeRemainingColumn(),
         console=_stderr_console(),
         transient=True,
