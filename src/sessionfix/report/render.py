@@ -10,10 +10,13 @@ from __future__ import annotations
 import base64
 import enum
 import io
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, Final
+from urllib.parse import quote
 
 import orjson
 
@@ -26,8 +29,6 @@ from sessionfix.diagnostics import (
 )
 from sessionfix.rules import RULES, Rule, get_rule
 from sessionfix.version import __version__
-
-INFORMATION_URI = "https://github.com/sessionfix/sessionfix"
 
 
 class OutputFormat(enum.Enum):
@@ -298,23 +299,50 @@ _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.I
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes]) -> None:
-    rules = [
-        {
-            "id": rule.code,
+SRCROOT: Final = "%SRCROOT%"
+"""The base id SARIF URIs are relative to: the working directory of the run."""
+
+
+def sarif_uri(filename: str, root: str) -> dict[str, str]:
+    """A SARIF artifactLocation for `filename`: relative to the directory `root` (posix
+    form, percent-encoded, with `uriBaseId`) when the file is inside it, else an
+    absolute `file://` URI, so that code scanning maps results onto the checkout."""
+    path = os.path.abspath(os.path.join(root, filename))
+    relative = os.path.relpath(path, root)
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep) or os.path.isabs(relative):
+        return {"uri": Path(path).as_uri()}
+    return {"uri": quote(Path(relative).as_posix(), safe="/"), "uriBaseId": SRCROOT}
+
+
+def _directory_uri(root: str) -> str:
+    uri = Path(os.path.abspath(root)).as_uri()
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    """A reportingDescriptor carrying the rule's documentation, so that a viewer needs no
+    website; `helpUri` only when a real one is configured (`SESSIONFIX_DOCS_URL`)."""
+    doc = rule.doc
+    url = rule.url
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.what_it_does},
+        "help": {"text": doc, "markdown": doc},
+        **({"helpUri": url} if url else {}),
+        "properties": {
             "name": rule.name,
-            "shortDescription": {"text": rule.summary},
-            "fullDescription": {"text": rule.doc},
-            "help": {"text": rule.doc},
-            "helpUri": rule.url,
-            "properties": {
-                "name": rule.name,
-                "kind": "problem",
-                "problem.severity": _SARIF_LEVEL[rule.severity],
-            },
-        }
-        for rule in RULES
-    ]
+            "kind": "problem",
+            "problem.severity": _SARIF_LEVEL[rule.severity],
+        },
+    }
+
+
+def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes], root: str | None = None) -> None:
+    """A SARIF 2.1.0 log: every rule, and the results located by URIs relative to `root`
+    (the working directory unless given), which `originalUriBaseIds` names."""
+    root = os.getcwd() if root is None else root
     results = [
         {
             "ruleId": d.code,
@@ -323,7 +351,7 @@ def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes]) -> None:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": d.filename},
+                        "artifactLocation": sarif_uri(d.filename, root),
                         "region": {
                             "startLine": d.row,
                             "startColumn": d.column,
@@ -351,10 +379,10 @@ def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes]) -> None:
                     "driver": {
                         "name": "sessionfix",
                         "version": __version__,
-                        "informationUri": INFORMATION_URI,
-                        "rules": rules,
+                        "rules": [_sarif_rule(rule) for rule in RULES],
                     }
                 },
+                "originalUriBaseIds": {SRCROOT: {"uri": _directory_uri(root)}},
                 "results": results,
             }
         ],

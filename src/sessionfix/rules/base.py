@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,7 +35,10 @@ from sessionfix.settings import Settings
 
 ALL_FORMATS = frozenset(Format) - {Format.AUTO}
 PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
-DOCS_URL = "https://github.com/sessionfix/sessionfix/blob/main/src/sessionfix/docs/rules/{name}.md"
+DOCS_URL_ENV = "SESSIONFIX_DOCS_URL"
+"""Where the rule pages are published: a base URL (a rule's page is `<base>/<name>.md`)
+or a template holding `{name}` and/or `{code}`. Unset: rules have no URL, as the pages
+are published nowhere but in the package (`sessionfix rule CODE`)."""
 
 T = TypeVar("T")
 
@@ -117,8 +121,33 @@ class Rule:
         return missing(self.requires, fmt, tree=tree)
 
     @property
-    def url(self) -> str:
-        return DOCS_URL.format(name=self.name)
+    def url(self) -> str | None:
+        """The rule's page under `SESSIONFIX_DOCS_URL`, or None when none is configured."""
+        return docs_url(self.code, self.name)
+
+    @property
+    def what_it_does(self) -> str:
+        """The first paragraph of the rule's "What it does" section, on one line."""
+        body = (
+            resources.files("sessionfix")
+            .joinpath("docs", "rules", f"{self.name}.md")
+            .read_text(encoding="utf-8")
+        )
+        _, found, rest = body.partition("## What it does")
+        if not found:
+            return f"{self.summary}."
+        paragraph = rest.strip().split("\n\n", 1)[0]
+        return " ".join(paragraph.split())
+
+
+def docs_url(code: str, name: str) -> str | None:
+    """A rule's documentation URL from `SESSIONFIX_DOCS_URL` (see `DOCS_URL_ENV`)."""
+    base = os.environ.get(DOCS_URL_ENV, "").strip()
+    if not base:
+        return None
+    if "{name}" in base or "{code}" in base:
+        return base.replace("{name}", name).replace("{code}", code)
+    return f"{base.rstrip('/')}/{name}.md"
 
 
 class RuleContext:
