@@ -66,7 +66,7 @@ def apply_diff(original: bytes, diff: bytes) -> bytes:
 def apply_plan(original: bytes, plan: Sequence[dict[str, Any]]) -> bytes:
     """The result of the JSON plan's edits applied to `original`: each changed line is
     listed once, by one diagnostic, its exact bytes the content (or `content_base64`)
-    followed by its `end`."""
+    followed by its `end`; an `append` puts its content after the unterminated last line."""
     by_row: dict[int, list[tuple[str, bytes]]] = {}
     for diagnostic in plan:
         rows: dict[int, list[tuple[str, bytes]]] = {}
@@ -91,7 +91,11 @@ def apply_plan(original: bytes, plan: Sequence[dict[str, Any]]) -> bytes:
                 result.append(line)
                 continue
         for op, written in by_row.get(row, []):
-            assert op in ("replace", "insert_after") or (op == "delete" and row), op
-            if op != "delete":
+            assert op in ("replace", "insert_after", "append") or (op == "delete" and row), op
+            if op == "append":
+                assert row == len(source), "only the last line is appended to"
+                assert not source[-1].endswith(b"\n"), "and only when it is unterminated"
+                result.append(source[row - 1] + written)
+            elif op != "delete":
                 result.append(written)
     return b"".join(result)

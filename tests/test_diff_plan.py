@@ -178,3 +178,16 @@ def test_gnu_patch_applies_the_diff(tmp_path: Path, capsysbinary: Capture) -> No
         timeout=60,
     )
     assert patched.read_bytes() == out.read_bytes()
+
+
+@pytest.mark.parametrize(("variant", "end"), [("as-is", "\n"), ("crlf-kept", "\r\n")])
+def test_a_final_newline_is_listed_as_appended(tmp_path: Path, variant: str, end: str) -> None:
+    """An unterminated last line the repair writes unchanged is listed as its terminator
+    appended, not as the whole record again."""
+    source = FIXTURES / "SF009-no-final-newline" / "input.jsonl"
+    original, repaired, _, plan = _repair_three_ways(source, {}, tmp_path, False, variant)
+    rows = original.count(b"\n") + 1
+    assert [(d["code"], d["fix"]["edits"]) for d in plan] == [
+        ("SF009", [{"op": "append", "row": rows, "content": end}])
+    ]
+    assert apply_plan(original, plan) == repaired == original + end.encode()

@@ -247,6 +247,22 @@ class WrittenLine(Edit):
         return self.placement
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndedLine(Edit):
+    """An unterminated last input line written unchanged but for the terminator `end`
+    now after it: listed as that terminator appended, not as the whole line again."""
+
+    end: str
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.APPEND
+
+    @property
+    def content(self) -> str | None:
+        return self.end
+
+
 @dataclass(frozen=True, slots=True)
 class RemovedLine(Edit):
     """An input line the repaired file no longer holds."""

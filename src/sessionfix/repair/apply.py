@@ -32,6 +32,7 @@ from sessionfix.diagnostics import (
     Diagnostic,
     Edit,
     EditOp,
+    EndedLine,
     Fix,
     RemovedLine,
     WrittenLine,
@@ -641,6 +642,10 @@ def repair_to_stream(
         planned.close()
 
 
+_COMPARE_BLOCK: Final = 1 << 20
+"""Bytes compared at a time when checking that a written line is an input line."""
+
+
 class RepairPreview:
     """What a repair of one file would write, verified like any repair, in a temporary
     file that nothing else sees; with where each of its changes comes from. `--diff`
@@ -656,6 +661,7 @@ class RepairPreview:
         self.output = output
         """The repaired bytes (None when the repair changes nothing)."""
         self.input_size = planned.scanned.lines.size
+        self._lines = planned.scanned.lines
         self.trace = planned.trace
         self._traced = planned.traced
         self._first_pass = len(planned.plan.diagnostics)
@@ -685,8 +691,16 @@ class RepairPreview:
             located = trace.locate(handle)
         edits: dict[int, list[Edit]] = {}
         source = self._source = self._source or RecordSource(self.output)
+        lines = self._lines
+        unterminated = 0 if lines.final_newline else lines.line_count
         for k in range(len(trace)):
-            change = _edits_of(trace.rows[k], located.get(trace.rows[k], []), source)
+            row = trace.rows[k]
+            written = located.get(row, [])
+            change = _edits_of(row, written, source)
+            if row == unterminated and written:
+                offset, length, end = written[0]
+                if end and self._is_last_line(offset, length):
+                    change[0] = EndedLine(row, end=end)
             edits.setdefault(min(trace.causes(k)), []).extend(change)
         listed: list[Diagnostic] = []
         for cause, (diagnostic, row) in enumerate(self._traced):
@@ -711,6 +725,29 @@ class RepairPreview:
                 )
             )
         return listed if self.located is None else self.located(listed)
+
+    def _is_last_line(self, offset: int, length: int) -> bool:
+        """Whether the written bytes at `offset` are exactly the input's unterminated last
+        line, compared a block at a time (a last line can be a huge record)."""
+        assert self.output is not None
+        start = self.input_size - length
+        if start < 0:
+            return False
+        with open(self.input, "rb") as before, open(self.output, "rb") as after:
+            if start:
+                before.seek(start - 1)
+                if before.read(1) != b"\n":
+                    return False
+            else:
+                before.seek(0)
+            after.seek(offset)
+            left = length
+            while left:
+                block = min(left, _COMPARE_BLOCK)
+                if before.read(block) != after.read(block):
+                    return False
+                left -= block
+        return True
 
     def close(self) -> None:
         if self._source is not None:
