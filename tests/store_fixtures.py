@@ -60,9 +60,11 @@ def fill_session(
     *,
     compress: Collection[int] = (),
     created_at: int = 1_760_000_000_000,
+    seqs: Sequence[int] = (),
 ) -> None:
-    """Replace a session's rows by `lines`, row `seq` k holding line k+1 exactly
-    (`compress`: the seqs stored zstd-compressed); identities as OpenClaw indexes them."""
+    """Replace a session's rows by `lines`, row `seq` k holding line k+1 exactly, or
+    line k+1 at `seqs[k]` (`compress`: the line numbers stored zstd-compressed, from 0);
+    identities as OpenClaw indexes them."""
     db = apsw.Connection(str(store))
     try:
         db.execute("PRAGMA foreign_keys = ON")
@@ -76,9 +78,10 @@ def fill_session(
                 db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
             seen: set[str] = set()
             packer = zstandard.ZstdCompressor(level=1, write_checksum=True)
-            for seq, line in enumerate(lines):
+            for number, line in enumerate(lines):
+                seq = seqs[number] if seqs else number
                 created = created_at + seq
-                if seq in compress:
+                if number in compress:
                     db.execute(
                         "INSERT INTO transcript_events (session_id, seq, event_json, created_at, "
                         "event_zstd, event_utf8_bytes, navigation_json) "
@@ -145,3 +148,23 @@ def copy_store(source: Path, destination: Path) -> Path:
     """A plain copy of a store file that has no write-ahead log pending."""
     shutil.copyfile(source, destination)
     return destination
+
+
+def add_session(store: Path, session_id: str, data: bytes, *, seqs: Sequence[int] = ()) -> None:
+    """A second session in a store: its window and index rows copied from the first
+    session's, its rows `data`'s lines (at `seqs`, when given: gaps as a store may have)."""
+    db = apsw.Connection(str(store))
+    try:
+        first = store_session(store)
+        with db:
+            for table in ("session_windows", "session_transcript_index_state"):
+                columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+                rest = ", ".join(c for c in columns if c != "session_id")
+                db.execute(
+                    f"INSERT INTO {table} (session_id, {rest}) SELECT ?, {rest} FROM {table} "
+                    "WHERE session_id = ?",
+                    (session_id, first),
+                )
+    finally:
+        db.close()
+    fill_session(store, session_id, transcript_lines(data), seqs=seqs)

@@ -33,7 +33,7 @@ from sessionfix.stores import open_store, transcript_of
 
 from .conftest import FIXTURES, ROOT
 from .openclaw_loader import build_store, require_openclaw_at_collection
-from .store_fixtures import fill_session, store_from_file, transcript_lines
+from .store_fixtures import NAVIGATION, add_session, fill_session, store_from_file, transcript_lines
 
 require_openclaw_at_collection()
 
@@ -559,8 +559,182 @@ def test_store_failing_its_integrity_check_is_reported(damaged: tuple[Path, str]
         app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
     )
     assert outcome.exit_code == 2
-    (line,) = outcome.stderr.strip().splitlines()
+    (line,) = [line for line in outcome.stderr.splitlines() if "error:" in line]
     assert "failed SQLite's integrity check (row 1 missing from index unrelated_x)" in line
     (backup,) = store.parent.glob("*.sessionfix-bak-*")
     assert str(backup) in line
     assert len(_rows(store, session_id)) == len(transcript_lines(EXAMPLE.read_bytes())) - 4
+
+
+# ---- found in review: links, bytes, gaps, several sessions, damaged archives ------------
+
+
+def test_store_named_through_a_link_is_locked_and_backed_up_where_it_is(
+    damaged: tuple[Path, str], tmp_path: Path
+) -> None:
+    """OpenClaw's lock and the backups follow the store's real path, not the name given."""
+    store, _ = damaged
+    link = tmp_path / "elsewhere"
+    link.mkdir()
+    (link / store.name).symlink_to(store)
+    locks = store.parents[3] / "tmp" / f"openclaw-{os.getuid()}"
+    locks.mkdir(parents=True)
+    (locks / "gateway.state.lock").write_bytes(orjson.dumps({"pid": os.getpid()}))
+    refused = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(link / store.name)], env=ENV
+    )
+    assert refused.exit_code == 2
+    assert f"pid {os.getpid()}" in refused.stderr
+    (locks / "gateway.state.lock").unlink()
+    done = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(link / store.name)], env=ENV
+    )
+    assert done.exit_code == 1, done.output
+    assert list(store.parent.glob("*.sessionfix-bak-*"))
+    assert not list(link.glob("*.sessionfix-bak-*"))
+    restored = CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    assert restored.exit_code == 0, restored.output
+
+
+def test_rewritten_row_that_is_not_utf8_keeps_its_bytes(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """A row the repair changes (the child of a dropped clone, re-linked) is written back
+    with its bytes as they are, valid UTF-8 or not."""
+    data = EXAMPLE.read_bytes().replace(b'HEARTBEAT_OK"}]', b'HEARTBEAT_OK \xff\xfe"}]', 1)
+    store, session_id = _store_for(template_store, tmp_path, data)
+    plain = tmp_path / "session.jsonl"
+    plain.write_bytes(data)
+    repaired = tmp_path / "repaired.jsonl"
+    repair_to(plain, repaired, Settings(quiescence=0.0))
+    assert b"\xff\xfe" in repaired.read_bytes()
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    assert _session_text(store, session_id, tmp_path) == repaired.read_bytes()
+
+
+def test_seqs_with_gaps(template_store: Path, tmp_path: Path) -> None:
+    """Rows numbered with gaps are named by their own seq; after a rewrite (numbered
+    from 0 again, as OpenClaw's own rewrite does) what is left is named by the new seq."""
+    store, _ = _store_for(template_store, tmp_path, EXAMPLE.read_bytes())
+    lines = transcript_lines(EXAMPLE.read_bytes())
+    add_session(store, "gaps", EXAMPLE.read_bytes(), seqs=[3 * k for k in range(len(lines))])
+    found = orjson.loads(
+        CliRunner()
+        .invoke(app, ["check", "--session", "gaps", "--output-format", "json", str(store)])
+        .stdout
+    )
+    assert [(d["code"], d["seq"]) for d in found] == [
+        ("SF201", 18),
+        ("SF201", 21),
+        ("SF202", 30),
+        ("SF503", 33),
+        ("SF108", 36),
+    ]
+    assert "entry a0000005 at seq 15" in found[0]["message"]
+    outcome = CliRunner().invoke(
+        app,
+        [
+            "repair",
+            "--in-place",
+            "--quiescence",
+            "0",
+            "--session",
+            "gaps",
+            "--output-format",
+            "json",
+            str(store),
+        ],
+        env=ENV,
+    )
+    left = orjson.loads(outcome.stdout)
+    assert [(d["code"], d["seq"], d["location"]["row"]) for d in left] == [("SF503", 8, 9)]
+    assert "compaction at seq 7" in left[0]["message"]
+
+
+def test_several_sessions_go_on_past_one_that_fails(template_store: Path, tmp_path: Path) -> None:
+    """A session that cannot be read is one error line; the sessions after it are still
+    previewed and repaired, and a session named in a walk is looked for in every store."""
+    store, first = _store_for(template_store, tmp_path, EXAMPLE.read_bytes())
+    add_session(store, "m-broken", EXAMPLE.read_bytes())
+    add_session(store, "z-last", EXAMPLE.read_bytes())
+    db = apsw.Connection(str(store))
+    with db:
+        db.execute(
+            "UPDATE transcript_events SET event_json = NULL, event_zstd = ?, "
+            "event_utf8_bytes = 5, navigation_json = ? WHERE session_id = 'm-broken' AND seq = 1",
+            (zstandard.ZstdCompressor().compress(b"{}"), NAVIGATION),
+        )
+    db.close()
+    diff = CliRunner().invoke(app, ["repair", "--diff", str(store)], env=ENV)
+    assert diff.exit_code == 2
+    assert diff.stdout.count("+++ b/") == 2
+    assert "z-last" in diff.stdout
+    done = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert done.exit_code == 2
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1
+    assert "m-broken" in errors[0]
+    assert "holds 2 bytes, not the 5 it records" in errors[0]
+    assert len(_rows(store, "z-last")) == len(transcript_lines(EXAMPLE.read_bytes())) - 4
+    assert len(_rows(store, first)) == len(transcript_lines(EXAMPLE.read_bytes())) - 4
+    _store_for(template_store, tmp_path / "other", EXAMPLE.read_bytes())
+    walk = CliRunner().invoke(
+        app, ["scan", "--session", "z-last", "--output-format", "json", str(tmp_path)], env=ENV
+    )
+    assert walk.exit_code == 1, walk.output  # SF503 is left: it has no fix
+    assert {d["session_id"] for d in orjson.loads(walk.stdout)} == {"z-last"}
+    nowhere = CliRunner().invoke(app, ["scan", "--session", "nope", str(tmp_path)], env=ENV)
+    assert nowhere.exit_code == 2
+    assert "no session 'nope' in any session store read" in nowhere.stderr
+
+
+def test_corrupt_cold_archive_is_one_line(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    archive = b"\x28\xb5\x2f\xfd" + b"garbage that is no zstd frame" * 4
+    digest = hashlib.sha256(archive).hexdigest()
+    db = apsw.Connection(str(store))
+    with db:
+        db.execute("DELETE FROM transcript_events WHERE session_id = ?", (session_id,))
+        db.execute(
+            "INSERT INTO session_transcript_cold_archives (session_id, generation, archive_name, "
+            "archive_sha256, event_count, raw_bytes, archive_bytes, last_seq, archived_at, "
+            "storage, archive_blob) VALUES (?, ?, ?, ?, 1, 1, ?, 0, 1, 'sqlite', ?)",
+            (session_id, "0" * 32, f"{digest}.jsonl.zst", digest, len(archive), archive),
+        )
+    db.close()
+    outcome = CliRunner().invoke(app, ["check", str(store)], env=ENV)
+    assert outcome.exit_code == 2
+    (line,) = outcome.stderr.strip().splitlines()
+    assert "cold archive does not decompress" in line
+
+
+def test_restore_takes_the_newest_intact_backup(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    before = _rows(store, session_id)
+    CliRunner().invoke(app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV)
+    CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    newest = sorted(store.parent.glob("*.sessionfix-bak-*"))[-1]
+    db = apsw.Connection(str(newest))
+    with db:
+        db.execute("UPDATE events SET created_at = created_at + 1 WHERE seq = 3")
+    db.close()
+    CliRunner().invoke(app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV)
+    CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    assert _rows(store, session_id) == before
+
+
+def test_quoted_session_text_is_not_renumbered(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    lines = transcript_lines(EXAMPLE.read_bytes())
+    lines = [line.replace(b'"targetId":"deadbeef"', b'"targetId":"see line 3"') for line in lines]
+    fill_session(store, session_id, lines)
+    found = orjson.loads(
+        CliRunner().invoke(app, ["check", "--output-format", "json", str(store)]).stdout
+    )
+    (label,) = [d for d in found if d["code"] == "SF108"]
+    assert "'see line 3'" in label["message"]

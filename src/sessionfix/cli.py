@@ -1077,7 +1077,7 @@ def _restore_stored(
 ) -> int:
     """`restore` of one session of a store: its rows put back from a backup of them."""
     with contextlib.closing(stores.open_store(path)) as store:
-        if session_id is None:
+        if session_id is None and not list_only:
             sessions = store.sessions()
             if len(sessions) != 1:
                 raise UsageError(f"{path}: holds {len(sessions)} sessions; name one with --session")
@@ -1106,8 +1106,10 @@ def _restore_stored(
                         out.write("\t".join(fields).encode() + b"\n")
                 out.flush()
             if not found and not quiet:
-                _note(f"{path}: no sessionfix backup of session {session_id} beside it.")
+                of = f" of session {session_id}" if session_id is not None else ""
+                _note(f"{path}: no sessionfix backup{of} beside it.")
             return EXIT_OK
+        assert session_id is not None, "a restore names its session"
         restored = store.restore(session_id, backup, keep_current=keep)
     if not quiet:
         _note(f"Restored session {session_id} of {path} from {restored.name}.")

@@ -216,28 +216,51 @@ def check_stored(
 
 
 def relocated(
-    diagnostics: Iterable[Diagnostic], transcript: stores.Transcript, filename: str
+    diagnostics: Iterable[Diagnostic],
+    transcript: stores.Transcript,
+    filename: str,
+    row_of: Callable[[int], int | None] | None = None,
 ) -> list[Diagnostic]:
-    """Findings in a store session's transcript, named by the store, session and row."""
+    """Findings in a store session's transcript, named by the store, session and row
+    (`row_of`: line → row, by default the transcript's own rows)."""
     session_id = transcript.session.id
-
-    def seq(match: re.Match[str]) -> str:
-        row = transcript.row_of(int(match.group(2)))
-        if row is None:
-            return match.group(0)
-        return f"{'at ' if match.group(1) else ''}seq {row}"
-
+    row_of = row_of or transcript.row_of
     return [
         dataclasses.replace(
-            d.in_store(session_id, transcript.row_of(d.row), filename),
-            message=_LINE_REFERENCE.sub(seq, d.message),
+            d.in_store(session_id, row_of(d.row), filename),
+            message=_by_row(d.message, row_of),
         )
         for d in diagnostics
     ]
 
 
-_LINE_REFERENCE: Final = re.compile(r"\b(on )?line (\d+)\b")
-"""How a message names another record by its line: in a store, by its row instead."""
+_QUOTED: Final = re.compile(r"'(?:[^'\\]|\\.)*'")
+"""A value quoted from the session (messages quote them with `repr`): left as it is."""
+_LINE_REFERENCES: Final = re.compile(r"\b(on )?(lines?) (\d+(?:(?:, | and )\d+)*)\b")
+"""How a message names other records by their lines: in a store, by their rows."""
+
+
+def _by_row(message: str, row_of: Callable[[int], int | None]) -> str:
+    """`message` with its line references as the store's row numbers, outside quotes."""
+
+    def rows(match: re.Match[str]) -> str:
+        numbers = re.findall(r"\d+", match.group(3))
+        found = [row_of(int(n)) for n in numbers]
+        if any(row is None for row in found):
+            return match.group(0)
+        replacements = iter(found)
+        text = re.sub(r"\d+", lambda _: str(next(replacements)), match.group(3))
+        word = "seqs" if match.group(2) == "lines" else "seq"
+        return f"{'at ' if match.group(1) else ''}{word} {text}"
+
+    pieces: list[str] = []
+    last = 0
+    for quoted in _QUOTED.finditer(message):
+        pieces.append(_LINE_REFERENCES.sub(rows, message[last : quoted.start()]))
+        pieces.append(quoted.group(0))
+        last = quoted.end()
+    pieces.append(_LINE_REFERENCES.sub(rows, message[last:]))
+    return "".join(pieces)
 
 
 def _check_store(
@@ -250,7 +273,7 @@ def _check_store(
         return
     try:
         try:
-            sessions = stores.select_sessions(store, settings.sessions)
+            sessions = stores.select_sessions(store, settings.sessions, strict=False)
         except SessionfixError as exc:
             yield FileReport(path, filename, "unknown", error=str(exc))
             return
@@ -446,6 +469,9 @@ def check_run(
             errors.append(report.error)
         diagnostics.extend(report.diagnostics)
         notices.add(report.inapplicable)
+    if settings.sessions:
+        found = (r.session_id for r in reports if r.session_id)
+        errors.extend(stores.unmatched_sessions(settings.sessions, found))
     if len(reports) > 1:
         diagnostics.sort(key=SORT_KEY)  # each file's own are in order already
     elapsed = time.perf_counter() - selection.started

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,11 @@ from sessionfix.errors import InputError, SessionfixError, described
 
 STORE_PACKAGES: Final = ("sessionfix.formats.openclaw_store",)
 """The packages that read stores, in the order they are asked to recognise a path."""
+
+
+class StoreRefused(SessionfixError):
+    """A rewrite refused for the whole store (its agent is running, it is being written):
+    no other session of it is tried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +105,14 @@ class SessionStore(Protocol):
         copying the rows `origins` says are unchanged. Returns the backup kept, if any."""
         ...
 
-    def backups(self, session_id: str) -> list[StoreBackup]: ...
+    def check_integrity(self, backups: Sequence[Path]) -> None:
+        """Check the whole store after rewrites (`backups`: what they kept, for the
+        message should it fail)."""
+        ...
+
+    def backups(self, session_id: str | None) -> list[StoreBackup]:
+        """The backups beside the store, of one session or (None) of all, newest first."""
+        ...
 
     def restore(self, session_id: str, backup: str | None, *, keep_current: bool) -> Path:
         """Put back a backup (the newest, or the one named); returns the one restored."""
@@ -144,6 +156,8 @@ def store_package(path: Path) -> StorePackage | None:
             head = handle.read(HEAD_BYTES)
     except OSError:
         return None
+    if not head:  # SQLite reads an empty file as an empty database
+        return next((p for p in _packages() if path.name in p.STORE_NAMES), None)
     if not head.startswith(SQLITE_MAGIC):  # every store is a database; JSONL never is
         return None
     for package in _packages():
@@ -169,16 +183,26 @@ def is_store_name(name: str) -> bool:
     return any(name in package.STORE_NAMES for package in _packages())
 
 
-def select_sessions(store: SessionStore, only: Sequence[str] | None) -> list[StoredSession]:
-    """The sessions of `store` a run reads: all, or those named (each must exist)."""
+def select_sessions(
+    store: SessionStore, only: Sequence[str] | None, *, strict: bool = True
+) -> list[StoredSession]:
+    """The sessions of `store` a run reads: all, or those named; a name the store does
+    not hold is an error when `strict` (a store named on its own), else left to the run
+    to report if no store holds it."""
     sessions = store.sessions()
     if not only:
         return sessions
     by_id = {session.id: session for session in sessions}
     missing = [name for name in only if name not in by_id]
-    if missing:
+    if missing and strict:
         raise InputError(f"{store.path}: no session {missing[0]!r} in this {store.kind}")
-    return [by_id[name] for name in only]
+    return [by_id[name] for name in only if name in by_id]
+
+
+def unmatched_sessions(only: Sequence[str], found: Iterable[str]) -> list[str]:
+    """The sessions named with `--session` that no store of the run holds, one line each."""
+    seen = set(found)
+    return [f"no session {name!r} in any session store read" for name in only if name not in seen]
 
 
 @contextmanager

@@ -150,6 +150,8 @@ class RepairResult:
     unsettled: str | None = None
     """Why lines an agent appended during an in-place repair were left as written: not
     checked (the file kept changing), or not carried over (then they are in the backup)."""
+    session_id: str = ""
+    """In a session store: the session repaired."""
 
     @property
     def dropped_entries(self) -> int:
@@ -1270,9 +1272,12 @@ def repair_paths(
     cannot be repaired becomes an error line and its findings are still reported."""
     run = RepairRun()
     notices = Notices()
+    stored: list[str] = []
     for path in files:
         if stores.is_store(path):
-            _repair_store(path, settings, run, notices, in_place, output, stream, backup, force)
+            stored += _repair_store(
+                path, settings, run, notices, in_place, output, stream, backup, force
+            )
             continue
         try:
             if in_place:
@@ -1302,6 +1307,8 @@ def repair_paths(
             continue
         run.results.append(result)
         notices.add(result.inapplicable)
+    if settings.sessions:
+        run.errors.extend(stores.unmatched_sessions(settings.sessions, stored))
     run.notices = notices.lines
     return run
 
@@ -1316,10 +1323,12 @@ def _repair_store(
     stream: BinaryIO | None,
     backup: bool,
     force: bool,
-) -> None:
-    """Repair a store's sessions, each a result or an error line of `run`."""
-    from sessionfix.repair.stored import repair_store
+) -> list[str]:
+    """Repair a store's sessions, each a result or an error line of `run` (a refused
+    session's findings still reported); returns the ids of the sessions it read."""
+    from sessionfix.repair.stored import SessionRefused, repair_store
 
+    read: list[str] = []
     try:
         for outcome in repair_store(
             path,
@@ -1330,13 +1339,19 @@ def _repair_store(
             backup=backup,
             force=force,
         ):
-            if isinstance(outcome, SessionfixError):
+            if isinstance(outcome, SessionRefused):
+                run.errors.append(str(outcome.error))
+                run.unrepaired.extend(outcome.findings)
+                read.append(outcome.session_id)
+            elif isinstance(outcome, SessionfixError):
                 run.errors.append(str(outcome))
-                continue
-            run.results.append(outcome)
-            notices.add(outcome.inapplicable)
+            else:
+                run.results.append(outcome)
+                notices.add(outcome.inapplicable)
+                read.append(outcome.session_id)
     except SessionfixError as exc:
         run.errors.append(str(exc))
+    return read
 
 
 def _findings_of(path: Path, settings: Settings) -> list[Diagnostic]:
@@ -1384,6 +1399,9 @@ class PreviewRun:
 
         try:
             for stored in preview_store(path, self.settings):
+                if isinstance(stored, SessionfixError):
+                    self.errors.append(str(stored))
+                    continue
                 preview = stored.preview
                 preview.path = Path(stored.shown)
                 preview.located = stored.locate

@@ -32,6 +32,7 @@ def is_store(path: Path, head: bytes) -> bool:
 
 
 def open_store(path: Path) -> OpenClawStore:
+    """The store at `path` (an empty file is an empty database, which is no store)."""
     from sessionfix.formats.openclaw_store.store import OpenClawStore
 
     return OpenClawStore(path)

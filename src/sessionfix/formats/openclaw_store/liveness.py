@@ -19,10 +19,10 @@ from pathlib import Path
 import apsw
 import orjson
 
-from sessionfix.errors import SessionfixError
+from sessionfix.stores import StoreRefused
 
 
-class OpenClawRunning(SessionfixError):
+class OpenClawRunning(StoreRefused):
     """OpenClaw holds the store (its gateway or a maintenance command is running)."""
 
 

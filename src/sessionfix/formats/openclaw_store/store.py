@@ -14,7 +14,7 @@ import io
 import os
 import re
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -58,7 +58,7 @@ def is_agent_store(path: Path) -> bool | None:
             "SELECT 1 FROM schema_meta WHERE role = 'agent' LIMIT 1"
         ).fetchone()
         return row is not None
-    except (apsw.SQLError, apsw.NotADBError, apsw.CorruptError):
+    except (apsw.SQLError, apsw.NotADBError):
         return False
     except apsw.Error:
         return None
@@ -87,6 +87,9 @@ class OpenClawStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.real = Path(os.path.realpath(path))
+        """Where the store really is (through links): the state folder OpenClaw locks,
+        the cold archives and the backups are found from it."""
         try:
             self._db = connect_read_only(path)
         except apsw.Error as exc:
@@ -193,7 +196,7 @@ class OpenClawStore:
         else:
             if not isinstance(name, str) or not re.fullmatch(r"[0-9a-f]{64}\.jsonl\.zst", name):
                 raise InputError(f"{where} has an invalid name {name!r}")
-            archive = artifact_folder(self.path) / "cold" / name
+            archive = artifact_folder(self.real) / "cold" / name
             try:
                 data = archive.read_bytes()
             except OSError as exc:
@@ -202,17 +205,25 @@ class OpenClawStore:
             raise InputError(f"{where} does not match its recorded size and sha256")
         transcript.digest = "cold:" + str(sha256)
         reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))
-        for line in io.BufferedReader(reader, 1 << 20):
+        lines = io.BufferedReader(reader, 1 << 20)
+        while True:
+            try:
+                line = lines.readline()
+            except (zstandard.ZstdError, OSError) as exc:
+                raise InputError(f"{where} does not decompress ({exc})") from None
+            if not line:
+                return
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError:
                 raise InputError(f"{where} holds a line that is not JSON") from None
             if isinstance(record, dict) and record.get("kind") == "event":
-                event = record.get("row") or {}
-                text = event.get("event_json")
-                if not isinstance(text, str) or not isinstance(event.get("seq"), int):
+                event = record.get("row")
+                text = event.get("event_json") if isinstance(event, dict) else None
+                seq = event.get("seq") if isinstance(event, dict) else None
+                if not isinstance(text, str) or not isinstance(seq, int):
                     raise InputError(f"{where} holds an event without seq or event_json")
-                yield event["seq"], text.encode("utf-8", "surrogatepass")
+                yield seq, text.encode("utf-8", "surrogatepass")
 
     # ---- writing (formats/openclaw_store/write.py) -----------------------------------
 
@@ -228,10 +239,15 @@ class OpenClawStore:
 
         return write.replace_session(self, transcript, repaired, origins, backup=backup)
 
-    def backups(self, session_id: str) -> list[StoreBackup]:
+    def check_integrity(self, backups: Sequence[Path]) -> None:
         from sessionfix.formats.openclaw_store import write
 
-        return write.list_backups(self.path, session_id)
+        write.check_integrity(self.real, str(self.path), backups)
+
+    def backups(self, session_id: str | None) -> list[StoreBackup]:
+        from sessionfix.formats.openclaw_store import write
+
+        return write.list_backups(self.real, session_id)
 
     def restore(self, session_id: str, backup: str | None, *, keep_current: bool) -> Path:
         from sessionfix.formats.openclaw_store import write

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +38,7 @@ import xxhash
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.formats.openclaw_store.store import file_name
-from sessionfix.stores import Origins, StoreBackup, Transcript
+from sessionfix.stores import Origins, StoreBackup, StoreRefused, Transcript
 
 if TYPE_CHECKING:
     from sessionfix.formats.openclaw_store.store import OpenClawStore
@@ -53,7 +53,7 @@ _CHECK_EVERY: Final = 4096
 """Rows between checks for an interrupt while rows are copied (see `_kill_point`)."""
 
 
-class StoreBusy(SessionfixError):
+class StoreBusy(StoreRefused):
     """The store is being written (a lock is held): nothing was changed."""
 
 
@@ -81,15 +81,15 @@ def replace_session(
             f"{where}: a row holds a line break, so its lines cannot be written back row by "
             "row; repair it to a file with -o"
         )
-    check_not_running(store.path)
-    db = _connect_write(store.path)
+    check_not_running(store.real)
+    db = _connect_write(store.real)
     kept: Path | None = None
     try:
         _begin(db, where)
         try:
             _check_unchanged(db, transcript, where)
             if backup:
-                kept = _write_backup(db, store.path, session_id)
+                kept = _write_backup(db, store.real, session_id)
             _kill_point("begun")
             new_rows = _replace_rows(db, session_id, transcript, repaired, origins)
             _mark_rewritten(db, session_id)
@@ -107,7 +107,6 @@ def replace_session(
             raise
     finally:
         _close(db)
-    check_integrity(store.path, where, kept)
     return kept
 
 
@@ -115,7 +114,7 @@ class IntegrityFailed(SessionfixError):
     """The store fails SQLite's integrity check after a committed rewrite."""
 
 
-def check_integrity(path: Path, where: str, backup: Path | None) -> None:
+def check_integrity(path: Path, where: str, backups: Sequence[Path] = ()) -> None:
     """Run `PRAGMA integrity_check` on the whole store after a commit. In WAL mode (as
     OpenClaw keeps its stores) a reader never blocks OpenClaw's writers, so the check
     runs outside the write transaction; in rollback-journal mode it would hold them
@@ -126,21 +125,21 @@ def check_integrity(path: Path, where: str, backup: Path | None) -> None:
     try:
         db = connect_read_only(path)
     except apsw.Error as exc:
-        raise _checked_failed(where, str(exc), backup) from None
+        raise _checked_failed(where, str(exc), backups) from None
     try:
         if _one(db, "PRAGMA journal_mode") != "wal":
             return
         problems = [str(row[0]) for row in db.execute("PRAGMA integrity_check")]
     except apsw.Error as exc:
-        raise _checked_failed(where, str(exc), backup) from None
+        raise _checked_failed(where, str(exc), backups) from None
     finally:
         _close(db)
     if problems != ["ok"]:
-        raise _checked_failed(where, problems[0], backup)
+        raise _checked_failed(where, problems[0], backups)
 
 
-def _checked_failed(where: str, problem: str, backup: Path | None) -> IntegrityFailed:
-    kept = f"; the session's rows before it are in {backup}" if backup is not None else ""
+def _checked_failed(where: str, problem: str, backups: Sequence[Path]) -> IntegrityFailed:
+    kept = f"; the rows it replaced are in {', '.join(map(str, backups))}" if backups else ""
     return IntegrityFailed(
         f"{where}: rewritten, but the store then failed SQLite's integrity check ({problem}){kept}"
     )
@@ -234,7 +233,8 @@ def _replace_rows(
         "FROM sessionfix_old WHERE seq = ?"
     )
     insert = (
-        f"INSERT INTO transcript_events (session_id, {_COLUMNS}) VALUES (?, ?, ?, ?, NULL, ?, NULL)"
+        f"INSERT INTO transcript_events (session_id, {_COLUMNS}) "
+        "VALUES (?, ?, CAST(? AS TEXT), ?, NULL, ?, NULL)"
     )
     created_of = "SELECT created_at FROM sessionfix_old WHERE seq = ?"
     identity = (
@@ -256,8 +256,7 @@ def _replace_rows(
         else:
             row = db.execute(created_of, (old_seq,)).fetchone() if old_seq is not None else None
             created = row[0] if row is not None else last_created
-            text = line.decode("utf-8", "surrogateescape")
-            db.execute(insert, (session_id, seq, text, created, len(line) if utf8 else None))
+            db.execute(insert, (session_id, seq, line, created, len(line) if utf8 else None))
         last_created = _one(
             db,
             "SELECT created_at FROM transcript_events WHERE session_id = ? AND seq = ?",
@@ -484,19 +483,20 @@ def restore_session(
     store: OpenClawStore, session_id: str, name: str | None, *, keep_current: bool
 ) -> Path:
     """Replace the session's rows by a backup's (the newest intact one, or `name`)."""
-    backups = list_backups(store.path, session_id)
+    backups = list_backups(store.real, session_id)
     if name is not None:
         backups = [b for b in backups if b.path.name == name]
         if not backups:
             raise InputError(f"{store.path}: no backup {name!r} of session {session_id}")
     if not backups:
         raise InputError(f"{store.path}: no sessionfix backup of session {session_id}")
-    chosen = backups[0]
+    intact = [b for b in backups if b.status == "ok"]
+    chosen = intact[0] if intact and name is None else backups[0]
     if chosen.status != "ok":
         raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
     where = f"{store.path} (session {session_id})"
-    check_not_running(store.path)
-    db = _connect_write(store.path)
+    check_not_running(store.real)
+    db = _connect_write(store.real)
     kept: Path | None = None
     try:
         _begin(db, where)
@@ -535,7 +535,7 @@ def restore_session(
             raise
     finally:
         _close(db)
-    check_integrity(store.path, where, kept)
+    check_integrity(store.real, where, [kept] if kept is not None else [])
     return chosen.path
 
 
