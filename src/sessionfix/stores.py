@@ -229,8 +229,3 @@ def transcript_of(store: SessionStore, session: StoredSession) -> Iterator[Trans
             raise
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def located(transcript: Transcript) -> Callable[[int], int | None]:
-    """Line number → store row, for locating findings."""
-    return transcript.row_of

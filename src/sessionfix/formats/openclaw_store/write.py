@@ -26,7 +26,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 import orjson
 import xxhash
+import zstandard
 
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.formats.openclaw_store.liveness import check_not_running
@@ -81,33 +82,51 @@ def replace_session(
             f"{where}: a row holds a line break, so its lines cannot be written back row by "
             "row; repair it to a file with -o"
         )
-    check_not_running(store.real)
-    db = _connect_write(store.real)
-    kept: Path | None = None
+    with _rewrite(store.real, where) as rewrite:
+        db = rewrite.db
+        _check_unchanged(db, transcript, where)
+        if backup:
+            rewrite.kept = _write_backup(db, store.real, session_id)
+        _kill_point("begun")
+        new_rows = _replace_rows(db, session_id, transcript, repaired, origins)
+        _mark_rewritten(db, session_id)
+        _verify(db, session_id, repaired, new_rows, where)
+        _kill_point("before-commit")
+    return rewrite.kept
+
+
+class _Rewrite:
+    """A write transaction on the store, and the backup it kept (removed on rollback)."""
+
+    def __init__(self, db: apsw.Connection) -> None:
+        self.db = db
+        self.kept: Path | None = None
+
+
+@contextmanager
+def _rewrite(path: Path, where: str) -> Iterator[_Rewrite]:
+    """One `BEGIN IMMEDIATE` transaction, refused while OpenClaw runs: committed when the
+    block ends, rolled back (its backup removed) when it raises; a failed statement is
+    one line naming `where`."""
+    check_not_running(path)
+    db = _connect_write(path)
     try:
         _begin(db, where)
+        rewrite = _Rewrite(db)
         try:
-            _check_unchanged(db, transcript, where)
-            if backup:
-                kept = _write_backup(db, store.real, session_id)
-            _kill_point("begun")
-            new_rows = _replace_rows(db, session_id, transcript, repaired, origins)
-            _mark_rewritten(db, session_id)
-            _verify(db, session_id, repaired, new_rows, where)
-            _kill_point("before-commit")
+            yield rewrite
             db.execute("COMMIT")
         except BaseException as exc:
             with suppress(apsw.Error):
                 db.execute("ROLLBACK")
-            if kept is not None:
+            if rewrite.kept is not None:
                 with suppress(OSError):
-                    kept.unlink()
+                    rewrite.kept.unlink()
             if isinstance(exc, apsw.Error):
                 raise _write_failed(where, exc) from None
             raise
     finally:
         _close(db)
-    return kept
 
 
 class IntegrityFailed(SessionfixError):
@@ -220,13 +239,7 @@ def _replace_rows(
         (session_id,),
     )
     db.execute("CREATE UNIQUE INDEX temp.sessionfix_old_seq ON sessionfix_old (seq)")
-    for table in (
-        "session_transcript_fts_rows",
-        "session_transcript_active_events",
-        "transcript_event_identities",
-        "transcript_events",
-    ):
-        db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+    _delete_session_rows(db, session_id)
     copy = (
         f"INSERT INTO transcript_events (session_id, {_COLUMNS}) "
         "SELECT ?, ?, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json "
@@ -237,13 +250,8 @@ def _replace_rows(
         "VALUES (?, ?, CAST(? AS TEXT), ?, NULL, ?, NULL)"
     )
     created_of = "SELECT created_at FROM sessionfix_old WHERE seq = ?"
-    identity = (
-        "INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, "
-        "parent_id, message_idempotency_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-    )
     utf8 = _one(db, "PRAGMA encoding") == "UTF-8"
-    seen_ids: set[str] = set()
-    seen_keys: set[str] = set()
+    identities = _Identities(session_id)
     last_created = int(time.time() * 1000)
     seq = -1
     for seq, line in enumerate(_lines(repaired)):
@@ -262,20 +270,73 @@ def _replace_rows(
             "SELECT created_at FROM transcript_events WHERE session_id = ? AND seq = ?",
             (session_id, seq),
         )
-        facts = _identity(line)
-        if facts is None:
-            continue
-        event_id, event_type, parent_id, key = facts
-        if event_id in seen_ids:
-            continue  # the primary key holds one row per id, as OpenClaw's own replace
-        seen_ids.add(event_id)
-        if key is not None:
-            key = None if key in seen_keys else key
-            if key is not None:
-                seen_keys.add(key)
-        db.execute(identity, (session_id, event_id, seq, event_type, parent_id, key, last_created))
+        identity = identities.row(seq, line, last_created)
+        if identity is not None:
+            db.execute(_INSERT_IDENTITY, identity)
     db.execute("DROP TABLE temp.sessionfix_old")
     return seq + 1
+
+
+def _delete_session_rows(db: apsw.Connection, session_id: str) -> None:
+    """Remove the session's events with what is derived from them (identities, the active
+    path, the search rows); OpenClaw rebuilds the projections from the events."""
+    for table in (
+        "session_transcript_fts_rows",
+        "session_transcript_active_events",
+        "transcript_event_identities",
+        "transcript_events",
+    ):
+        db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+
+
+class _Identities:
+    """Identity rows as OpenClaw writes them on a replace: one per event id (the first),
+    each message idempotency key on its first holder only."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self._ids: set[str] = set()
+        self._keys: set[str] = set()
+
+    def row(self, seq: int, line: bytes, created: int) -> tuple[Any, ...] | None:
+        facts = _identity(line)
+        if facts is None or facts[0] in self._ids:
+            return None
+        event_id, event_type, parent_id, key = facts
+        self._ids.add(event_id)
+        if key is not None:
+            if key in self._keys:
+                key = None
+            else:
+                self._keys.add(key)
+        return (self.session_id, event_id, seq, event_type, parent_id, key, created)
+
+
+_INSERT_IDENTITY: Final = (
+    "INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, "
+    "parent_id, message_idempotency_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _stored_rows(db: apsw.Connection, session_id: str) -> Iterator[tuple[int, bytes, int]]:
+    """(seq, event bytes, created_at) of the session's rows, compressed ones decompressed."""
+    decompressor = zstandard.ZstdDecompressor()
+    for seq, text, packed, created in db.execute(
+        "SELECT seq, CAST(event_json AS BLOB), event_zstd, created_at "
+        "FROM transcript_events WHERE session_id = ? ORDER BY seq",
+        (session_id,),
+    ):
+        yield (
+            seq,
+            text if text is not None else decompressor.decompressobj().decompress(packed),
+            created,
+        )
+
+
+def _check_foreign_keys(db: apsw.Connection, doing: str) -> None:
+    for table in ("transcript_events", "transcript_event_identities"):
+        if db.execute(f"PRAGMA foreign_key_check({table})").fetchone() is not None:
+            raise SessionfixError(f"{doing} breaks a foreign key of {table}; nothing changed")
 
 
 def _identity(line: bytes) -> tuple[str, str | None, str | None, str | None] | None:
@@ -333,16 +394,8 @@ def _verify(db: apsw.Connection, session_id: str, repaired: Path, count: int, wh
     """The rows now stored are the repaired lines, and every foreign key holds."""
     written = xxhash.xxh3_64()
     expected = xxhash.xxh3_64()
-    import zstandard
-
-    decompressor = zstandard.ZstdDecompressor()
     rows = 0
-    for text, packed in db.execute(
-        "SELECT CAST(event_json AS BLOB), event_zstd FROM transcript_events "
-        "WHERE session_id = ? ORDER BY seq",
-        (session_id,),
-    ):
-        data = text if text is not None else decompressor.decompressobj().decompress(packed)
+    for _, data, _ in _stored_rows(db, session_id):
         written.update(data)
         written.update(b"\n")
         rows += 1
@@ -351,11 +404,7 @@ def _verify(db: apsw.Connection, session_id: str, repaired: Path, count: int, wh
         expected.update(b"\n")
     if rows != count or written.digest() != expected.digest():
         raise SessionfixError(f"{where}: the rows written differ from the repair; nothing changed")
-    for table in ("transcript_events", "transcript_event_identities"):
-        if db.execute(f"PRAGMA foreign_key_check({table})").fetchone() is not None:
-            raise SessionfixError(
-                f"{where}: the rewrite breaks a foreign key of {table}; nothing changed"
-            )
+    _check_foreign_keys(db, f"{where}: the rewrite")
 
 
 def _one(db: apsw.Connection, query: str, bindings: tuple[Any, ...] = ()) -> Any:
@@ -495,46 +544,21 @@ def restore_session(
     if chosen.status != "ok":
         raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
     where = f"{store.path} (session {session_id})"
-    check_not_running(store.real)
-    db = _connect_write(store.real)
-    kept: Path | None = None
-    try:
-        _begin(db, where)
-        try:
-            if db.execute(
-                "SELECT 1 FROM session_transcript_cold_archives WHERE session_id = ?",
-                (session_id,),
-            ).fetchone():
-                raise SessionfixError(f"{where}: the session is cold-archived; nothing changed")
-            if keep_current:
-                kept = _write_backup(db, store.path, session_id)
-            for table in (
-                "session_transcript_fts_rows",
-                "session_transcript_active_events",
-                "transcript_event_identities",
-                "transcript_events",
-            ):
-                db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
-            _copy_backup_rows(db, chosen.path, session_id)
-            _restore_identities(db, session_id)
-            _mark_rewritten(db, session_id)
-            for table in ("transcript_events", "transcript_event_identities"):
-                if db.execute(f"PRAGMA foreign_key_check({table})").fetchone() is not None:
-                    raise SessionfixError(
-                        f"{where}: restoring breaks a foreign key; nothing changed"
-                    )
-            db.execute("COMMIT")
-        except BaseException as exc:
-            with suppress(apsw.Error):
-                db.execute("ROLLBACK")
-            if kept is not None:
-                with suppress(OSError):
-                    kept.unlink()
-            if isinstance(exc, apsw.Error):
-                raise _write_failed(where, exc) from None
-            raise
-    finally:
-        _close(db)
+    with _rewrite(store.real, where) as rewrite:
+        db = rewrite.db
+        if db.execute(
+            "SELECT 1 FROM session_transcript_cold_archives WHERE session_id = ?",
+            (session_id,),
+        ).fetchone():
+            raise SessionfixError(f"{where}: the session is cold-archived; nothing changed")
+        if keep_current:
+            rewrite.kept = _write_backup(db, store.real, session_id)
+        _delete_session_rows(db, session_id)
+        _copy_backup_rows(db, chosen.path, session_id)
+        _restore_identities(db, session_id)
+        _mark_rewritten(db, session_id)
+        _check_foreign_keys(db, f"{where}: restoring")
+    kept = rewrite.kept
     check_integrity(store.real, where, [kept] if kept is not None else [])
     return chosen.path
 
@@ -555,30 +579,10 @@ def _copy_backup_rows(db: apsw.Connection, backup: Path, session_id: str) -> Non
 
 
 def _restore_identities(db: apsw.Connection, session_id: str) -> None:
-    import zstandard
-
-    decompressor = zstandard.ZstdDecompressor()
-    seen_ids: set[str] = set()
-    seen_keys: set[str] = set()
-    rows: list[tuple[Any, ...]] = []
-    for seq, text, packed, created in db.execute(
-        "SELECT seq, CAST(event_json AS BLOB), event_zstd, created_at "
-        "FROM transcript_events WHERE session_id = ? ORDER BY seq",
-        (session_id,),
-    ):
-        data = text if text is not None else decompressor.decompressobj().decompress(packed)
-        facts = _identity(data)
-        if facts is None or facts[0] in seen_ids:
-            continue
-        event_id, event_type, parent_id, key = facts
-        seen_ids.add(event_id)
-        if key is not None:
-            key = None if key in seen_keys else key
-            if key is not None:
-                seen_keys.add(key)
-        rows.append((session_id, event_id, seq, event_type, parent_id, key, created))
-    db.executemany(
-        "INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, "
-        "parent_id, message_idempotency_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    identities = _Identities(session_id)
+    rows = [
+        row
+        for seq, data, created in _stored_rows(db, session_id)
+        if (row := identities.row(seq, data, created)) is not None
+    ]
+    db.executemany(_INSERT_IDENTITY, rows)
