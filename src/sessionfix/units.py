@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Final
+
+BYTES_PER_TOKEN: Final = 4
+"""Rough size of a token in JSON session text, for estimates."""
+
 
 def human_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):

@@ -9,13 +9,14 @@ from __future__ import annotations
 import enum
 import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
+from sessionfix.model.loaded import Loaded
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import RefRole, SessionView, ToolCall
-from sessionfix.read.reader import LineReport
+from sessionfix.read.reader import LineReport, RecordSource
 
 if TYPE_CHECKING:
     from sessionfix.formats.capabilities import Capability
@@ -167,6 +168,11 @@ class FormatPackage(Protocol):
     def session_roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """The folders its agents keep sessions in for this user (`env`: the environment,
         whose variables may move them), whether or not they exist."""
+        ...
+
+    def loaded_messages(self, view: SessionView, source: RecordSource) -> Iterator[Loaded]:
+        """The messages its agent's loader sends the model when it resumes the session,
+        in order, read from the view's active path and window."""
         ...
 
 

@@ -6,7 +6,7 @@ the line-level and size rules apply to every format.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -15,9 +15,10 @@ import msgspec
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
+from sessionfix.model.loaded import Loaded
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import Kind, RefRole, SessionView
-from sessionfix.read.reader import LineReport
+from sessionfix.read.reader import LineReport, RecordSource
 
 
 class _AnyObject(msgspec.Struct, gc=False):
@@ -45,6 +46,11 @@ def make_adapter(fmt: Format, path: Path, context: object) -> OpaqueAdapter:
 
 def is_sibling(path: Path) -> bool:
     return False
+
+
+def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
+    """No agent is known to load the file: nothing."""
+    return iter(())
 
 
 def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:

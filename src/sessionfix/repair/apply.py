@@ -92,11 +92,10 @@ from sessionfix.scan.scanner import (
     read_session,
 )
 from sessionfix.settings import Settings
+from sessionfix.units import BYTES_PER_TOKEN
 
 PARENT_LINK: Final = "parent link"
 WRITE_BUFFER: Final = 1 << 20
-BYTES_PER_TOKEN: Final = 4
-"""Rough size of a token in JSON session text, for the summary's estimate."""
 SWAP_SETTLE_SECONDS: Final = 0.05
 """Time given to appends in flight at the rename before the replaced file is checked."""
 MAX_REDOS: Final = 3

@@ -65,6 +65,13 @@ class Counted(enum.Enum):
         return f"{count} {noun}{'s' if count != 1 else ''} {verb}"
 
 
+class Weight(enum.Enum):
+    """What the records a rule's findings point at are, in a context breakdown
+    (`sessionfix context`): weight the model carries for nothing."""
+
+    STALE_READS = "stale reads"
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """A registered rule: identity, defaults, and the check that finds it."""
@@ -85,6 +92,8 @@ class Rule:
     """Its fix drops history off the active path: applied only when asked to prune."""
     counted: Counted | None = None
     """How the repair summary counts its applied fixes."""
+    weighs: Weight | None = None
+    """What its findings' records are in a context breakdown."""
 
     @property
     def doc(self) -> str:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.model.view import Bit, Kind, Role, SessionView
-from sessionfix.rules.base import Counted, Rule, RuleContext, safe
+from sessionfix.rules.base import Counted, Rule, RuleContext, Weight, safe
 from sessionfix.rules.paths import matches_glob, normalize
 
 _FORWARD = methodcaller("replace", "\\", "/")
@@ -164,4 +164,5 @@ RULE = Rule(
     summary="A file read whose file was later fully rewritten",
     check=check,
     counted=Counted.STALE_READS_PRUNED,
+    weighs=Weight.STALE_READS,
 )

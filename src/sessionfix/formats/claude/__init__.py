@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.claude.context import loaded_messages
 from sessionfix.formats.claude.decode import (
     CAPABILITIES,
     CONVERSATION_TYPES,
@@ -67,6 +68,7 @@ __all__ = [
     "detect",
     "has_record_shape",
     "is_sibling",
+    "loaded_messages",
     "make_adapter",
     "session_roots",
 ]

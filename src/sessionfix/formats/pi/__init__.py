@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sessionfix.formats import configured_folder
+from sessionfix.formats.pi.context import loaded_messages
 from sessionfix.formats.pi.decode import (
     CAPABILITIES,
     ENTRY_TYPES,
@@ -47,6 +48,7 @@ __all__ = [
     "detect",
     "has_record_shape",
     "is_sibling",
+    "loaded_messages",
     "make_adapter",
     "session_roots",
 ]

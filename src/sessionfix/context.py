@@ -1,0 +1,251 @@
+"""What an agent loads when it resumes a session, and where the session's bytes go.
+
+Built from the model the rules use: the format reads its view's active path and window
+as its agent's loader does (`loaded_messages` of each format package), and every record
+of the file is put in one part of the breakdown by where the view places it. Tokens are
+estimated, not counted: no tokenizer of these models ships as a package that runs
+offline, so text counts `BYTES_PER_TOKEN` UTF-8 bytes of message JSON a token, and an
+inline image `IMAGE_TOKENS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import tempfile
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from sessionfix import stores
+from sessionfix.errors import InputError
+from sessionfix.formats import Format, package_of
+from sessionfix.model.loaded import Sent
+from sessionfix.model.view import Flag, Kind, SessionView
+from sessionfix.read.compressed import plain_name, session_text
+from sessionfix.read.reader import RecordSource
+from sessionfix.rules import RULES
+from sessionfix.rules.base import Weight
+from sessionfix.settings import Settings
+from sessionfix.units import BYTES_PER_TOKEN
+
+IMAGE_TOKENS: Final = 1_600
+"""Tokens an inline image is counted as: about what Claude and GPT models charge for an
+image at the size they scale larger ones down to (around 1.15 megapixels)."""
+TOKEN_METHOD: Final = (
+    f"UTF-8 bytes of each message's JSON / {BYTES_PER_TOKEN}, inline images "
+    f"{IMAGE_TOKENS:,} tokens each"
+)
+_SENT_KINDS: Final = frozenset(
+    {Kind.MESSAGE, Kind.COMPACTION, Kind.RESET, Kind.BRANCH_SUMMARY, Kind.CUSTOM_MESSAGE}
+)
+
+
+class Part(enum.Enum):
+    """Where a record of the file stands for the agent resuming it."""
+
+    SENT = "sent to the model"
+    BEFORE_COMPACTION = "before the last compaction"
+    OFF_PATH = "abandoned branches and side chains"
+    DEAD_HISTORIES = "superseded replacement histories"
+    NOT_SENT = "on the path, not sent"
+    """Messages the loader walks through without sending (Claude `isMeta` records)."""
+    METADATA = "progress, metadata and events"
+    UNREAD = "line ends and damaged lines"
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(slots=True)
+class SessionContext:
+    """What one session's agent loads on resume, and its file's bytes by `Part`."""
+
+    filename: str
+    format: str
+    messages: int = 0
+    by_sent: dict[Sent, int] = field(default_factory=dict)
+    message_bytes: int = 0
+    """UTF-8 bytes of the messages' JSON."""
+    images: int = 0
+    image_bytes: int = 0
+    file_bytes: int = 0
+    parts: dict[Part, int] = field(default_factory=dict)
+    stale_reads: int = 0
+    stale_read_bytes: int = 0
+    """File bytes of the stale reads among the messages sent (part of `Part.SENT`)."""
+    damaged_lines: int = 0
+    """Lines the agent may not read as sessionfix does (see `sessionfix check`)."""
+    repaired: bool = False
+    """This is what `repair` would write, not the file as it is."""
+
+    @property
+    def tokens(self) -> int:
+        """The estimate (`TOKEN_METHOD`)."""
+        text = self.message_bytes - self.image_bytes
+        return text // BYTES_PER_TOKEN + self.images * IMAGE_TOKENS
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "filename": self.filename,
+            "format": self.format,
+            "repaired": self.repaired,
+            "messages": self.messages,
+            "by_role": {sent.value: count for sent, count in self.by_sent.items()},
+            "tokens": {"estimate": self.tokens, "method": TOKEN_METHOD},
+            "message_bytes": self.message_bytes,
+            "inline_images": {"count": self.images, "bytes": self.image_bytes},
+            "stale_reads": {"count": self.stale_reads, "bytes": self.stale_read_bytes},
+            "damaged_lines": self.damaged_lines,
+            "file_bytes": self.file_bytes,
+            "parts": [
+                {"part": part.key, "label": part.value, "bytes": self.parts.get(part, 0)}
+                for part in Part
+            ],
+        }
+
+
+def context_of(
+    path: str | Path,
+    settings: Settings | None = None,
+    *,
+    filename: str | None = None,
+) -> SessionContext:
+    """What the agent of the session at `path` loads on resume (`*.zst`: compressed).
+    Raises `InputError` when it cannot be read."""
+    from sessionfix.engine import run_rules
+    from sessionfix.scan.scanner import read_session
+
+    path = Path(path)
+    settings = settings or Settings()
+    name = filename or str(path)
+    with session_text(path) as readable:
+        scanned = read_session(readable, settings.format, None, settings.jobs)
+        view = scanned.view
+        weighed = dataclasses.replace(
+            settings,
+            select=tuple(rule.code for rule in RULES if rule.weighs is Weight.STALE_READS),
+            extend_select=(),
+            ignore=(),
+        )
+        found = run_rules(scanned, weighed, name, excerpts=False)
+        stale = _records_of(view, (diagnostic.row for diagnostic in found))
+        result = SessionContext(name, view.format, file_bytes=scanned.info.size)
+        result.damaged_lines = len({finding.row for finding in scanned.lines.findings})
+        sent = bytearray(len(view))
+        source = RecordSource(readable)
+        try:
+            for message in package_of(Format(view.format)).loaded_messages(view, source):
+                result.messages += 1
+                result.by_sent[message.sent] = result.by_sent.get(message.sent, 0) + 1
+                result.message_bytes += message.size
+                result.images += message.images
+                result.image_bytes += message.image_bytes
+                if message.record >= 0 and not sent[message.record]:
+                    sent[message.record] = 1
+                    if message.record in stale:
+                        result.stale_reads += 1
+                        result.stale_read_bytes += view.sizes[message.record]
+        finally:
+            source.close()
+        result.by_sent = {kind: result.by_sent[kind] for kind in Sent if kind in result.by_sent}
+        result.parts = _parts(view, sent, scanned.info.size)
+    return result
+
+
+def _records_of(view: SessionView, rows: Iterator[int]) -> set[int]:
+    found: set[int] = set()
+    for row in rows:
+        found.update(range(bisect_left(view.rows, row), bisect_right(view.rows, row)))
+    return found
+
+
+def _parts(view: SessionView, sent: bytearray, file_bytes: int) -> dict[Part, int]:
+    """Every record's bytes in one part; what no record holds is `Part.UNREAD`."""
+    parts = dict.fromkeys(Part, 0)
+    path = view.active_path
+    current = None if view.boundary_position is None else path[view.boundary_position]
+    positions = view.path_positions
+    window = view.window_start
+    kinds, sizes, flags = view.kinds, view.sizes, view.flags
+    for index in range(len(kinds)):
+        size = sizes[index]
+        kind = kinds[index]
+        if sent[index]:
+            part = Part.SENT
+        elif kind not in _SENT_KINDS or (kind == Kind.MESSAGE and flags[index] & Flag.STATE):
+            part = Part.METADATA
+        elif index != current and _carries_history(view, index):
+            part = Part.DEAD_HISTORIES
+        elif index < view.first_entry:
+            part = Part.METADATA
+        elif positions[index] < 0:
+            part = Part.OFF_PATH
+        elif positions[index] < window:
+            part = Part.BEFORE_COMPACTION
+        else:
+            part = Part.NOT_SENT
+        parts[part] += size
+    parts[Part.UNREAD] = max(0, file_bytes - sum(parts.values()))
+    return parts
+
+
+def _carries_history(view: SessionView, index: int) -> bool:
+    facts = view.boundaries.get(index)
+    return facts is not None and facts.carries_history
+
+
+def context_after_repair(
+    path: str | Path, settings: Settings | None = None, *, filename: str | None = None
+) -> SessionContext:
+    """`context_of` the file `repair` would write for `path` (written to a private
+    temporary folder, never beside the session)."""
+    from sessionfix.repair.apply import repair_to
+
+    path = Path(path)
+    with _private_folder(path) as folder:
+        target = folder / plain_name(path.name)
+        repair_to(path, target, settings, filename=filename or str(path))
+        result = context_of(target, settings, filename=filename or str(path))
+    result.repaired = True
+    return result
+
+
+@contextmanager
+def _private_folder(path: Path) -> Iterator[Path]:
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot make a temporary folder ({exc.strerror})") from None
+    try:
+        os.chmod(folder, 0o700)
+        yield folder
+    finally:
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()
+
+
+def contexts(
+    paths: Sequence[Path],
+    settings: Settings | None = None,
+    *,
+    sessions: Sequence[str] | None = None,
+    after_repair: bool = False,
+) -> Iterator[SessionContext]:
+    """`context_of` (or `context_after_repair`) each session file, and each session of
+    each store (those named in `sessions`, else all)."""
+    measure = context_after_repair if after_repair else context_of
+    for path in paths:
+        if not stores.is_store(path):
+            yield measure(path, settings)
+            continue
+        store = stores.open_store(path)
+        for session in stores.select_sessions(store, sessions):
+            with stores.transcript_of(store, session) as transcript:
+                yield measure(transcript.path, settings, filename=f"{path}:{session.id}")

@@ -1,0 +1,107 @@
+"""What Claude Code's reader returns when it resumes a session (formats/claude-code.md §7).
+
+The chain from the leaf back to the root (a compaction boundary has no parent, so the
+chain starts at the last one), with the parallel calls and results the reader
+re-attaches: its `user`, `assistant` and `system` records, less those marked `isMeta`,
+`isSidechain` or with a `teamName`. `progress` and `attachment` records are walked
+through and not returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Final
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from sessionfix import jsonutil
+from sessionfix.model.loaded import Loaded, Sent
+from sessionfix.model.view import Kind, Role, SessionView
+from sessionfix.read.reader import RecordSource
+
+_RETURNED_KINDS: Final = frozenset({Kind.MESSAGE, Kind.COMPACTION})
+_NO_RAW: Final = Raw(b"")
+
+
+class _Returned(Struct, gc=False):
+    type: object = None
+    isMeta: object = None
+    isSidechain: object = None
+    teamName: object = None
+    isCompactSummary: object = None
+    content: Raw | UnsetType = UNSET
+    message: Raw = _NO_RAW
+
+
+class _Role(Struct, gc=False):
+    content: Raw = _NO_RAW
+
+
+_DECODER: Final = msgspec.json.Decoder(_Returned)
+_CONTENT: Final = msgspec.json.Decoder(_Role)
+
+
+def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
+    """The records Claude Code's reader returns from the view's chain, in order."""
+    kinds = view.kinds
+    for index in view.active_path:
+        if kinds[index] not in _RETURNED_KINDS:
+            continue
+        data = source.read(*view.span(index))
+        try:
+            record = _DECODER.decode(data)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            continue
+        if record.type not in ("user", "assistant", "system") or _truthy(
+            record.isMeta, record.isSidechain, record.teamName
+        ):
+            continue
+        yield _loaded(index, record, data, view.role(index) is Role.TOOL_RESULT)
+
+
+def _truthy(*values: object) -> bool:
+    """JavaScript's truth of each field the reader tests (`!m.isMeta` …)."""
+    return any(value not in (None, False, 0, "") for value in values)
+
+
+def _loaded(index: int, record: _Returned, data: bytes, answers: bool) -> Loaded:
+    if record.type == "system":
+        raw = bytes(record.content) if record.content is not UNSET else data
+        return Loaded(index, Sent.SYSTEM, len(raw))
+    raw = bytes(record.message) or data
+    sent = Sent.ASSISTANT if record.type == "assistant" else Sent.USER
+    if record.isCompactSummary is True:
+        sent = Sent.SUMMARY
+    elif answers:
+        sent = Sent.TOOL_RESULT
+    if b'"image"' not in raw:
+        return Loaded(index, sent, len(raw))
+    try:
+        images, image_bytes = _images(_CONTENT.decode(raw).content)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, ValueError):
+        images = image_bytes = 0
+    return Loaded(index, sent, len(raw), images, image_bytes)
+
+
+def _images(content: Raw) -> tuple[int, int]:
+    """Inline base64 images in the content, inside tool results too."""
+    if not content:
+        return 0, 0
+    found: list[str] = []
+    _collect(jsonutil.loads(bytes(content)), found)
+    return len(found), sum(map(len, found))
+
+
+def _collect(content: Any, found: list[str]) -> None:
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "image":
+            image = block.get("source")
+            if isinstance(image, dict) and isinstance(image.get("data"), str):
+                found.append(image["data"])
+        elif block.get("type") == "tool_result":
+            _collect(block.get("content"), found)
