@@ -69,6 +69,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +78,9 @@ from typing import Any
 import pytest
 
 from sessionfix import Applicability, Diagnostic, Settings, check_file
+from sessionfix.context import context_of
 from sessionfix.diagnostics import RewriteRecord
+from sessionfix.model.loaded import Sent
 from sessionfix.repair.apply import repair_to
 
 from .claude_loader import ClaudeLoad, LoadedMessage, load_with_claude, require_claude_at_collection
@@ -1008,3 +1011,34 @@ def test_a_glued_line_before_and_after_the_repair(
     assert original[glued.uuid].message == replay["message"]
     assert {m.uuid: m for m in repaired}[glued.uuid].message == replay["message"]
     assert repaired == before[path].messages
+
+
+_SENT_OF_TYPE = {"assistant": Sent.ASSISTANT, "system": Sent.SYSTEM}
+
+
+def _sent(message: LoadedMessage) -> Sent:
+    """A returned record as `sessionfix context` names it."""
+    if message.type != "user":
+        return _SENT_OF_TYPE.get(message.type, Sent.OTHER)
+    if _tool_results(message):
+        return Sent.TOOL_RESULT
+    return Sent.USER
+
+
+@pytest.mark.parametrize(("path", "mode"), _cases("context", ("original", *MODES)))
+def test_context_counts_what_the_reader_returns(
+    path: Path,
+    mode: str,
+    versions: dict[Path, Versions],
+    before: dict[Path, ClaudeLoad],
+    after: dict[Path, ClaudeLoad],
+) -> None:
+    """`sessionfix context` counts the records Claude Code's reader returns, by kind."""
+    file, loaded = _load(path, mode, versions, before, after)
+    context = context_of(file)
+    summaries = sum(1 for r in intended_chain(file) if r.get("isCompactSummary") is True)
+    expected = Counter(_sent(message) for message in loaded.messages)
+    expected[Sent.USER] -= summaries
+    expected[Sent.SUMMARY] += summaries
+    assert context.messages == len(loaded.messages)
+    assert context.by_sent == {sent: expected[sent] for sent in Sent if expected[sent] > 0}

@@ -3,12 +3,15 @@ pi and OpenClaw session the tests can see (fixtures, examples, the shared corpus
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sessionfix import Settings, check_file
-from sessionfix.model.view import Kind, SessionView
+from sessionfix.context import context_of
+from sessionfix.model.loaded import Sent
 from sessionfix.read.reader import LineFinding, LineIssue
 from sessionfix.scan.scanner import read_session
 
@@ -83,20 +86,6 @@ def test_pi_loses_only_the_glued_records_of_a_v1_file(pi_loads: dict[Path, PiLoa
     assert loaded.parsed == sum(1 for line in path.read_bytes().split(b"\n") if line.strip()) - 1
 
 
-_MODEL_KINDS = {Kind.MESSAGE, Kind.CUSTOM_MESSAGE, Kind.BRANCH_SUMMARY}
-
-
-def _context_size(view: SessionView) -> int:
-    """How many messages the model sees, by the view's active path and window: a
-    compaction's summary, then the message-like entries from the window start on."""
-    path = [view.active_path[p] for p in range(len(view.active_path))]
-    boundary = view.boundary_position
-    if boundary is None:
-        return sum(view.kinds[index] in _MODEL_KINDS for index in path)
-    kept = path[view.window_start : boundary] + path[boundary + 1 :]
-    return 1 + sum(view.kinds[index] in _MODEL_KINDS for index in kept)
-
-
 def _read_whole_by_pi(path: Path) -> bool:
     """A plain pi session (not OpenClaw's) that pi reads whole, as the scan predicts it:
     no parent cycle on the leaf's path, no `null` line, no line `JSON.parse` rejects
@@ -134,5 +123,22 @@ def test_the_active_path_and_window_are_what_pi_sends_the_model(
         codes = {d.code for d in check_file(path, Settings(quiescence=0.0))}
         assert "SF101" in codes
         assert loaded.messages == []
-    else:
-        assert _context_size(view) == len(loaded.messages)
+    context = context_of(path)
+    assert context.messages == len(loaded.messages)
+    assert context.by_sent == _by_sent(loaded.messages)
+
+
+_SENT_OF_ROLE = {
+    "user": Sent.USER,
+    "assistant": Sent.ASSISTANT,
+    "toolResult": Sent.TOOL_RESULT,
+    "bashExecution": Sent.TOOL_RESULT,
+    "compactionSummary": Sent.SUMMARY,
+    "branchSummary": Sent.SUMMARY,
+}
+
+
+def _by_sent(messages: list[Any]) -> dict[Sent, int]:
+    """The messages pi built, counted as `sessionfix context` names them."""
+    counts = Counter(_SENT_OF_ROLE.get(message["role"], Sent.OTHER) for message in messages)
+    return {sent: counts[sent] for sent in Sent if counts[sent]}

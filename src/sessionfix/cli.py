@@ -939,6 +939,82 @@ def _note(message: str) -> None:
 
 
 @app.command()
+def context(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Session files or stores to measure.", readable=False),
+    ],
+    output_format: Annotated[
+        RuleOutput,
+        typer.Option("--output-format", help="text or json.", case_sensitive=False),
+    ] = RuleOutput.TEXT,
+    after_repair: Annotated[
+        bool,
+        typer.Option(
+            "--after-repair",
+            help="Measure the file repair would write (the session is not changed), beside "
+            "what it holds now.",
+        ),
+    ] = False,
+    select: SelectOpt = None,
+    extend_select: ExtendSelectOpt = None,
+    ignore: IgnoreOpt = None,
+    unsafe_fixes: UnsafeFixesOpt = None,
+    extend_safe_fixes: ExtendSafeOpt = None,
+    extend_unsafe_fixes: ExtendUnsafeOpt = None,
+    session_format: FormatOpt = None,
+    protect: ProtectOpt = None,
+    protect_last_turns: ProtectTurnsOpt = None,
+    max_record_size: MaxRecordOpt = None,
+    cwd: CwdOpt = None,
+    session: SessionOpt = None,
+    jobs: JobsOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
+) -> None:
+    """Show what the agent loads when it resumes each session (messages by role and an
+    estimate of their tokens) and where the file's bytes go. Never changes a file.
+
+    Tokens are estimated: a token for every 4 bytes of message JSON, 1,600 for an
+    inline image.
+    """
+    options = locals()
+    paths = options.pop("files")
+    shown_as = options.pop("output_format")
+    after = options.pop("after_repair")
+    options.update(fail_on=None, quiescence=None, output_format=None)
+    raise typer.Exit(_guard(lambda: _context_command(paths, shown_as, after, _configured(options))))
+
+
+def _context_command(
+    paths: list[Path], output_format: RuleOutput, after_repair: bool, options: dict[str, Any]
+) -> int:
+    from sessionfix.context import SessionContext, contexts
+    from sessionfix.report import context as report
+
+    for name in ("output_format", "output_file", "statistics", "exit_zero", "strict"):
+        options.pop(name, None)
+    options["quiescence"] = 0.0
+    settings = _settings(**options)
+    out = _stdout()
+    measured: list[tuple[SessionContext, SessionContext | None]] = []
+    failed = 0
+    for path in paths:
+        try:
+            measured.extend(contexts([path], settings, after_repair=after_repair))
+        except SessionfixError as exc:
+            _error(str(exc))
+            failed += 1
+    shown_first = [after or now for now, after in measured]
+    befores = [now if after is not None else None for now, after in measured]
+    render = report.render_json if output_format is RuleOutput.JSON else report.render_all_text
+    with _writing("to standard output"):
+        out.write(render(shown_first, befores))
+        out.flush()
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+@app.command()
 def restore(
     session: Annotated[
         Path, typer.Argument(help="The session file to put a backup back into.", readable=False)

@@ -235,17 +235,24 @@ def contexts(
     paths: Sequence[Path],
     settings: Settings | None = None,
     *,
-    sessions: Sequence[str] | None = None,
     after_repair: bool = False,
-) -> Iterator[SessionContext]:
-    """`context_of` (or `context_after_repair`) each session file, and each session of
-    each store (those named in `sessions`, else all)."""
-    measure = context_after_repair if after_repair else context_of
+) -> Iterator[tuple[SessionContext, SessionContext | None]]:
+    """Each session file's context, and each session's of each store (those named in
+    `settings.sessions`, else all): as it is, and with `after_repair` as `repair` would write it."""
     for path in paths:
         if not stores.is_store(path):
-            yield measure(path, settings)
+            yield _measured(path, settings, str(path), after_repair)
             continue
-        store = stores.open_store(path)
-        for session in stores.select_sessions(store, sessions):
-            with stores.transcript_of(store, session) as transcript:
-                yield measure(transcript.path, settings, filename=f"{path}:{session.id}")
+        with stores.open_store(path) as store:
+            for session in stores.select_sessions(store, (settings or Settings()).sessions):
+                with stores.transcript_of(store, session) as transcript:
+                    name = f"{path}:{session.id}"
+                    yield _measured(transcript.path, settings, name, after_repair)
+
+
+def _measured(
+    path: Path, settings: Settings | None, filename: str, after_repair: bool
+) -> tuple[SessionContext, SessionContext | None]:
+    now = context_of(path, settings, filename=filename)
+    after = context_after_repair(path, settings, filename=filename) if after_repair else None
+    return now, after

@@ -3,13 +3,13 @@
 The chain from the leaf back to the root (a compaction boundary has no parent, so the
 chain starts at the last one), with the parallel calls and results the reader
 re-attaches: its `user`, `assistant` and `system` records, less those marked `isMeta`,
-`isSidechain` or with a `teamName`. `progress` and `attachment` records are walked
-through and not returned.
+`isSidechain` or with a `teamName`, one per uuid (a replayed copy replaces the first in
+its place). `progress` and `attachment` records are walked through and not returned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -17,7 +17,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sessionfix import jsonutil
 from sessionfix.model.loaded import Loaded, Sent
-from sessionfix.model.view import Kind, Role, SessionView
+from sessionfix.model.view import Kind, Role, SessionView, key_of
 from sessionfix.read.reader import RecordSource
 
 _RETURNED_KINDS: Final = frozenset({Kind.MESSAGE, Kind.COMPACTION})
@@ -45,9 +45,14 @@ _CONTENT: Final = msgspec.json.Decoder(_Role)
 def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
     """The records Claude Code's reader returns from the view's chain, in order."""
     kinds = view.kinds
-    for index in view.active_path:
+    returned: set[int] = set()
+    for index in _chain(view):
         if kinds[index] not in _RETURNED_KINDS:
             continue
+        key = view.id_keys[index]
+        if key in returned:
+            continue  # a replayed copy: the reader keeps one record per uuid
+        returned.add(key)
         data = source.read(*view.span(index))
         try:
             record = _DECODER.decode(data)
@@ -58,6 +63,57 @@ def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]
         ):
             continue
         yield _loaded(index, record, data, view.role(index) is Role.TOOL_RESULT)
+
+
+def _chain(view: SessionView) -> Sequence[int]:
+    """The view's path from where the reader's walk back from the leaf stops: at a record
+    it cannot read (one of a glued line's: `JSON.parse` fails the line), or at the tail of
+    a preserved segment whose head was never written (the reader re-parents that tail,
+    a child of the anchor, below itself)."""
+    path = view.active_path
+    unreadable, tails = _unreadable(view), _self_parented_tails(view)
+    for position in range(len(path) - 1, -1, -1):
+        index = path[position]
+        if index in unreadable:
+            return path[position + 1 :]
+        if index in tails:
+            return path[position:]
+    return path
+
+
+def _unreadable(view: SessionView) -> set[int]:
+    """Records the reader does not find: those sharing their line with another (a glued
+    line), unless the same uuid is written again on a line of its own."""
+    rows = view.rows
+    glued = {
+        index
+        for index in range(len(rows))
+        if (index > 0 and rows[index - 1] == rows[index])
+        or (index + 1 < len(rows) and rows[index + 1] == rows[index])
+    }
+    if not glued:
+        return glued
+    keys = {view.id_keys[index] for index in glued}
+    written_again = {
+        key for index, key in enumerate(view.id_keys) if key in keys and index not in glued
+    }
+    return {index for index in glued if view.id_keys[index] not in written_again}
+
+
+def _self_parented_tails(view: SessionView) -> set[int]:
+    tails: set[int] = set()
+    for facts in view.boundaries.values():
+        segment = facts.preserved
+        if segment is None or segment.listed or not isinstance(segment.anchor, str):
+            continue
+        if not isinstance(segment.tail, str) or not isinstance(segment.head, str):
+            continue
+        if view.resolve(segment.head) is not None:
+            continue
+        tail = view.resolve(segment.tail)
+        if tail is not None and view.parent_keys[tail] == key_of(segment.anchor):
+            tails.add(tail)
+    return tails
 
 
 def _truthy(*values: object) -> bool:

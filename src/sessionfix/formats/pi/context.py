@@ -41,7 +41,10 @@ _DECODER: Final = msgspec.json.Decoder(_Payload)
 
 
 def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
-    """The messages pi's loader builds from the view's active path and window, in order."""
+    """The messages pi's loader builds from the view's active path and window, in order
+    (none without a header: pi reads such a file as empty)."""
+    if view.header is None:
+        return
     path = view.active_path
     boundary = view.boundary_position
     if boundary is None:
