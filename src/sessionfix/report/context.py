@@ -68,23 +68,16 @@ def render_text(context: SessionContext, before: SessionContext | None = None) -
             rows.append((part.value, size, bar(_share(size, whole))))
         if part is Part.SENT:
             if context.stale_reads:
-                rows.append(
-                    (
-                        f"  of which {context.stale_reads:,} stale reads",
-                        context.stale_read_bytes,
-                        "",
-                    )
-                )
+                label = f"  of which {_counted(context.stale_reads, 'stale read')}"
+                rows.append((label, context.stale_read_bytes, ""))
             if context.images:
-                rows.append(
-                    (f"  of which {context.images:,} inline images", context.image_bytes, "")
-                )
+                label = f"  of which {_counted(context.images, 'inline image')}"
+                rows.append((label, context.image_bytes, ""))
     label_width = max(len(label) for label, _, _ in rows)
     for label, size, drawn in rows:
         share = f"{100 * _share(size, whole):5.1f}%"
-        lines.append(
-            f"  {label:<{label_width}}  {human_bytes(size):>10}  {share}  {drawn}".rstrip()
-        )
+        row = f"  {label:<{label_width}}  {human_bytes(size):>10}  {share}  {drawn}"
+        lines.append(row.rstrip())
     return "\n".join(lines) + "\n"
 
 

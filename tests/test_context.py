@@ -1,0 +1,130 @@
+"""`sessionfix context`: what the agent loads on resume and where the bytes go, through the
+library and the command line. (That the counts are the agents' own is checked against
+their loaders in `test_pi_loader.py`, `test_claude_loader.py` and `test_codex_loader.py`.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sessionfix.cli import app
+from sessionfix.context import IMAGE_TOKENS, Part, context_after_repair, context_of
+from sessionfix.model.loaded import Sent
+from sessionfix.report.context import bar
+
+from .conftest import CORPUS, FIXTURES, ROOT
+
+EXAMPLES = ROOT / "examples" / "sessions"
+ENV = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
+INPUTS = sorted(FIXTURES.glob("*/input.jsonl"))
+
+
+def run(*args: str | Path):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, ["context", *map(str, args)], env=ENV, color=False)
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: p.parent.name)
+def test_every_byte_is_in_one_part(path: Path) -> None:
+    context = context_of(path)
+    assert sum(context.parts.values()) == path.stat().st_size == context.file_bytes
+    assert sum(context.by_sent.values()) == context.messages
+    assert context.stale_read_bytes <= context.parts[Part.SENT]
+    assert context.image_bytes <= context.message_bytes
+
+
+def test_stale_reads_are_counted_and_gone_after_repair() -> None:
+    path = EXAMPLES / "stale-reads.jsonl"
+    now = context_of(path)
+    after = context_after_repair(path)
+    assert now.stale_reads == 1
+    assert now.stale_read_bytes > 0
+    assert after.repaired
+    assert after.stale_reads == 0
+    assert after.messages == now.messages
+    assert after.tokens < now.tokens
+
+
+def test_history_before_the_last_compaction_is_not_sent() -> None:
+    context = context_of(CORPUS / "openclaw" / "pi-mono__before-compaction.v1.jsonl")
+    assert context.by_sent[Sent.SUMMARY] == 1
+    assert context.parts[Part.BEFORE_COMPACTION] > context.parts[Part.SENT]
+
+
+def test_abandoned_branches_are_their_own_part() -> None:
+    context = context_of(FIXTURES / "SF205-mostly-abandoned-branches" / "input.jsonl")
+    assert context.parts[Part.OFF_PATH] > context.parts[Part.SENT]
+
+
+def test_an_inline_image_counts_as_image_tokens() -> None:
+    context = context_of(EXAMPLES / "compaction-and-size.jsonl")
+    assert context.images == 1
+    assert context.image_bytes > 200_000
+    text = context.message_bytes - context.image_bytes
+    assert context.tokens == text // 4 + IMAGE_TOKENS
+
+
+def test_a_headerless_pi_file_loads_nothing() -> None:
+    assert context_of(EXAMPLES / "headerless-fragment.jsonl").messages == 0
+
+
+def test_text_report() -> None:
+    path = EXAMPLES / "stale-reads.jsonl"
+    before = path.read_bytes()
+    result = run(path, EXAMPLES / "073bec07-cd99-4bec-9a10-1a6bf21804be.jsonl")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "pi loads 10 messages, about " in out
+    assert "1 user · 5 assistant · 4 tool result" in out
+    assert "of which 1 stale read " in out
+    assert "Claude Code loads 6 messages" in out
+    assert "sent to the model" in out
+    assert "█" in out
+    assert "Tokens are estimated" in out
+    assert path.read_bytes() == before
+
+
+def test_json_report_after_repair() -> None:
+    path = EXAMPLES / "stale-reads.jsonl"
+    result = run(path, "--after-repair", "--output-format", "json")
+    assert result.exit_code == 0, result.output
+    [entry] = json.loads(result.stdout)
+    assert entry["repaired"] is True
+    assert entry["now"]["repaired"] is False
+    assert entry["now"]["stale_reads"]["count"] == 1
+    assert entry["stale_reads"]["count"] == 0
+    assert entry["by_role"] == {"user": 1, "assistant": 5, "tool result": 4}
+    assert sum(part["bytes"] for part in entry["parts"]) == entry["file_bytes"]
+    assert {part["part"] for part in entry["parts"]} == {part.key for part in Part}
+    assert entry["tokens"]["estimate"] < entry["now"]["tokens"]["estimate"]
+
+
+def test_a_file_of_no_known_format() -> None:
+    result = run(EXAMPLES / "openclaw-overflow-recovery.trajectory.jsonl")
+    assert result.exit_code == 0
+    assert "no agent is known to load this file" in result.stdout
+
+
+def test_an_unreadable_file_is_one_line_and_the_others_are_measured(tmp_path: Path) -> None:
+    result = run(tmp_path / "missing.jsonl", EXAMPLES / "stale-reads.jsonl")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "missing.jsonl" in result.stderr
+    assert "pi loads 10 messages" in result.stdout
+
+
+def test_session_text_in_a_file_name_is_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "a\x1b[31mred.jsonl"
+    path.write_bytes((EXAMPLES / "stale-reads.jsonl").read_bytes())
+    result = run(path)
+    assert result.exit_code == 0
+    assert "\x1b" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("share", "drawn"), [(0.0, ""), (1.0, "█" * 24), (0.5, "█" * 12), (1 / 48, "▌")]
+)
+def test_bars(share: float, drawn: str) -> None:
+    assert bar(share) == drawn
