@@ -128,3 +128,12 @@ def test_session_text_in_a_file_name_is_escaped(tmp_path: Path) -> None:
 )
 def test_bars(share: float, drawn: str) -> None:
     assert bar(share) == drawn
+
+
+def test_history_a_claude_compaction_cut_off_is_before_it() -> None:
+    """A Claude boundary has no parent: what it cut off is reached by its
+    `logicalParentUuid`, not by the chain."""
+    context = context_of(CORPUS / "claude" / "entireio-cli" / "a6-e4c2a0fbd1-0.full.jsonl")
+    assert context.by_sent[Sent.SUMMARY] == 1
+    assert context.parts[Part.BEFORE_COMPACTION] > 100_000
+    assert context.parts[Part.OFF_PATH] == 0

@@ -173,6 +173,7 @@ def _parts(view: SessionView, sent: bytearray, file_bytes: int) -> dict[Part, in
     positions = view.path_positions
     window = view.window_start
     kinds, sizes, flags = view.kinds, view.sizes, view.flags
+    cut_off = _cut_off(view, current)
     for index in range(len(kinds)):
         size = sizes[index]
         kind = kinds[index]
@@ -184,6 +185,8 @@ def _parts(view: SessionView, sent: bytearray, file_bytes: int) -> dict[Part, in
             part = Part.DEAD_HISTORIES
         elif index < view.first_entry:
             part = Part.METADATA
+        elif index in cut_off:
+            part = Part.BEFORE_COMPACTION
         elif positions[index] < 0:
             part = Part.OFF_PATH
         elif positions[index] < window:
@@ -193,6 +196,25 @@ def _parts(view: SessionView, sent: bytearray, file_bytes: int) -> dict[Part, in
         parts[part] += size
     parts[Part.UNREAD] = max(0, file_bytes - sum(parts.values()))
     return parts
+
+
+def _cut_off(view: SessionView, boundary: int | None) -> set[int]:
+    """The history compactions cut off without a link (Claude: a boundary has no parent
+    and names the record the conversation stood at, `logicalParentUuid`): that record,
+    its ancestors, and on through the earlier boundaries they reach."""
+    found: set[int] = set()
+    while boundary is not None and boundary not in found:
+        facts = view.boundaries.get(boundary)
+        cut = facts.logical_parent if facts is not None else None
+        start = view.resolve(cut) if isinstance(cut, str) and cut else None
+        boundary = None
+        if start is None or start in found:
+            break
+        for index in (start, *view.ancestors(start)):
+            found.add(index)
+            if index in view.boundaries:
+                boundary = index
+    return found
 
 
 def _carries_history(view: SessionView, index: int) -> bool:
