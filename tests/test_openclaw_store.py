@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from sessionfix import Settings, check_file
 from sessionfix.cli import app
+from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
 from sessionfix.repair.apply import repair_to
@@ -192,6 +193,36 @@ def test_findings_name_store_session_and_seq(damaged: tuple[Path, str]) -> None:
     text = CliRunner().invoke(app, ["check", "--output-format", "concise", str(store)], env=ENV)
     assert f"{store}:{session_id}:seq 6: SF201" in text.stdout
     assert "entry a0000005 at seq 5" in text.stdout
+
+
+def test_context_of_a_store_session_is_that_of_its_transcript(
+    damaged: tuple[Path, str],
+) -> None:
+    """`sessionfix context STORE` measures each session as the file it was imported from,
+    now and after repair, and changes nothing."""
+    store, session_id = damaged
+    before = _digest(store)
+    outcome = CliRunner().invoke(
+        app,
+        [
+            "context",
+            "--after-repair",
+            "--output-format",
+            "json",
+            "--session",
+            session_id,
+            str(store),
+        ],
+        env=ENV,
+    )
+    assert outcome.exit_code == 0, outcome.output
+    [entry] = orjson.loads(outcome.stdout)
+    assert entry["filename"] == f"{store}:{session_id}"
+    now, after = context_of(EXAMPLE), context_after_repair(EXAMPLE)
+    assert (entry["now"]["messages"], entry["messages"]) == (now.messages, after.messages)
+    assert entry["now"]["tokens"]["estimate"] == now.tokens
+    assert entry["tokens"]["estimate"] == after.tokens
+    assert _digest(store) == before
 
 
 def test_session_option(damaged: tuple[Path, str]) -> None:
