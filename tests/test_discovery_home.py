@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from sessionfix.cli import app
 from sessionfix.discovery import agent_folders, is_foreign
 
-CORPUS: Final = Path("/work/shared/corpus")
+from .conftest import CORPUS
+
 CLAUDE: Final = (
     CORPUS / "claude" / "misc" / "kvsankar-agent-history__real_sessions_claude_session-01.jsonl"
 )
@@ -125,6 +126,13 @@ def test_scan_without_paths_reads_every_agents_sessions(installed: Path) -> None
     assert "~/.codex/archived_sessions" not in note, "a folder that is not there is named"
     assert note.endswith("; skipped 2 files of no known format")
     assert "warning" not in result.stderr, "a walk skips files of no known format silently"
+
+
+def test_sessionfix_without_a_command_is_scan_without_paths(installed: Path) -> None:
+    bare = run()
+    scan = run("scan")
+    assert (bare.exit_code, bare.stdout) == (scan.exit_code, scan.stdout)
+    assert bare.stdout.strip()
 
 
 def test_scan_without_paths_and_no_agent_is_one_line_and_exit_zero(home: Path) -> None:

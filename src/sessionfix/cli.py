@@ -45,7 +45,6 @@ app = typer.Typer(
     help="Find and repair corruption in agent-session JSONL files (pi, OpenClaw, Claude Code, "
     "Codex).",
     pretty_exceptions_enable=False,
-    no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -247,8 +246,9 @@ def _show_version(value: bool) -> None:
     raise typer.Exit(EXIT_OK)
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _main_options(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -256,7 +256,10 @@ def _main_options(
         ),
     ] = False,
 ) -> None:
-    """Options of the program itself, before the command."""
+    """Options of the program itself, before the command. With no command, `scan` the
+    sessions of every agent installed for the user."""
+    if ctx.invoked_subcommand is None:
+        scan()
 
 
 @dataclass(frozen=True, slots=True)
