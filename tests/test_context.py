@@ -137,3 +137,25 @@ def test_history_a_claude_compaction_cut_off_is_before_it() -> None:
     assert context.by_sent[Sent.SUMMARY] == 1
     assert context.parts[Part.BEFORE_COMPACTION] > 100_000
     assert context.parts[Part.OFF_PATH] == 0
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [("SF105-two-entry-cycle", "pi hangs"), ("SF008-json-null-line", "pi throws")],
+)
+def test_a_session_pi_does_not_load_says_why(case: str, why: str) -> None:
+    context = context_of(FIXTURES / case / "input.jsonl")
+    assert context.refused is not None
+    assert context.refused.startswith(why)
+    assert context.messages == 0
+    assert context.parts[Part.SENT] == 0
+    result = run(FIXTURES / case / "input.jsonl")
+    assert f"{why}" in result.stdout
+    assert "it loads nothing" in result.stdout
+
+
+def test_records_on_lines_pi_cannot_read_are_not_sent() -> None:
+    """pi drops a glued line and the chain breaks there: only what follows is sent."""
+    context = context_of(EXAMPLES / "torn-and-glued.jsonl")
+    assert context.messages == 1
+    assert context.parts[Part.UNREAD] > context.parts[Part.SENT]

@@ -123,7 +123,20 @@ def test_the_active_path_and_window_are_what_pi_sends_the_model(
         codes = {d.code for d in check_file(path, Settings(quiescence=0.0))}
         assert "SF101" in codes
         assert loaded.messages == []
+
+
+@pytest.mark.parametrize("path", SESSIONS, ids=_name)
+def test_context_counts_what_pi_sends_the_model(path: Path, pi_loads: dict[Path, PiLoad]) -> None:
+    """`sessionfix context` gives pi's own count of every session pi loads, lines pi drops
+    and all, and says where pi throws or hangs instead."""
+    loaded = pi_loads[path]
     context = context_of(path)
+    if loaded.hang or loaded.error is not None:
+        assert context.refused is not None
+        assert ("hangs" in context.refused) == loaded.hang
+        assert context.messages == 0
+        return
+    assert context.refused is None
     assert context.messages == len(loaded.messages)
     assert context.by_sent == _by_sent(loaded.messages)
 

@@ -24,10 +24,10 @@ from typing import Any, Final
 from sessionfix import stores
 from sessionfix.errors import InputError
 from sessionfix.formats import Format, package_of
-from sessionfix.model.loaded import Sent
+from sessionfix.model.loaded import LoadRefused, Sent
 from sessionfix.model.view import Flag, Kind, SessionView
 from sessionfix.read.compressed import plain_name, session_text
-from sessionfix.read.reader import RecordSource
+from sessionfix.read.reader import LineIssue, RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Weight
 from sessionfix.settings import Settings
@@ -81,6 +81,8 @@ class SessionContext:
     """File bytes of the stale reads among the messages sent (part of `Part.SENT`)."""
     damaged_lines: int = 0
     """Lines the agent may not read as sessionfix does (see `sessionfix check`)."""
+    refused: str | None = None
+    """Why the agent does not load the session at all (it throws, hangs, refuses it)."""
     repaired: bool = False
     """This is what `repair` would write, not the file as it is."""
 
@@ -95,6 +97,7 @@ class SessionContext:
             "filename": self.filename,
             "format": self.format,
             "repaired": self.repaired,
+            "refused": self.refused,
             "messages": self.messages,
             "by_role": {sent.value: count for sent, count in self.by_sent.items()},
             "tokens": {"estimate": self.tokens, "method": TOKEN_METHOD},
@@ -139,8 +142,9 @@ def context_of(
         result.damaged_lines = len({finding.row for finding in scanned.lines.findings})
         sent = bytearray(len(view))
         source = RecordSource(readable)
+        package = package_of(Format(view.format))
         try:
-            for message in package_of(Format(view.format)).loaded_messages(view, source):
+            for message in package.loaded_messages(view, source, scanned.lines):
                 result.messages += 1
                 result.by_sent[message.sent] = result.by_sent.get(message.sent, 0) + 1
                 result.message_bytes += message.size
@@ -151,10 +155,17 @@ def context_of(
                     if message.record in stale:
                         result.stale_reads += 1
                         result.stale_read_bytes += view.sizes[message.record]
+        except LoadRefused as refused:
+            result.refused = str(refused)
+            result.messages, result.by_sent = 0, {}
+            result.message_bytes = result.images = result.image_bytes = 0
+            result.stale_reads = result.stale_read_bytes = 0
+            sent = bytearray(len(view))
         finally:
             source.close()
         result.by_sent = {kind: result.by_sent[kind] for kind in Sent if kind in result.by_sent}
-        result.parts = _parts(view, sent, scanned.info.size)
+        damaged = {f.row for f in scanned.lines.findings if f.issue is not LineIssue.BLANK}
+        result.parts = _parts(view, sent, scanned.info.size, damaged)
     return result
 
 
@@ -165,8 +176,11 @@ def _records_of(view: SessionView, rows: Iterator[int]) -> set[int]:
     return found
 
 
-def _parts(view: SessionView, sent: bytearray, file_bytes: int) -> dict[Part, int]:
-    """Every record's bytes in one part; what no record holds is `Part.UNREAD`."""
+def _parts(
+    view: SessionView, sent: bytearray, file_bytes: int, damaged: set[int]
+) -> dict[Part, int]:
+    """Every record's bytes in one part; what no record holds, and records on damaged
+    lines the agent does not read, are `Part.UNREAD`."""
     parts = dict.fromkeys(Part, 0)
     path = view.active_path
     current = None if view.boundary_position is None else path[view.boundary_position]
@@ -179,6 +193,8 @@ def _parts(view: SessionView, sent: bytearray, file_bytes: int) -> dict[Part, in
         kind = kinds[index]
         if sent[index]:
             part = Part.SENT
+        elif view.rows[index] in damaged:
+            part = Part.UNREAD
         elif kind not in _SENT_KINDS or (kind == Kind.MESSAGE and flags[index] & Flag.STATE):
             part = Part.METADATA
         elif index != current and _carries_history(view, index):
@@ -194,7 +210,7 @@ def _parts(view: SessionView, sent: bytearray, file_bytes: int) -> dict[Part, in
         else:
             part = Part.NOT_SENT
         parts[part] += size
-    parts[Part.UNREAD] = max(0, file_bytes - sum(parts.values()))
+    parts[Part.UNREAD] += max(0, file_bytes - sum(parts.values()))
     return parts
 
 

@@ -170,9 +170,12 @@ class FormatPackage(Protocol):
         whose variables may move them), whether or not they exist."""
         ...
 
-    def loaded_messages(self, view: SessionView, source: RecordSource) -> Iterator[Loaded]:
+    def loaded_messages(
+        self, view: SessionView, source: RecordSource, lines: LineReport
+    ) -> Iterator[Loaded]:
         """The messages its agent's loader sends the model when it resumes the session,
-        in order, read from the view's active path and window."""
+        in order, from the view's active path and window and the lines the agent cannot
+        read; raises `LoadRefused` where the agent does not load it at all."""
         ...
 
 

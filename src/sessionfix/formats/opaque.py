@@ -48,7 +48,7 @@ def is_sibling(path: Path) -> bool:
     return False
 
 
-def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
+def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
     """No agent is known to load the file: nothing."""
     return iter(())
 

@@ -45,3 +45,8 @@ class Loaded(NamedTuple):
     """Inline images it carries."""
     image_bytes: int = 0
     """Of `size`, the bytes of those images' encoded data."""
+
+
+class LoadRefused(Exception):
+    """The agent does not load the session at all (it throws, hangs or refuses it); the
+    message says why, as a sentence about the agent (`pi hangs on ...`)."""

@@ -44,12 +44,15 @@ def render_text(context: SessionContext, before: SessionContext | None = None) -
     lines = [title]
     if agent is None:
         return "\n".join([*lines, "  no agent is known to load this file"]) + "\n"
-    was = "" if before is None else f" (now {before.messages:,})"
-    tokens = "" if before is None else f" (now {before.tokens:,})"
-    lines.append(
-        f"  {agent} loads {_counted(context.messages, 'message')}{was}, "
-        f"about {context.tokens:,} tokens{tokens}"
-    )
+    if context.refused is not None:
+        lines.append(f"  {escape(context.refused)}: it loads nothing")
+    else:
+        was = "" if before is None else f" (now {before.messages:,})"
+        tokens = "" if before is None else f" (now {before.tokens:,})"
+        lines.append(
+            f"  {agent} loads {_counted(context.messages, 'message')}{was}, "
+            f"about {context.tokens:,} tokens{tokens}"
+        )
     if context.by_sent:
         lines.append(
             "    " + " · ".join(f"{n:,} {sent.value}" for sent, n in context.by_sent.items())

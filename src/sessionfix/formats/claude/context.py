@@ -18,7 +18,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 from sessionfix import jsonutil
 from sessionfix.model.loaded import Loaded, Sent
 from sessionfix.model.view import Kind, Role, SessionView, key_of
-from sessionfix.read.reader import RecordSource
+from sessionfix.read.reader import LineReport, RecordSource
 
 _RETURNED_KINDS: Final = frozenset({Kind.MESSAGE, Kind.COMPACTION})
 _NO_RAW: Final = Raw(b"")
@@ -42,7 +42,7 @@ _DECODER: Final = msgspec.json.Decoder(_Returned)
 _CONTENT: Final = msgspec.json.Decoder(_Role)
 
 
-def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
+def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
     """The records Claude Code's reader returns from the view's chain, in order."""
     kinds = view.kinds
     returned: set[int] = set()
