@@ -18,7 +18,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 from sessionfix import jsonutil
 from sessionfix.model.loaded import Loaded, Sent
 from sessionfix.model.view import Kind, Role, SessionView, key_of
-from sessionfix.read.reader import LineReport, RecordSource
+from sessionfix.read.reader import LineIssue, LineReport, RecordSource
 
 _RETURNED_KINDS: Final = frozenset({Kind.MESSAGE, Kind.COMPACTION})
 _NO_RAW: Final = Raw(b"")
@@ -46,7 +46,7 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
     """The records Claude Code's reader returns from the view's chain, in order."""
     kinds = view.kinds
     returned: set[int] = set()
-    for index in _chain(view):
+    for index in _chain(view, lines):
         if kinds[index] not in _RETURNED_KINDS:
             continue
         key = view.id_keys[index]
@@ -65,13 +65,13 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
         yield _loaded(index, record, data, view.role(index) is Role.TOOL_RESULT)
 
 
-def _chain(view: SessionView) -> Sequence[int]:
+def _chain(view: SessionView, lines: LineReport) -> Sequence[int]:
     """The view's path from where the reader's walk back from the leaf stops: at a record
     it cannot read (one of a glued line's: `JSON.parse` fails the line), or at the tail of
     a preserved segment whose head was never written (the reader re-parents that tail,
     a child of the anchor, below itself)."""
     path = view.active_path
-    unreadable, tails = _unreadable(view), _self_parented_tails(view)
+    unreadable, tails = _unreadable(view, lines), _self_parented_tails(view)
     for position in range(len(path) - 1, -1, -1):
         index = path[position]
         if index in unreadable:
@@ -81,23 +81,28 @@ def _chain(view: SessionView) -> Sequence[int]:
     return path
 
 
-def _unreadable(view: SessionView) -> set[int]:
-    """Records the reader does not find: those sharing their line with another (a glued
-    line), unless the same uuid is written again on a line of its own."""
-    rows = view.rows
-    glued = {
-        index
-        for index in range(len(rows))
-        if (index > 0 and rows[index - 1] == rows[index])
-        or (index + 1 < len(rows) and rows[index + 1] == rows[index])
+_LOST_ISSUES: Final = frozenset({LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED})
+"""Line damage that loses the line's records (the reader reads past a run of NUL bytes
+before a record, as the SF004 fixtures show)."""
+
+
+def _unreadable(view: SessionView, lines: LineReport) -> set[int]:
+    """Records the reader does not find: those on a line it rejects (glued, torn,
+    garbage), unless the same uuid is written again on a line it reads."""
+    rows = {
+        finding.row
+        for finding in lines.findings
+        if finding.issue in _LOST_ISSUES
+        or (finding.issue is LineIssue.UNPARSABLE and finding.json_kind is None)
     }
-    if not glued:
-        return glued
-    keys = {view.id_keys[index] for index in glued}
+    if not rows:
+        return set()
+    lost = {index for index, row in enumerate(view.rows) if row in rows}
+    keys = {view.id_keys[index] for index in lost}
     written_again = {
-        key for index, key in enumerate(view.id_keys) if key in keys and index not in glued
+        key for index, key in enumerate(view.id_keys) if key in keys and index not in lost
     }
-    return {index for index in glued if view.id_keys[index] not in written_again}
+    return {index for index in lost if view.id_keys[index] not in written_again}
 
 
 def _self_parented_tails(view: SessionView) -> set[int]:
