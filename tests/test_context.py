@@ -159,3 +159,16 @@ def test_records_on_lines_pi_cannot_read_are_not_sent() -> None:
     context = context_of(EXAMPLES / "torn-and-glued.jsonl")
     assert context.messages == 1
     assert context.parts[Part.UNREAD] > context.parts[Part.SENT]
+
+
+def test_after_repair_reads_the_copy_as_the_sessions_format(tmp_path: Path) -> None:
+    """An OpenClaw session told by its folder stays OpenClaw's in the repaired copy,
+    which is written elsewhere."""
+    folder = tmp_path / ".openclaw" / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    path = folder / "0f3c2b1a-7d6e-4c5b-9a8f-112233445566.jsonl"
+    path.write_bytes((EXAMPLES / "openclaw-overflow-recovery.jsonl").read_bytes())
+    now = context_of(path)
+    after = context_after_repair(path)
+    assert now.format == after.format == "openclaw"
+    assert (now.messages, after.messages) == (7, 5)

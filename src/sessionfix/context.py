@@ -239,13 +239,23 @@ def _carries_history(view: SessionView, index: int) -> bool:
 
 
 def context_after_repair(
-    path: str | Path, settings: Settings | None = None, *, filename: str | None = None
+    path: str | Path,
+    settings: Settings | None = None,
+    *,
+    filename: str | None = None,
+    measured: SessionContext | None = None,
 ) -> SessionContext:
     """`context_of` the file `repair` would write for `path` (written to a private
-    temporary folder, never beside the session)."""
+    temporary folder, never beside the session); `measured`: `context_of(path)`, when
+    already known (the copy is read as the same format, which its folder may decide)."""
     from sessionfix.repair.apply import repair_to
 
     path = Path(path)
+    settings = settings or Settings()
+    if settings.format is Format.AUTO:
+        original = measured or context_of(path, settings)
+        if original.format != Format.UNKNOWN.value:
+            settings = dataclasses.replace(settings, format=Format(original.format))
     with _private_folder(path) as folder:
         target = folder / plain_name(path.name)
         repair_to(path, target, settings, filename=filename or str(path))
@@ -292,5 +302,6 @@ def _measured(
     path: Path, settings: Settings | None, filename: str, after_repair: bool
 ) -> tuple[SessionContext, SessionContext | None]:
     now = context_of(path, settings, filename=filename)
-    after = context_after_repair(path, settings, filename=filename) if after_repair else None
-    return now, after
+    if not after_repair:
+        return now, None
+    return now, context_after_repair(path, settings, filename=filename, measured=now)
