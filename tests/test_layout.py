@@ -30,6 +30,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
     ("rules",),
     ("engine",),
     ("repair",),
+    ("context",),
     ("report",),
     ("config",),
     ("__init__", "cli"),
@@ -40,8 +41,9 @@ from any stage below its own; never from a stage at its level or above. The top-
 modules are stages of their own, placed by what they need: the shared vocabulary
 (errors, JSON, units) at the bottom; findings and discovery above the formats they
 name; the safety layer below the scan, whose workers defer signals with it, and below
-the rules, which ask it whether a writer holds a file; the configuration files above
-the report, whose output formats they name."""
+the rules, which ask it whether a writer holds a file; what the agent loads above the
+repair it measures the result of; the configuration files above the report, whose
+output formats they name."""
 
 LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in units}
 
