@@ -27,7 +27,9 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
+from sessionfix import Settings
 from sessionfix.cli import app
+from sessionfix.context import contexts
 
 from .conftest import ROOT
 from .openclaw_loader import (
@@ -188,6 +190,8 @@ class Run:
     lint_after: list[Any]
     repair_exit: int
     compressed: int
+    measured: dict[str, tuple[int, int]]
+    """`sessionfix context` of each case's session, damaged and repaired: messages."""
 
 
 def _load(build: StoreBuild) -> dict[str, OpenClawLoad]:
@@ -232,6 +236,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     finally:
         db.close()
     damaged = _load(build)
+    damaged_counts = _context_counts(build.store)
     repair = ["repair", "--in-place", "--quiescence", "0", str(build.store)]
     unsafe = [case for case in CASES if case.unsafe]
     outcome = CliRunner().invoke(app, [*repair, *_sessions(ids, unsafe), "--unsafe-fixes"], env=ENV)
@@ -240,6 +245,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         app, [*repair, *_sessions(ids, [c for c in CASES if not c.unsafe])], env=ENV
     )
     after = _load(build)
+    repaired_counts = _context_counts(build.store)
     lint_after = doctor_lint(build.home)
 
     def by_case(loads: dict[str, OpenClawLoad], which: dict[str, str]) -> dict[str, OpenClawLoad]:
@@ -256,7 +262,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         lint_after,
         outcome.exit_code,
         compressed,
+        {name: (damaged_counts[i], repaired_counts[i]) for name, i in ids.items()},
     )
+
+
+def _context_counts(store: Path) -> dict[str, int]:
+    """`sessionfix context` of every session of the store: messages, by session id."""
+    measured = [now for now, _ in contexts([store], Settings())]
+    return {now.filename.rpartition(":")[2]: now.messages for now in measured}
 
 
 def test_the_store_holds_compressed_rows(run: Run) -> None:
@@ -283,6 +296,15 @@ def test_repaired_session_loads_as_intended(run: Run, case: Case) -> None:
         intended.open.messages,
         intended.model_context.messages,
     )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_context_counts_what_openclaw_loads(run: Run, case: Case) -> None:
+    """`sessionfix context STORE` counts the messages `SessionManager.open` loads, for the
+    damaged session and for the repaired one."""
+    damaged, repaired = run.measured[case.name]
+    assert damaged == len(run.damaged[case.name].open.messages)
+    assert repaired == len(run.repaired[case.name].open.messages)
 
 
 def test_store_stays_consistent_and_doctor_finds_nothing_new(run: Run) -> None:
