@@ -136,8 +136,10 @@ def test_json_output_is_machine_readable_and_complete(sessions_dir: Path) -> Non
     }
     assert first["location"] == {"row": 3, "column": 1}
     assert first["fix"]["applicability"] == "safe"
-    assert first["fix"]["edits"][0]["op"] == "replace"
-    assert "\n" in first["fix"]["edits"][0]["content"]
+    [split] = first["fix"]["edits"]
+    assert split["op"] == "replace_bytes"
+    assert split["content"] == "\n"
+    assert split["byte_column"] == split["end_byte_column"] > 1
     assert "Found" not in result.stdout
 
 

@@ -76,6 +76,11 @@ class EditOp(enum.Enum):
     INSERT_AFTER = "insert_after"
     APPEND = "append"
     """`content` goes right after the bytes of line `row`, on that line (no new line)."""
+    DELETE_BYTES = "delete_bytes"
+    """Bytes `byte_column` up to `end_byte_column` (excluded) of line `row` are removed;
+    columns count bytes from 1, the line's terminator included."""
+    REPLACE_BYTES = "replace_bytes"
+    """The same bytes become `content` (inserted there when the range is empty)."""
 
 
 Transform = Callable[[Any], Any]
@@ -102,6 +107,12 @@ class Edit:
     def content(self) -> str | None:
         return None if self.produce is None else self.produce()
 
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        """For an edit of some bytes of line `row`: the 0-based offsets, within the line,
+        of the first byte and of the byte after the last one."""
+        return None
+
 
 # ---- line edits: the plan derives their bytes from the line report -----------------
 
@@ -119,23 +130,48 @@ class LineEdit(Edit):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SplitLine(LineEdit):
-    """Split a line holding several records into one line per record."""
+class ByteEdit(LineEdit):
+    """A change to some bytes of a damaged line: bytes `start` up to `end` (excluded,
+    0-based within the line) become `text`, so the edit carries no copy of the bytes
+    it keeps."""
+
+    start: int
+    end: int
+    text: str = ""
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.REPLACE_BYTES if self.text else EditOp.DELETE_BYTES
+
+    @property
+    def content(self) -> str | None:
+        return self.text or None
+
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        return self.start, self.end
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StripBytes(LineEdit):
-    """Remove bytes around a record (NUL runs, a byte-order mark), keeping the record."""
+class SplitLine(ByteEdit):
+    """Split a line holding several records into one line per record: the bytes between
+    two records become a line break."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TrimDamage(LineEdit):
+class StripBytes(ByteEdit):
+    """Remove bytes around a record (a NUL run, a byte-order mark), keeping the record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrimDamage(ByteEdit):
     """Keep the complete records of a line and drop its damaged bytes."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class JoinLines(LineEdit):
-    """Join a line with the later line `rest`: a line break split one record in two."""
+class JoinLines(ByteEdit):
+    """Join a line with the later line `rest`: a line break split one record in two. The
+    edit removes the line's terminator, bytes `start` up to `end`."""
 
     rest: int
 
@@ -149,9 +185,20 @@ class DropLine(LineEdit):
         return EditOp.DELETE
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NormaliseTerminator(Edit):
-    """End a line with LF instead of CRLF; one decision for every such line of a file."""
+    """End a line with LF instead of CRLF; one decision for every such line of a file.
+    The edit removes the carriage return, the byte at offset `cr` of the line."""
+
+    cr: int
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.DELETE_BYTES
+
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        return self.cr, self.cr + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -230,6 +230,10 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
 
 def _edit_json(edit: Any) -> dict[str, Any]:
     data: dict[str, Any] = {"op": edit.op.value, "row": edit.row}
+    span = edit.byte_range
+    if span is not None:
+        # Byte columns, not characters: a range can split a character or hold no text.
+        data["byte_column"], data["end_byte_column"] = span[0] + 1, span[1] + 1
     content = edit.content
     if content is not None:
         data["content"] = content

@@ -15,7 +15,7 @@ from sessionfix.diagnostics import Fix
 from sessionfix.formats.pi import HEADER_START
 from sessionfix.model.tracking import UserEvent
 from sessionfix.model.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
-from sessionfix.read.reader import LineIssue
+from sessionfix.read.reader import BOM, LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
 
 
@@ -23,6 +23,27 @@ def records_on_row(ctx: RuleContext, row: int) -> range:
     """View indexes of the records a physical line holds (several on a glued line)."""
     rows = ctx.view.rows
     return range(bisect_left(rows, row), bisect_right(rows, row))
+
+
+def stripped_bounds(ctx: RuleContext) -> dict[int, tuple[int, int]]:
+    """Damaged line → the bytes of it left once its byte-order mark (SF005) and NUL runs
+    (SF004) are gone, as offsets within the line: the part other rules' byte edits
+    describe, so that edits of different rules never cover the same byte."""
+    bounds: dict[int, tuple[int, int]] = {}
+    for finding in ctx.lines.findings:
+        start, end = bounds.get(finding.row, (0, finding.length))
+        if finding.issue is LineIssue.BOM:
+            start = max(start, len(BOM))
+        elif finding.issue is LineIssue.NUL and finding.span is not None:
+            start, end = max(start, finding.span[0]), min(end, finding.span[1])
+        bounds[finding.row] = (start, end)
+    return bounds
+
+
+def outside(span: tuple[int, int], bounds: tuple[int, int]) -> list[tuple[int, int]]:
+    """The non-empty byte ranges of `bounds` before and after `span`."""
+    ranges = ((bounds[0], span[0]), (span[1], bounds[1]))
+    return [(start, end) for start, end in ranges if start < end]
 
 
 def describe(ctx: RuleContext, index: int) -> str:

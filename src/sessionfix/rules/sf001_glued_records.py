@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from functools import partial
+import itertools
+from collections.abc import Iterator
+from operator import attrgetter
 from typing import Final
 
 from sessionfix.diagnostics import Diagnostic, Severity, SplitLine
 from sessionfix.formats.capabilities import Capability
 from sessionfix.read.reader import LineIssue
-from sessionfix.rules.analysis import describe, records_on_row
+from sessionfix.rules.analysis import describe, outside, records_on_row, stripped_bounds
 from sessionfix.rules.base import Counted, Rule, RuleContext, safe
 
 LISTED: Final = 4
@@ -23,6 +24,7 @@ def _listing(names: list[str]) -> str:
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    bounds = ctx.shared(stripped_bounds)
     for finding in ctx.lines.findings:
         if finding.issue is not LineIssue.GLUED:
             continue
@@ -42,22 +44,24 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         else:
             message = f"{len(spans)} records glued on one line ({names})"
         message += "; readers drop the whole line"
-        produce = partial(_split, ctx.line_bytes(finding.offset, finding.length), tuple(spans))
+        row = finding.row
+        # Line breaks between the parts, and the bytes around them dropped.
+        edits = [
+            SplitLine(row, start=end, end=start, text="\n", repairs=LineIssue.GLUED)
+            for (_, end), (start, _) in itertools.pairwise(spans)
+        ]
+        edits[:0] = [
+            SplitLine(row, start=start, end=end, repairs=LineIssue.GLUED)
+            for start, end in outside((spans[0][0], spans[-1][1]), bounds[row])
+        ]
+        edits.sort(key=attrgetter("start"))
         yield ctx.diagnostic(
             RULE,
             finding.row,
             message,
             span=(finding.offset, finding.length),
-            fix=safe(
-                f"split into {len(spans)} lines, each record's bytes unchanged",
-                SplitLine(finding.row, ctx.line_text(produce), repairs=LineIssue.GLUED),
-            ),
+            fix=safe(f"split into {len(spans)} lines, each record's bytes unchanged", *edits),
         )
-
-
-def _split(read_line: Callable[[], bytes], spans: tuple[tuple[int, int], ...]) -> bytes:
-    line = read_line()
-    return b"\n".join(line[start:end] for start, end in spans)
 
 
 RULE = Rule(

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from sessionfix.diagnostics import Diagnostic, DropLine, LineEdit, Severity, TrimDamage
 from sessionfix.formats.capabilities import Capability
 from sessionfix.read.reader import LineIssue
-from sessionfix.rules.analysis import damaged_header_row
+from sessionfix.rules.analysis import damaged_header_row, stripped_bounds
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 
@@ -36,7 +36,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         if glued and finding.span is not None:
             edit: LineEdit = TrimDamage(
                 finding.row,
-                ctx.line_text(ctx.line_bytes(finding.offset, finding.span[0])),
+                start=finding.span[0],
+                end=ctx.shared(stripped_bounds)[finding.row][1],
                 repairs=LineIssue.TORN,
             )
         else:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity, StripBytes
 from sessionfix.formats.capabilities import Capability
-from sessionfix.read.reader import LineIssue, NulPlacement
+from sessionfix.read.reader import BOM, LineIssue, NulPlacement
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 _WHERE = {
@@ -17,6 +17,7 @@ _WHERE = {
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    bom_rows = {f.row for f in ctx.lines.findings if f.issue is LineIssue.BOM}
     for finding in ctx.lines.findings:
         if finding.issue is not LineIssue.NUL:
             continue
@@ -31,7 +32,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             )
             continue
         start, end = finding.span
-        stripped = finding.length - (end - start)
+        # A byte-order mark before the NULs is SF005's to remove.
+        first = len(BOM) if finding.row in bom_rows else 0
+        stripped = finding.length - first - (end - start)
+        runs = [(a, b) for a, b in ((first, start), (end, finding.length)) if a < b]
         where = _WHERE.get(finding.nul or NulPlacement.AROUND, "around the record")
         yield ctx.diagnostic(
             RULE,
@@ -41,11 +45,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             span=(finding.offset, finding.length),
             fix=safe(
                 "strip the NUL bytes, keep the record",
-                StripBytes(
-                    finding.row,
-                    ctx.line_text(ctx.line_bytes(finding.offset + start, end - start)),
-                    repairs=LineIssue.NUL,
-                ),
+                *(StripBytes(finding.row, start=a, end=b, repairs=LineIssue.NUL) for a, b in runs),
             ),
         )
 

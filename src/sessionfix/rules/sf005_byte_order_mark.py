@@ -31,13 +31,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             span=(finding.offset, finding.length),
             fix=safe(
                 "remove the byte-order mark",
-                StripBytes(
-                    finding.row,
-                    ctx.line_text(
-                        ctx.line_bytes(finding.offset + len(BOM), finding.length - len(BOM))
-                    ),
-                    repairs=LineIssue.BOM,
-                ),
+                StripBytes(finding.row, start=0, end=len(BOM), repairs=LineIssue.BOM),
             ),
         )
 

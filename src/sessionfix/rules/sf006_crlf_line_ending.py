@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import overload
 
 from sessionfix.diagnostics import (
@@ -19,11 +19,13 @@ from sessionfix.rules.base import Rule, RuleContext
 
 
 class _TerminatorEdits(Sequence[Edit]):
-    """One replace edit per CRLF line, built on demand (a file may have millions)."""
+    """One edit per CRLF line, removing its carriage return, built on demand (a file may
+    have millions)."""
 
     def __init__(self, ctx: RuleContext) -> None:
         self._ctx = ctx
         self._rows = ctx.lines.crlf_rows
+        self._bodies: dict[int, int] | None = None
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -36,24 +38,18 @@ class _TerminatorEdits(Sequence[Edit]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         row = self._rows[index]
-        view = self._ctx.view
+        return NormaliseTerminator(row, cr=self._body_length(row))
+
+    def _body_length(self, row: int) -> int:
+        """Bytes of line `row` before its terminator: those of its findings' line, else
+        of its one record, which then is the whole line (as the repair plan reads it)."""
+        if self._bodies is None:
+            self._bodies = {f.row: f.length for f in reversed(self._ctx.lines.findings)}
+        length = self._bodies.get(row)
+        if length is not None:
+            return length
         records = records_on_row(self._ctx, row)
-        if not records:
-            # A blank or damaged line: its own rule (SF007, SF002, SF008) decides its fate.
-            return NormaliseTerminator(row, _unchanged_line(self._ctx, row))
-        start = view.offsets[records[0]]
-        end = view.offsets[records[-1]] + view.sizes[records[-1]]
-        return NormaliseTerminator(
-            row, self._ctx.line_text(self._ctx.line_bytes(start, end - start))
-        )
-
-
-def _unchanged_line(ctx: RuleContext, row: int) -> Callable[[], str]:
-    finding = next((f for f in ctx.lines.findings if f.row == row), None)
-    if finding is None:
-        return lambda: ""
-    read = ctx.line_bytes(finding.offset, finding.length)
-    return lambda: read().decode("utf-8", "replace")
+        return self._ctx.view.sizes[records[0]] if records else 0
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from sessionfix import jsonutil
@@ -10,7 +11,7 @@ from sessionfix.diagnostics import Diagnostic, DropLine, JoinLines, Severity, Tr
 from sessionfix.formats import Format, has_record_shape
 from sessionfix.formats.capabilities import Capability
 from sessionfix.read.reader import LineFinding, LineIssue
-from sessionfix.rules.analysis import damaged_header_row
+from sessionfix.rules.analysis import damaged_header_row, outside, stripped_bounds
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 
 
@@ -47,7 +48,13 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 span=span,
                 fix=unsafe(
                     f"join the line with line {rest.row}: together they are one record",
-                    JoinLines(finding.row, rest=rest.row, repairs=LineIssue.UNPARSABLE),
+                    JoinLines(
+                        finding.row,
+                        rest=rest.row,
+                        start=finding.length,
+                        end=finding.length + _terminator_length(ctx, finding.row),
+                        repairs=LineIssue.UNPARSABLE,
+                    ),
                 ),
             )
             continue
@@ -59,7 +66,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 "drop the damaged bytes after the last complete record",
                 TrimDamage(
                     finding.row,
-                    ctx.line_text(ctx.line_bytes(finding.offset, span[0])),
+                    start=span[0],
+                    end=ctx.shared(stripped_bounds)[finding.row][1],
                     repairs=LineIssue.UNPARSABLE,
                 ),
             )
@@ -76,19 +84,23 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             fix = unsafe("drop the line", DropLine(finding.row, repairs=LineIssue.UNPARSABLE))
         recovered = _recoverable(ctx, finding.offset, finding.recoverable)
         if recovered is not None:
-            start, end = recovered
+            start = recovered[0]
             message += f"; a complete record follows the damaged prefix (byte {start + 1})"
             fix = unsafe(
                 "drop the damaged prefix, keep the complete record after it",
-                TrimDamage(
-                    finding.row,
-                    ctx.line_text(ctx.line_bytes(finding.offset + start, end - start)),
-                    repairs=LineIssue.UNPARSABLE,
+                *(
+                    TrimDamage(finding.row, start=a, end=b, repairs=LineIssue.UNPARSABLE)
+                    for a, b in outside(recovered, span)
                 ),
             )
         yield ctx.diagnostic(
             RULE, finding.row, message, span=(finding.offset, finding.length), fix=fix
         )
+
+
+def _terminator_length(ctx: RuleContext, row: int) -> int:
+    crlf = ctx.lines.crlf_rows
+    return 2 if bisect_left(crlf, row) < bisect_right(crlf, row) else 1
 
 
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)

@@ -1,0 +1,148 @@
+"""JSON fix edits are minimal and exact: an edit that changes a few bytes of a line says
+which bytes, not the whole line again, and applying the described edits to the input
+gives the bytes `repair` writes."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from sessionfix import Settings, check_file
+from sessionfix.repair.apply import repair_to
+from sessionfix.report.render import OutputFormat, write_report
+
+from .conftest import FIXTURES
+from .test_fixtures import CASES, repair_case, run_case
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """The physical lines of `data`, each with its terminator (none on an unterminated
+    last line)."""
+    lines = data.split(b"\n")
+    last = lines.pop()
+    result = [line + b"\n" for line in lines]
+    if last:
+        result.append(last)
+    return result
+
+
+def apply_edits(data: bytes, edits: list[dict[str, Any]]) -> bytes:
+    """Apply JSON fix edits to the input bytes, as the JSON output documents them: byte
+    ranges of a line (its terminator included) deleted or replaced, an `append` after
+    the line's bytes."""
+    lines = split_lines(data)
+    by_row: dict[int, list[dict[str, Any]]] = {}
+    for edit in edits:
+        by_row.setdefault(edit["row"], []).append(edit)
+    out: list[bytes] = []
+    for row, line in enumerate(lines, 1):
+        row_edits = by_row.pop(row, [])
+        if any(edit["op"] == "delete" for edit in row_edits):
+            continue
+        ranges: list[tuple[int, int, bytes]] = []
+        appended = b""
+        for edit in row_edits:
+            op = edit["op"]
+            if op in ("delete_bytes", "replace_bytes"):
+                text = edit.get("content", "").encode()
+                assert (op == "replace_bytes") == bool(text), edit
+                ranges.append((edit["byte_column"] - 1, edit["end_byte_column"] - 1, text))
+            elif op == "append":
+                appended += edit["content"].encode()
+            else:
+                raise AssertionError(f"an edit the test cannot apply: {edit}")
+        ranges.sort()
+        for (_, end, _), (start, _, _) in itertools.pairwise(ranges):
+            assert end <= start, f"overlapping edits on line {row}: {ranges}"
+        for start, end, text in reversed(ranges):
+            assert 0 <= start <= end <= len(line)
+            line = line[:start] + text + line[end:]
+        out.append(line + appended)
+    assert not by_row, f"edits for lines the input does not have: {sorted(by_row)}"
+    return b"".join(out)
+
+
+def applied_edits(diagnostics: list[dict[str, Any]], *, unsafe: bool) -> list[dict[str, Any]]:
+    return [
+        edit
+        for d in diagnostics
+        if d["fix"] is not None and (unsafe or d["fix"]["applicability"] == "safe")
+        for edit in d["fix"]["edits"]
+    ]
+
+
+LINE_RULES = ("SF001", "SF002", "SF004", "SF005", "SF006", "SF008", "SF009")
+"""Rules whose fixes change bytes of a line, drop a line or join two."""
+LINE_CASES = [
+    case for case in CASES if case.name.startswith(LINE_RULES) and "-trap-" not in case.name
+]
+ALONE: Final = {"SF008-glued-record-then-garbage-mid-file"}
+"""Cases where two fixes change one line: each fix's edits describe it applied alone (the
+split puts the damaged tail on a line of its own; dropping the tail drops that too)."""
+
+
+@pytest.mark.parametrize("case", LINE_CASES, ids=[case.name for case in LINE_CASES])
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_described_edits_give_the_repaired_file(case: Path, tmp_path: Path, unsafe: bool) -> None:
+    diagnostics = run_case(case, tmp_path / "check")
+    for d in diagnostics:
+        if d["code"] in LINE_RULES and d["fix"] is not None:
+            for edit in d["fix"]["edits"]:
+                assert edit["op"] in ("delete", "delete_bytes", "replace_bytes", "append"), edit
+                assert len(edit.get("content", "")) <= 1, f"{d['code']} repeats bytes: {edit}"
+    if unsafe and case.name in ALONE:
+        pytest.skip("two fixes change one line")
+    if unsafe and any(d["fix"] and d["code"] not in LINE_RULES for d in diagnostics):
+        # Record decisions are resolved again once the lines are repaired (a recovered
+        # record is a parent again): the repair runs passes, not independent edits.
+        pytest.skip("record fixes too")
+    original = (case / "input.jsonl").read_bytes()
+    repaired = repair_case(case, tmp_path / "repair", unsafe=unsafe)
+    assert apply_edits(original, applied_edits(diagnostics, unsafe=unsafe)) == repaired
+
+
+def _json_diagnostics(session: Path, settings: Settings | None = None) -> list[dict[str, Any]]:
+    out = io.BytesIO()
+    write_report(check_file(session, settings), out, OutputFormat.JSON)
+    data: list[dict[str, Any]] = json.loads(out.getvalue())
+    return data
+
+
+@pytest.mark.parametrize("ignore", [(), ("SF006",)])
+def test_a_line_with_a_mark_nuls_and_crlf_is_described_exactly(
+    tmp_path: Path, ignore: tuple[str, ...]
+) -> None:
+    """A byte-order mark, NUL runs on both sides of a record and a CRLF on one line (of
+    non-ASCII text, so bytes and characters differ): three disjoint byte ranges whose
+    removal is what the repair writes, whichever of the rules is on."""
+    header = (FIXTURES / "SF004-nul-run-after-record" / "input.jsonl").read_bytes()
+    first, rest = header.split(b"\n", 1)
+    record = rest.split(b"\n", 1)[0].replace(b'"hello"', '"héllo ✓"'.encode())
+    damaged = b"\xef\xbb\xbf" + b"\x00" * 3 + record + b"\x00" * 2 + b"\r\n"
+    session = tmp_path / "session.jsonl"
+    session.write_bytes(first + b"\r\n" + damaged)
+    settings = Settings(quiescence=0.0, ignore=ignore)
+    diagnostics = _json_diagnostics(session, settings)
+    codes = {d["code"] for d in diagnostics}
+    assert {"SF004", "SF005", "SF006"} - set(ignore) <= codes
+    edits = [
+        edit
+        for d in diagnostics
+        if d["code"] in LINE_RULES and d["fix"] is not None
+        for edit in d["fix"]["edits"]
+    ]
+    row_two = sorted((e["byte_column"], e["end_byte_column"]) for e in edits if e["row"] == 2)
+    mark, lead, trail = (1, 4), (4, 7), (7 + len(record), 9 + len(record))
+    cr = (9 + len(record), 10 + len(record))
+    expected = {"SF005": [mark], "SF004": [lead, trail], "SF006": [cr]}
+    assert row_two == sorted(
+        span for code, spans in expected.items() if code not in ignore for span in spans
+    )
+    output = tmp_path / "out.jsonl"
+    repair_to(session, output, settings)
+    assert apply_edits(session.read_bytes(), edits) == output.read_bytes()
