@@ -1,8 +1,8 @@
 """Generate a large, realistic pi v3 session with a known number of each defect.
 
 Entry shapes follow pi's writer (key order, compact JSON, UTF-8); sizes follow the
-distributions of the real pi-mono sample sessions (assistant p50 ~0.8 KB, tool
-results p50 ~1 KB with a long tail, user messages ~0.3 KB). The output is
+distributions of the real pi-mono sample sessions (assistant p50 ~0.8 KiB, tool
+results p50 ~1 KiB with a long tail, user messages ~0.3 KiB). The output is
 deterministic for a given seed and size.
 
     python bench/generate.py OUT.jsonl --size-mb 1100
@@ -453,7 +453,7 @@ def generate_huge_line(out: Path, line_bytes: int, *, record: bool, ending: byte
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
-    parser.add_argument("--size-mb", type=int, default=1100)
+    parser.add_argument("--size-mb", type=int, default=1100, help="size of the session (MiB)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     expected = generate(args.out, args.size_mb, args.seed)

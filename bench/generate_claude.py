@@ -377,7 +377,7 @@ def generate_claude(out: Path, size_mb: int, corpus: Path = CORPUS) -> Stats:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
-    parser.add_argument("--size-mb", type=int, default=300)
+    parser.add_argument("--size-mb", type=int, default=300, help="size of the session (MiB)")
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     args = parser.parse_args()
     print(json.dumps(asdict(generate_claude(args.out, args.size_mb, args.corpus)), indent=2))

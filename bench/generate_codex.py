@@ -14,7 +14,7 @@ sizes, and now and then a user message with an inline PNG (`input_image`, base64
 
 After every few turns comes a `compacted` record whose `replacement_history` holds
 the conversation so far (user and assistant messages, calls and their outputs, images
-inline), its oldest items dropped to keep it under a cap: 20 MiB for a file of 300 MB
+inline), its oldest items dropped to keep it under a cap: 20 MiB for a file of 300 MiB
 or more, less for a smaller file. So the histories grow from one compaction to the
 next up to the cap, each one repeating the images of the one before.
 
@@ -278,7 +278,7 @@ class Generator:
                 args["cmd"] = self.filler(self.random.randrange(20, 120))
             call["arguments"] = json.dumps(args)
             output = dict(shapes.call_output["payload"], call_id=call_id)
-            # Mostly a few KB; one in a hundred a large build log.
+            # Mostly a few KiB; one in a hundred a large build log.
             size = self.random.randrange(400, 6000)
             if self.random.randrange(100) == 0:
                 size = self.random.randrange(300_000, 600_000)
@@ -442,7 +442,7 @@ def fingerprint(corpus: Path = CORPUS) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
-    parser.add_argument("--size-mb", type=int, default=300)
+    parser.add_argument("--size-mb", type=int, default=300, help="size of the rollout (MiB)")
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     args = parser.parse_args()
     print(json.dumps(asdict(generate_codex(args.out, args.size_mb, args.corpus)), indent=2))

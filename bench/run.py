@@ -1,5 +1,8 @@
-"""`make bench`: sessionfix scan and repair on a generated >= 1 GB pi session and on a
->= 300 MB Claude Code session built from the real samples, next to a floor.
+"""`make bench`: sessionfix scan and repair on a generated >= 1 GiB pi session and on a
+>= 300 MiB Claude Code session built from the real samples, next to a floor.
+
+Sizes and throughput are binary, as sessionfix prints them (MiB, MiB/s; sizes given
+as `--…-mb` are MiB too).
 
 The floor is a plain loop of `orjson.loads` over the file's lines, measured on the
 same file in the same run. Each command runs in its own process, several times,
@@ -13,7 +16,7 @@ memory and output of `cozempic diagnose` on it: cozempic (pinned) is installed b
 bench into a virtual environment of its own in `.bench/`, and runs with a temporary
 home directory and its update checks, counters and hook set-up turned off.
 
-The Codex rollout (>= 300 MB, built from the real samples; most of its bytes in
+The Codex rollout (>= 300 MiB, built from the real samples; most of its bytes in
 compactions whose replacement histories repeat the same inline images) gets the same
 table and targets, and a check that the scan finds exactly the defects planted in it.
 
@@ -52,6 +55,8 @@ from generate_claude import SAMPLES, fingerprint, generate_claude
 from generate_codex import SAMPLES as CODEX_SAMPLES
 from generate_codex import fingerprint as codex_fingerprint
 from generate_codex import generate_codex
+
+from sessionfix.units import human_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT / ".bench"
@@ -194,7 +199,7 @@ def ensure_session(size_mb: int) -> tuple[Path, dict[str, object]]:
         expected = json.loads(meta.read_text())
         if expected.get("generator") == stamp:
             return session, expected
-    print(f"generating {session.relative_to(ROOT)} ({size_mb} MB)...", flush=True)
+    print(f"generating {session.relative_to(ROOT)} ({size_mb} MiB)...", flush=True)
     output = subprocess.run(
         [sys.executable, str(generator), str(session), "--size-mb", str(size_mb)],
         check=True,
@@ -347,7 +352,7 @@ def print_table(
     floor, floor_median = min(floor_runs), statistics.median(floor_runs)
     largest = any(run.largest_bytes for runs in results.values() for run in runs)
     header = (
-        f"{'command':28s} {'time':>7s} {'MB/s':>6s} {'vs floor':>9s} "
+        f"{'command':28s} {'time':>7s} {'MiB/s':>6s} {'vs floor':>9s} "
         f"{'median':>7s} {'vs floor':>9s} {'peak memory':>12s}"
     )
     print(header + (f" {'largest RSS':>12s}" if largest else "") + ("  target" if targets else ""))
@@ -357,7 +362,7 @@ def print_table(
         peak = max(run.peak_bytes for run in runs)
         rss = max(run.largest_bytes for run in runs)
         row = (
-            f"{name:28s} {best:6.2f}s {size / best / 1e6:6.0f} {best / floor:8.2f}x "
+            f"{name:28s} {best:6.2f}s {size / best / 2**20:6.0f} {best / floor:8.2f}x "
             f"{median:6.2f}s {median / floor_median:8.2f}x {peak / 2**20:8.0f} MiB"
         )
         if largest:
@@ -513,7 +518,7 @@ def claude_report(size_mb: int, runs: int, *, cozempic_runs: int) -> None:
             cozempic = f"failed: exit {failed[0].returncode}: {stderr[-1]}"
             del results[name]
     print(
-        f"Claude Code file: {session.relative_to(ROOT)}  {size / 1e6:.0f} MB, {lines:,} lines, "
+        f"Claude Code file: {session.relative_to(ROOT)}  {human_bytes(size)}, {lines:,} lines, "
         f"{compactions} compactions, {calls:,} tool calls, from {len(SAMPLES)} samples; "
         f"{os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
         + (f", cozempic {cozempic_runs} after them" if isinstance(cozempic, Path) else "")
@@ -553,10 +558,10 @@ def codex_report(size_mb: int, runs: int) -> None:
     commands = measured_commands(session, repaired)
     results = alternate(commands, runs, repaired, largest=True)
     print(
-        f"Codex file: {session.relative_to(ROOT)}  {size / 1e6:.0f} MB, {stats['records']:,} "
+        f"Codex file: {session.relative_to(ROOT)}  {human_bytes(size)}, {stats['records']:,} "
         f"records, {stats['turns']} turns, {stats['tool_calls']:,} tool calls, "
         f"{stats['compactions']} compactions holding {stats['compacted_bytes'] / size:.0%} of "
-        f"the bytes (largest {stats['largest_history'] / 2**20:.1f} MiB), from "
+        f"the bytes (largest {human_bytes(stats['largest_history'])}), from "
         f"{len(CODEX_SAMPLES)} samples; {os.cpu_count()} CPUs, best (and median) of {runs} "
         "alternating runs"
     )
@@ -567,11 +572,13 @@ def codex_report(size_mb: int, runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--size-mb", type=int, default=1100)
+    parser.add_argument("--size-mb", type=int, default=1100, help="pi session size (MiB)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tiny-entries", type=int, default=5_000_000)
-    parser.add_argument("--huge-line-mb", type=int, default=1024)
-    parser.add_argument("--claude-size-mb", type=int, default=300)
+    parser.add_argument("--huge-line-mb", type=int, default=1024, help="huge line size (MiB)")
+    parser.add_argument(
+        "--claude-size-mb", type=int, default=300, help="Claude Code session size (MiB)"
+    )
     parser.add_argument(
         "--cozempic-runs", type=int, default=1, help="cozempic diagnose runs (0: none)"
     )
@@ -581,7 +588,7 @@ def main() -> None:
     parser.add_argument(
         "--claude-only", action="store_true", help="only the Claude Code file's figures"
     )
-    parser.add_argument("--codex-size-mb", type=int, default=300)
+    parser.add_argument("--codex-size-mb", type=int, default=300, help="Codex rollout size (MiB)")
     parser.add_argument("--codex-only", action="store_true", help="only the Codex file's figures")
     args = parser.parse_args()
     if args.memory_only:
@@ -604,7 +611,7 @@ def main() -> None:
     commands = measured_commands(session, repaired, one_job=True)
     results = alternate(commands, args.runs, repaired)
     print(
-        f"file: {session.relative_to(ROOT)}  {size / 1e9:.2f} GB, {lines:,} lines, "
+        f"file: {session.relative_to(ROOT)}  {human_bytes(size)}, {lines:,} lines, "
         f"{os.cpu_count()} CPUs, best (and median) of {args.runs} alternating runs"
     )
     print_table(results, size)
