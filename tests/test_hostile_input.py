@@ -167,7 +167,7 @@ def write(tmp_path: Path, data: bytes, name: str = "s.jsonl") -> Path:
     return at_rest(path)
 
 
-# ---- 200 MB on one line ------------------------------------------------------------------
+# ---- 200 MiB on one line ------------------------------------------------------------------
 
 
 def write_big(path: Path, head: bytes, fill: bytes, tail: bytes, size: int) -> None:
@@ -207,7 +207,7 @@ def test_a_200_mb_line_is_read_and_repaired(
     tail: bytes,
     problems: set[str] | None,
 ) -> None:
-    """A ~200 MB line: a valid record after a pi header is reported and copied unchanged
+    """A ~200 MiB line: a valid record after a pi header is reported and copied unchanged
     by `repair -o`; plain text is no session file, and both commands refuse it with one
     line. Each within the time limit, writing nothing but the output. (Only these two
     commands: every run reads 200 MB.)"""

@@ -3,7 +3,7 @@
 - The index: at most 64 bytes per entry, counted as the peak resident size of the
   largest process of a `check` minus that of a `check` of a header-only file (the
   interpreter and its modules), over a million and a half tiny entries.
-- A huge line: at most 1.5 times its size plus 64 MB, in all, whether it is a valid
+- A huge line: at most 1.5 times its size plus 64 MiB, in all, whether it is a valid
   record or garbage.
 
 `make bench` reports the same figures on larger files (five million entries, a
@@ -76,7 +76,7 @@ def test_the_index_takes_at_most_64_bytes_an_entry(tmp_path: Path, jobs: str) ->
 
 @pytest.mark.parametrize("record", [True, False], ids=["record", "garbage"])
 def test_a_huge_line_is_held_once(tmp_path: Path, record: bool) -> None:
-    """`check` and `repair -o` of a file holding a 200 MB line, read in one process and
+    """`check` and `repair -o` of a file holding a 200 MiB line, read in one process and
     by workers: the line is never joined from its blocks, sliced, stripped or decoded
     whole, and nothing reads it back to name it."""
     session = tmp_path / "huge.jsonl"

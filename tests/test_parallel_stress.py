@@ -221,7 +221,7 @@ def exercise(source: Path, plan: list[str], tmp_path: Path, rng: random.Random) 
 def test_parallel_runs_over_a_pi_session(
     big_session: Path, tmp_path: Path, subreaper: None
 ) -> None:
-    """50 runs over a 66 MB pi session read by two workers: scans and checks of the file
+    """50 runs over a 66 MiB pi session read by two workers: scans and checks of the file
     and of a folder holding it three times, repairs to a file and in place, and runs
     interrupted by SIGINT or SIGTERM during the read."""
     plan = (
@@ -264,7 +264,7 @@ def test_parallel_runs_over_a_claude_session(
 
 
 def test_many_small_files_with_jobs(big_session: Path, tmp_path: Path, subreaper: None) -> None:
-    """`scan DIR --jobs 2` over 200 sessions of 2 MB: files that small are read in one
+    """`scan DIR --jobs 2` over 200 sessions of 2 MiB: files that small are read in one
     process each, whatever --jobs says; the scan neither hangs nor starts workers."""
     with open(big_session, "rb") as handle:
         head = handle.read(2 << 20)
@@ -292,5 +292,5 @@ def test_many_small_files_with_jobs(big_session: Path, tmp_path: Path, subreaper
         time.sleep(0.005)
     assert process.stderr is not None
     assert_clean(Outcome(process.returncode, process.stderr.read().decode()), args)
-    assert not forked, "worker processes started for 2 MB files"
+    assert not forked, "worker processes started for 2 MiB files"
     assert _reap_leftovers() == []
