@@ -76,7 +76,7 @@ def applied_edits(diagnostics: list[dict[str, Any]], *, unsafe: bool) -> list[di
     ]
 
 
-LINE_RULES = ("SF001", "SF002", "SF004", "SF005", "SF006", "SF008", "SF009")
+LINE_RULES = ("SF001", "SF002", "SF003", "SF004", "SF005", "SF006", "SF007", "SF008", "SF009")
 """Rules whose fixes change bytes of a line, drop a line or join two."""
 LINE_CASES = [
     case for case in CASES if case.name.startswith(LINE_RULES) and "-trap-" not in case.name
