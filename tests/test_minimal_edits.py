@@ -11,13 +11,18 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sessionfix import Settings, check_file
+from sessionfix.diagnostics import RewriteRecord
 from sessionfix.repair.apply import repair_to
 from sessionfix.report.render import OutputFormat, write_report
+from sessionfix.rules.base import changed_bytes
+from sessionfix.scan.scanner import read_session
 
 from .conftest import FIXTURES
-from .test_fixtures import CASES, repair_case, run_case
+from .test_fixtures import CASES, _settings, repair_case, run_case
 
 
 def split_lines(data: bytes) -> list[bytes]:
@@ -160,3 +165,69 @@ def test_a_line_with_a_mark_nuls_and_crlf_is_described_exactly(
     output = tmp_path / "out.jsonl"
     repair_to(session, output, settings)
     assert apply_edits(session.read_bytes(), edits) == output.read_bytes()
+
+
+def _line_of(data: bytes, row: int) -> tuple[int, bytes]:
+    """Where line `row` (1-based) starts, and its bytes with their terminator."""
+    start = 0
+    for _ in range(row - 1):
+        start = data.index(b"\n", start) + 1
+    end = data.find(b"\n", start)
+    return start, data[start : len(data) if end < 0 else end + 1]
+
+
+REWRITE_CASES = [
+    case
+    for case in CASES
+    if any(
+        edit["op"] in ("replace_bytes", "delete_bytes") and d["code"] not in LINE_RULES
+        for d in json.loads((case / "diagnostics.json").read_text())
+        if d["fix"] is not None
+        for edit in d["fix"]["edits"]
+    )
+]
+
+
+@pytest.mark.parametrize("case", REWRITE_CASES, ids=[case.name for case in REWRITE_CASES])
+def test_a_record_rewrite_names_the_bytes_of_the_whole_rewritten_record(
+    case: Path, tmp_path: Path
+) -> None:
+    """A rewritten record's edit, applied to its line, gives the line with the record
+    re-serialised whole: the named bytes are exactly the ones that differ."""
+    spec_file = case / "case.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
+    target = tmp_path / spec.get("filename", "session.jsonl")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = (case / "input.jsonl").read_bytes()
+    target.write_bytes(data)
+    checked = 0
+    settings = _settings(spec)
+    view = read_session(target, settings.format).view
+    for diagnostic in check_file(target, settings):
+        for edit in diagnostic.fix.edits if diagnostic.fix else ():
+            if not isinstance(edit, RewriteRecord):
+                continue
+            offset, size = view.span(edit.record)
+            start, line = _line_of(data, edit.row)
+            at = offset - start
+            assert edit.produce is not None
+            whole = line[:at] + edit.produce().encode() + line[at + size :]
+            first, end = edit.byte_range or (0, 0)
+            minimal = line[:first] + (edit.content or "").encode() + line[end:]
+            assert minimal == whole
+            assert end - first < size or size < 64
+            checked += 1
+    assert checked
+
+
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_changed_bytes_apply_and_fall_between_characters(old_text: str, new_text: str) -> None:
+    old, new = old_text.encode(), new_text.encode()
+    first, end, text = changed_bytes(old, new)
+    assert old[:first] + text.encode() + old[end:] == new
+    old[:first].decode()
+    old[end:].decode()
+
+
+def test_changed_bytes_of_one_changed_accent() -> None:
+    assert changed_bytes("café!".encode(), "cafè!".encode()) == (3, 5, "è")

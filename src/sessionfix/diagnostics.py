@@ -252,9 +252,33 @@ class DropRecord(RecordEdit):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RewriteRecord(RecordEdit):
-    """Change a record's content; it is re-serialised the way its writer does."""
+    """Change a record's content; it is re-serialised the way its writer does. The edit
+    names only the bytes of line `row` that change (`changed`), not the whole record."""
 
     transform: Transform = field(repr=False, compare=False)
+    changed: Callable[[], tuple[int, int, str]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """The 0-based byte offsets within the line of the first changed byte and of the
+    byte after the last one, and their new text."""
+
+    @property
+    def op(self) -> EditOp:
+        # Known without reading the record (its `content` may be empty: a deletion).
+        return EditOp.REPLACE if self.changed is None else EditOp.REPLACE_BYTES
+
+    @property
+    def content(self) -> str | None:
+        if self.changed is None:
+            return None if self.produce is None else self.produce()
+        return self.changed()[2]
+
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        if self.changed is None:
+            return None
+        start, end, _ = self.changed()
+        return start, end
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

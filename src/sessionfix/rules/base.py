@@ -286,18 +286,41 @@ class RuleContext:
         (compact, key order and number lexemes kept) only when the content is asked for.
         """
         span = self.view.span(index)
+        row = self.view.rows[index]
         source = self.source
+        line_start = self._line_offsets.get(row, span[0])
+        done: list[tuple[int, int, str]] = []
 
         def produce() -> str:
             value = jsonutil.loads_preserving(source.read(*span))
             return _display(jsonutil.stringify_bytes(transform(value)))
 
-        return RewriteRecord(self.view.rows[index], produce, record=index, transform=transform)
+        def changed() -> tuple[int, int, str]:
+            if not done:
+                old = source.read(*span)
+                new = jsonutil.stringify_bytes(transform(jsonutil.loads_preserving(old)))
+                first, last, text = changed_bytes(old, new)
+                at = span[0] - line_start
+                done.append((at + first, at + last, text))
+            return done[0]
+
+        return RewriteRecord(row, produce, record=index, transform=transform, changed=changed)
+
+    @cached_property
+    def _line_offsets(self) -> dict[int, int]:
+        """Where each damaged line starts (a record on a clean line starts it)."""
+        return {finding.row: finding.offset for finding in self.lines.findings}
 
     def move_cut(self, index: int, entry_id: str | None, position: int | None) -> MoveCut:
         """Make compaction `index` keep from `entry_id` (or, positionally, `position`)."""
         rewrite = self.rewrite_record(index, self.editor.set_first_kept(entry_id, position))
-        return MoveCut(rewrite.row, rewrite.produce, record=index, transform=rewrite.transform)
+        return MoveCut(
+            rewrite.row,
+            rewrite.produce,
+            record=index,
+            transform=rewrite.transform,
+            changed=rewrite.changed,
+        )
 
     def drop(self, index: int, survivor: int | None = None) -> DropRecord:
         """Drop a record; a copy names the `survivor` its references move to (§8)."""
@@ -334,6 +357,34 @@ class RuleContext:
 
 def _display(data: bytes) -> str:
     return data.decode("utf-8", "replace")
+
+
+def changed_bytes(old: bytes, new: bytes) -> tuple[int, int, str]:
+    """The part of `old` that `new` changes: its first and end offsets and the new
+    text there. Both ends fall between characters; where the new bytes are not UTF-8
+    text, the whole of `old` is named (JSON text cannot carry them exactly anyway)."""
+    limit = min(len(old), len(new))
+    first = 0
+    while first < limit and old[first] == new[first]:
+        first += 1
+    last = 0
+    while last < limit - first and old[-1 - last] == new[-1 - last]:
+        last += 1
+    # Back off to character boundaries: never end inside a multi-byte character.
+    while first > 0 and (_continues(old, first) or _continues(new, first)):
+        first -= 1
+    while last > 0 and (_continues(old, len(old) - last) or _continues(new, len(new) - last)):
+        last -= 1
+    try:
+        text = new[first : len(new) - last].decode("utf-8")
+    except UnicodeDecodeError:
+        return 0, len(old), _display(new)
+    return first, len(old) - last, text
+
+
+def _continues(data: bytes, at: int) -> bool:
+    """Whether the byte at `at` continues a character begun before it."""
+    return at < len(data) and 0x80 <= data[at] < 0xC0
 
 
 def safe(message: str, *edits: Edit) -> Fix:
