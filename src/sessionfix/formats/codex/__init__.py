@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.codex.context import loaded_messages
 from sessionfix.formats.codex.decode import (
     CAPABILITIES,
     HEADER_TYPE,
@@ -62,6 +63,7 @@ __all__ = [
     "detect",
     "has_record_shape",
     "is_sibling",
+    "loaded_messages",
     "make_adapter",
     "session_roots",
 ]
