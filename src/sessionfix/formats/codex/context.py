@@ -51,9 +51,11 @@ from sessionfix.model.loaded import MADE_BY_LOADER, Loaded, Sent
 from sessionfix.model.view import Flag, Kind, SessionView
 from sessionfix.read.reader import RecordSource
 
-DEFAULT_INSTRUCTIONS_BYTES: Final = 22_000
+DEFAULT_INSTRUCTIONS_BYTES: Final = 17_119
 """The size counted for the base instructions of a rollout whose `session_meta` has
-none: about Codex's own instructions (its prompt is model-dependent, around 20 KB)."""
+none: the UTF-8 bytes of the text Codex 0.169 sends then for a model it has no prompt
+of its own for (the prompt is model-dependent; those of its own models are of the same
+order)."""
 ANSWERS: Final = {
     "function_call": "function_call_output",
     "custom_tool_call": "custom_tool_call_output",
