@@ -74,9 +74,11 @@ from hypothesis import Phase, given, seed
 from hypothesis import settings as hypothesis_settings
 
 from sessionfix import Settings, check_file
+from sessionfix.context import context_of
+from sessionfix.model.loaded import Sent
 from sessionfix.repair.apply import repair_to
 
-from .codex_loader import CodexLoad, load_with_codex, require_codex_at_collection
+from .codex_loader import CodexLoad, _private_copy, load_with_codex, require_codex_at_collection
 from .conftest import CORPUS, FIXTURES, ROOT
 from .sessions import rollouts
 from .test_fixtures import _settings
@@ -789,3 +791,75 @@ def test_a_refused_rollout_is_reported(
     if not any(isinstance(r, dict) and r.get("type") == "session_meta" for r in records):
         for repaired in versions[name].repaired.values():
             assert loads[repaired, False].error is not None
+
+
+def _summaries(data: bytes) -> set[str]:
+    """The texts of the summary messages Codex makes for the file's compactions that
+    carry no history."""
+    found = set()
+    for record in codex_records(data):
+        payload = record.get("payload") if isinstance(record, dict) else None
+        if _record_type(record) == "compacted" and isinstance(payload, dict):
+            message = payload.get("message")
+            if isinstance(message, str) and not isinstance(
+                payload.get("replacement_history"), list
+            ):
+                found.add(message or NO_SUMMARY)
+    return found
+
+
+def _record_type(record: Any) -> Any:
+    return record.get("type") if isinstance(record, dict) else None
+
+
+def _sent_kind(item: dict[str, Any], summaries: set[str]) -> Sent:
+    """What `sessionfix context` should call an item Codex sent."""
+    kind = item.get("type")
+    if kind == "message":
+        role = item.get("role")
+        content = item.get("content")
+        if (
+            role == "user"
+            and isinstance(content, list)
+            and len(content) == 1
+            and content[0].get("text") in summaries
+        ):
+            return Sent.SUMMARY
+        roles = {"user": Sent.USER, "assistant": Sent.ASSISTANT}
+        return roles.get(role, Sent.SYSTEM if role in ("developer", "system") else Sent.OTHER)
+    if kind in CALLS:
+        return Sent.TOOL_CALL
+    if kind in OUTPUTS:
+        return Sent.TOOL_RESULT
+    if kind == "reasoning":
+        return Sent.REASONING
+    return Sent.SUMMARY if kind in ("compaction", "compaction_summary") else Sent.OTHER
+
+
+@pytest.mark.parametrize("name", list(SOURCES))
+def test_context_counts_what_codex_sends(
+    name: str,
+    versions: dict[str, Versions],
+    loads: dict[tuple[Path, bool], CodexLoad],
+    tmp_path: Path,
+) -> None:
+    """`sessionfix context` counts one message per item of the history Codex sends on
+    resume, of the kinds Codex sent, and none where Codex refuses the rollout (a thread
+    id that is no UUID counted on the copy with one standing in, as Codex loaded it)."""
+    path = versions[name].original
+    for stand_in in _ways(path):
+        load = loads[path, stand_in]
+        measured = path
+        if stand_in:
+            measured = tmp_path / path.name
+            measured.write_bytes(_private_copy(path.read_bytes(), True, {}))
+        context = context_of(measured, _case_settings(name)[0])
+        if load.error is not None:
+            assert context.messages == 0, (stand_in, load.error)
+            continue
+        summaries = _summaries(path.read_bytes())
+        kinds = [_sent_kind(item, summaries) for item in load.history]
+        kinds[0] = Sent.SYSTEM
+        expected = {kind: kinds.count(kind) for kind in Sent if kind in kinds}
+        assert context.messages == len(load.history), stand_in
+        assert context.by_sent == expected, stand_in
