@@ -19,6 +19,8 @@ records written one per line (`intended_records`). Then:
 - a rollout Codex refuses is one sessionfix reports (SF101, or SF005 for a BOM before
   the `session_meta` record); a repair of a rollout with no `session_meta` stays
   refused.
+- `sessionfix context` counts one message per item Codex sends, of the kind Codex sent,
+  for each of them (none where Codex refuses it).
 
 Codex 0.169 takes only UUIDs as thread ids; most hand-written samples have other ids.
 Those are loaded a second time with a UUID standing in (`stand_in_id`, on a private copy:
@@ -845,9 +847,11 @@ def test_context_counts_what_codex_sends(
 ) -> None:
     """`sessionfix context` counts one message per item of the history Codex sends on
     resume, of the kinds Codex sent, and none where Codex refuses the rollout (a thread
-    id that is no UUID counted on the copy with one standing in, as Codex loaded it)."""
-    path = versions[name].original
-    for stand_in in _ways(path):
+    id that is no UUID counted on the copy with one standing in, as Codex loaded it):
+    for the original, its intended records and its repairs."""
+    found = versions[name]
+    files = (found.original, found.ideal, *found.repaired.values())
+    for path, stand_in in [(p, s) for p in files for s in _ways(found.original)]:
         load = loads[path, stand_in]
         measured = path
         if stand_in:
