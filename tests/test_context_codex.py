@@ -192,3 +192,24 @@ def test_lines_codex_cannot_parse_are_not_sent(tmp_path: Path) -> None:
     assert [m.record for m in _loaded(tmp_path, nul)][:4] == [0, 2, 3, MADE_BY_LOADER]
     spaced = b"\n".join([*lines[:2], b"  " + lines[2] + b" \r", *lines[3:]])
     assert [m.record for m in _loaded(tmp_path, spaced)] == [0, 2, 3, 4, 5]
+
+
+def test_a_compaction_codex_cannot_read_is_passed_by(tmp_path: Path) -> None:
+    """An item of a replacement history that is no item, or a replacement history that
+    is no list, fails the whole `compacted` line (observed with Codex 0.169)."""
+    for carried in ([_user("kept"), {"type": "function_call", "name": "x"}], {"a": 1}):
+        compacted = ("compacted", {"message": "", "replacement_history": carried})
+        loaded = _loaded(tmp_path, _text([*_turn(1), compacted, *_turn(2)]))
+        assert [m.record for m in loaded] == [0, 2, 3, 4, 5, 8, 9, 10, 11]
+    ghost = {"type": "ghost_snapshot", "ghost_commit": {}}
+    compacted = ("compacted", {"message": "", "replacement_history": [ghost, _user("kept")]})
+    loaded = _loaded(tmp_path, _text([*_turn(1), compacted]))
+    assert [(m.record, m.sent) for m in loaded] == [(0, Sent.SYSTEM), (6, Sent.USER)]
+
+
+def test_base_instructions_codex_cannot_read_refuse_the_rollout(tmp_path: Path) -> None:
+    for instructions in ("plain text", {}, {"text": 5}):
+        meta = {**META, "base_instructions": instructions}
+        assert _loaded(tmp_path, _text(_turn(1), meta)) == []
+    meta = {**META, "base_instructions": None}
+    assert _loaded(tmp_path, _text(_turn(1), meta))[0].size == DEFAULT_INSTRUCTIONS_BYTES

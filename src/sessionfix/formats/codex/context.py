@@ -2,39 +2,44 @@
 
 Codex refuses a rollout whose first non-blank line is not a `session_meta` record with a
 string `timestamp`, a UUID `id` and string `timestamp`, `cwd`, `originator` and
-`cli_version` in its payload: then it sends nothing. Otherwise the history it sends is:
+`cli_version` in its payload, and `base_instructions` null, absent or `{text: string}`:
+then it sends nothing. Otherwise the history it sends is:
 
 - a developer message of base instructions (`session_meta.payload.base_instructions.text`,
   else Codex's own, `DEFAULT_INSTRUCTIONS_BYTES`);
-- the `response_item` payloads Codex reads as items, in file order (a `ghost_snapshot`
-  is read and never sent, a message needs a string role and a content list of text and
-  image parts, a call or an output a string `call_id`);
+- the `response_item` payloads Codex reads as items, in file order (a message needs a
+  string role and a content list of text and image parts, a call or an output a string
+  `call_id`; an item of a type Codex does not know is sent as `other`, a
+  `ghost_snapshot` is read and never sent);
 - a `compacted` record with a string `message` replaces the history before it with its
-  `replacement_history` (its items Codex reads, as above), or, without one, with the
-  user messages so far and a user message of its summary; a
-  `replacement_history_metadata` that is not a list as long as the history makes Codex
-  pass the record by. Where a `thread_rolled_back` of one turn or more is anywhere in
-  the file, Codex takes no replacement history at all (it replays the lines; a
-  compaction without one still adds its summary);
+  `replacement_history`, or, where that is null or absent, with the user messages so
+  far and a user message of its summary. Codex passes the record by where the history
+  is some other value or holds anything that is no item, or where a
+  `replacement_history_metadata` is not a list as long as the history. Where a
+  `thread_rolled_back` of one turn or more is anywhere in the file, Codex takes no
+  replacement history at all (it replays the lines; a compaction without one still
+  adds its summary);
 - `thread_rolled_back {num_turns}` cuts the history before its last user message, that
   many times;
 - outputs are then paired in order: one with no call before it is dropped, a call with
   no output gets an `"aborted"` one right after it.
 
-Each line Codex parses on its own, whitespace around the JSON allowed: a line that does
-not parse, or has no string `timestamp`, is skipped. The view's reader recovers records
-Codex cannot read: those of a glued line (two records on one row), one after a BOM, NUL
-bytes or a damaged prefix, or before NUL bytes (other than whitespace between the
-record and its line's ends), one broken over two lines. Such a record is taken as the
-line Codex skips, by the bytes around it. What may still differ on damaged lines: a
-line that is no record of the view is taken as one Codex skips too (so a line Codex
-parses that sessionfix does not would be missed), and invalid UTF-8 or odd whitespace
-(a vertical tab, a form feed) around a record is judged as JSON's whitespace, not as
-Codex's line reader does.
+Codex parses each line on its own, JSON's whitespace (space, tab, CR) around it allowed:
+a line that does not parse, or has no string `timestamp`, is skipped. The view's reader
+recovers records from lines Codex cannot parse: both records of a glued line (two
+records on one row), a record after a BOM, NUL bytes or a damaged prefix, one before NUL
+bytes, one broken over two lines. Such a record is known by the bytes around it on its
+line (anything but whitespace) or a line break inside it, and is left out as Codex
+leaves its line out. What may still differ on damaged lines: a line that holds no
+record of the view is taken as one Codex skips (a line Codex parsed and sessionfix did
+not would be missed), and invalid UTF-8 inside a record the reader recovered is not
+looked for (Codex may fail on it).
 
 Sizes are the stored JSON of each item (a replacement history's items as they lie in the
-`compacted` record); the summary message of a compaction without a history is measured
-as Codex builds it from the stored `message`, an `"aborted"` output as Codex makes it.
+`compacted` record; Codex re-serialises items, dropping fields it does not know); the
+summary message of a compaction without a history is measured as Codex builds it from
+the stored `message`, an `"aborted"` output as Codex makes it, the base instructions as
+their stored text.
 """
 
 from __future__ import annotations
@@ -165,6 +170,10 @@ class _Entry(NamedTuple):
     """An output's (type, `call_id`)."""
 
 
+_UNSENT: Final = _Entry(Loaded(MADE_BY_LOADER, Sent.OTHER, 0), False)
+"""What `_entry` gives for an item Codex reads and does not send."""
+
+
 def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
     """The items Codex sends as the rollout's history on resume, in order (nothing where
     it refuses the rollout)."""
@@ -288,15 +297,16 @@ def _base(view: SessionView, lines: _Lines) -> Loaded | None:
         return None
     if type(meta.cli_version) is not str:
         return None
-    size = DEFAULT_INSTRUCTIONS_BYTES
-    if _starts(meta.base_instructions, b"{"):
-        try:
-            text = _INSTRUCTIONS.decode(meta.base_instructions).text
-        except _FAILED:
-            text = _NO_RAW
-        if len(text) > 1 and _starts(text, b'"'):
-            size = len(text) - 2
-    return Loaded(0, Sent.SYSTEM, size)
+    instructions = meta.base_instructions
+    if not _present(instructions):
+        return Loaded(0, Sent.SYSTEM, DEFAULT_INSTRUCTIONS_BYTES)
+    try:
+        text = _INSTRUCTIONS.decode(instructions).text
+    except (*_FAILED, msgspec.ValidationError):
+        return None
+    if not _starts(text, b'"'):
+        return None
+    return Loaded(0, Sent.SYSTEM, len(text) - 2)
 
 
 def _rollbacks(view: SessionView, lines: _Lines) -> dict[int, int]:
@@ -333,20 +343,30 @@ def _compaction(index: int, lines: _Lines) -> list[_Entry] | _Entry | None:
     if len(message) < 2 or not _starts(message, b'"'):
         return None
     carried = _items(compacted.replacement_history)
+    if carried is None and _present(compacted.replacement_history):
+        return None
     metadata = compacted.replacement_history_metadata
-    if metadata and bytes(metadata) != b"null":
+    if _present(metadata):
         listed = _items(metadata)
         if carried is None or listed is None or len(listed) != len(carried):
             return None
     if carried is not None:
-        return [entry for item in carried if (entry := _entry(index, item)) is not None]
-    text = NO_SUMMARY if bytes(message) == b'""' else message
+        entries = [_entry(index, item) for item in carried]
+        if None in entries:
+            return None  # an item Codex cannot read fails the whole record
+        return [entry for entry in entries if entry is not None and entry is not _UNSENT]
+    text = NO_SUMMARY if len(message) == 2 else message
     size = len(_SUMMARY_HEAD) + len(text) + len(_SUMMARY_TAIL)
     return _Entry(Loaded(index, Sent.SUMMARY, size), True)
 
 
 def _starts(raw: Raw, prefix: bytes) -> bool:
     return memoryview(raw)[: len(prefix)] == prefix
+
+
+def _present(raw: Raw) -> bool:
+    """Whether a field is there and not null."""
+    return len(raw) > 0 and not _starts(raw, b"null")
 
 
 def _items(raw: Raw) -> list[Raw] | None:
@@ -360,21 +380,26 @@ def _items(raw: Raw) -> list[Raw] | None:
 
 
 def _response_item(index: int, lines: _Lines) -> _Entry | None:
+    """The item a `response_item` line sends (None: none)."""
     line = lines.read(index)
     if line is None or line.type != "response_item":
         return None
-    return _entry(index, line.payload)
+    entry = _entry(index, line.payload)
+    return None if entry is _UNSENT else entry
 
 
 def _entry(index: int, raw: Raw) -> _Entry | None:
-    """An item as Codex sends it (None: one it does not read, or does not send)."""
+    """An item as Codex sends it (None: one Codex cannot read; `_UNSENT`: one it reads
+    and does not send)."""
     try:
         item = _ITEM.decode(raw)
     except _FAILED:
         return None
     kind = item.type
-    if type(kind) is not str or kind in UNSENT_ITEMS:
+    if type(kind) is not str:
         return None
+    if kind in UNSENT_ITEMS:
+        return _UNSENT
     size = len(raw)
     if kind == "message":
         role = item.role
