@@ -860,7 +860,9 @@ def test_context_counts_what_codex_sends(
         context = context_of(measured, _case_settings(name)[0])
         if load.error is not None:
             assert context.messages == 0, (stand_in, load.error)
+            assert context.refused is not None, (stand_in, load.error)
             continue
+        assert context.refused is None, stand_in
         summaries = _summaries(path.read_bytes())
         kinds = [_sent_kind(item, summaries) for item in load.history]
         kinds[0] = Sent.SYSTEM

@@ -10,7 +10,7 @@ from typing import Any
 from sessionfix.context import context_of
 from sessionfix.formats.codex import loaded_messages
 from sessionfix.formats.codex.context import DEFAULT_INSTRUCTIONS_BYTES
-from sessionfix.model.loaded import MADE_BY_LOADER, Loaded, Sent
+from sessionfix.model.loaded import MADE_BY_LOADER, Loaded, LoadRefused, Sent
 from sessionfix.read.reader import RecordSource
 from sessionfix.scan.scanner import read_session
 
@@ -72,9 +72,12 @@ def _text(records: list[tuple[str, dict[str, Any]]], meta: dict[str, Any] = META
 def _loaded(tmp_path: Path, data: bytes) -> list[Loaded]:
     path = tmp_path / "rollout.jsonl"
     path.write_bytes(data)
-    view = read_session(path).view
+    scanned = read_session(path)
     with RecordSource(path) as source:
-        return list(loaded_messages(view, source))
+        try:
+            return list(loaded_messages(scanned.view, source, scanned.lines))
+        except LoadRefused:
+            return []
 
 
 def _size(payload: dict[str, Any]) -> int:
@@ -178,7 +181,10 @@ def test_codex_refuses_a_rollout_without_its_session_meta(tmp_path: Path) -> Non
     assert len(_loaded(tmp_path, b"\n  \n" + data)) == 5
     path = tmp_path / "refused.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + data)
-    assert context_of(path).messages == 0
+    context = context_of(path)
+    assert context.messages == 0
+    assert context.refused is not None
+    assert context.refused.startswith("Codex refuses")
 
 
 def test_lines_codex_cannot_parse_are_not_sent(tmp_path: Path) -> None:

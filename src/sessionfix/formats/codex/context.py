@@ -3,7 +3,7 @@
 Codex refuses a rollout whose first non-blank line is not a `session_meta` record with a
 string `timestamp`, a UUID `id` and string `timestamp`, `cwd`, `originator` and
 `cli_version` in its payload, and `base_instructions` null, absent or `{text: string}`:
-then it sends nothing. Otherwise the history it sends is:
+then it loads nothing (`LoadRefused`). Otherwise the history it sends is:
 
 - a developer message of base instructions (`session_meta.payload.base_instructions.text`,
   else Codex's own, `DEFAULT_INSTRUCTIONS_BYTES`);
@@ -52,9 +52,9 @@ import msgspec
 from msgspec import Raw, Struct
 
 from sessionfix.formats.codex.decode import CALL_TYPES, HEADER_TYPE, IMAGE_PART, OUTPUT_TYPES
-from sessionfix.model.loaded import MADE_BY_LOADER, Loaded, Sent
+from sessionfix.model.loaded import MADE_BY_LOADER, Loaded, LoadRefused, Sent
 from sessionfix.model.view import Flag, Kind, SessionView
-from sessionfix.read.reader import RecordSource
+from sessionfix.read.reader import LineReport, RecordSource
 
 DEFAULT_INSTRUCTIONS_BYTES: Final = 17_119
 """The size counted for the base instructions of a rollout whose `session_meta` has
@@ -174,15 +174,21 @@ _UNSENT: Final = _Entry(Loaded(MADE_BY_LOADER, Sent.OTHER, 0), False)
 """What `_entry` gives for an item Codex reads and does not send."""
 
 
-def loaded_messages(view: SessionView, source: RecordSource) -> Iterator[Loaded]:
-    """The items Codex sends as the rollout's history on resume, in order (nothing where
-    it refuses the rollout)."""
+REFUSED: Final = "Codex refuses the rollout: its first line is no session_meta record it reads"
+
+
+def loaded_messages(
+    view: SessionView, source: RecordSource, report: LineReport
+) -> Iterator[Loaded]:
+    """The items Codex sends as the rollout's history on resume, in order; `LoadRefused`
+    where it refuses the rollout. (Lines Codex skips are told by the bytes around each
+    record, `_Lines`, which `report` does not say: a record it recovered from a line.)"""
     if not len(view) or view.header is None:
-        return
+        raise LoadRefused(REFUSED)
     lines = _Lines(view, source)
     base = _base(view, lines)
     if base is None:
-        return
+        raise LoadRefused(REFUSED)
     turns = _rollbacks(view, lines)
     replays = any(turns.values())
     history: list[_Entry] = []
