@@ -132,7 +132,7 @@ def _json_diagnostics(session: Path, settings: Settings | None = None) -> list[d
     return data
 
 
-@pytest.mark.parametrize("ignore", [(), ("SF006",)])
+@pytest.mark.parametrize("ignore", [(), ("SF006",), ("SF005",), ("SF004",), ("SF004", "SF006")])
 def test_a_line_with_a_mark_nuls_and_crlf_is_described_exactly(
     tmp_path: Path, ignore: tuple[str, ...]
 ) -> None:

@@ -564,9 +564,17 @@ class RepairPlan:
         if not records:
             lines = self._recordless_row(issues, fixed, body)
             return lines, bool(lines) and lines[-1] is body
-        if any(issue in issues and issue not in fixed for issue in STRUCTURAL_ISSUES):
+        unfixed = {issue for issue in STRUCTURAL_ISSUES if issue in issues and issue not in fixed}
+        mark = b""
+        if unfixed == {LineIssue.BOM} and body.startswith(BOM):
+            mark = BOM  # the mark stays (its rule is off); the other damage goes
+        elif unfixed:
+            if LineIssue.BOM in fixed and body.startswith(BOM):
+                return [body[len(BOM) :]], True
             return [body], True
         lines = self._record_lines(records)
+        if mark and lines:
+            lines[0] = mark + lines[0]
         damaged_tail = False
         for finding in findings:
             if finding.issue not in (LineIssue.TORN, LineIssue.UNPARSABLE) or not finding.span:
