@@ -790,10 +790,10 @@ def _replays_unhooked(path: Path, mode: str, versions: dict[Path, Versions]) -> 
         if d.code != "SF502" or d.fix is None:
             continue
         for edit in d.fix.edits:
-            if not isinstance(edit, RewriteRecord) or edit.content is None:
+            if not isinstance(edit, RewriteRecord) or edit.produce is None:
                 continue
             before_fix = _record_on(path, edit.row)
-            after_fix = json.loads(edit.content)
+            after_fix = json.loads(edit.produce())
             uuid, parent = before_fix.get("uuid"), after_fix.get("parentUuid")
             if parent == before_fix.get("parentUuid") or after_fix.get("uuid") != uuid:
                 continue
