@@ -441,6 +441,10 @@ def _state(store: Path, session_id: str) -> tuple[Any, ...]:
 
 
 def _repair_process(store: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`repair --in-place` of the store in a process of its own, whose temporary files go
+    beside the store (a killed run cannot remove them)."""
+    scratch = store.parent / "tmp"
+    scratch.mkdir(exist_ok=True)
     return subprocess.run(
         [
             sys.executable,
@@ -455,7 +459,7 @@ def _repair_process(store: Path, **env: str) -> subprocess.CompletedProcess[str]
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, **ENV, **env},
+        env={**os.environ, **ENV, "TMPDIR": str(scratch), **env},
         timeout=120,
         check=False,
     )
