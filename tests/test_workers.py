@@ -185,3 +185,22 @@ def test_tasks_are_inherited_not_sent(tmp_path: Path, no_worker_left: None) -> N
             assert list(results) == [b"0123", b"4567", b"89ab"]
     finally:
         os.close(fd)
+
+
+def _pid_of(value: int) -> int:
+    return os.getpid()
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_weighted_tasks_come_in_order_and_are_shared_by_weight(
+    count: int, no_worker_left: None
+) -> None:
+    """Given weights, each task goes to the least loaded worker so far: one heavy task
+    leaves the light ones to the others, and results still come in task order."""
+    weights = [100, 1, 1, 1, 1, 1, 1, 1]
+    with OrderedWorkers(square, list(range(8)), count, weights=weights) as workers:
+        assert list(workers) == [n * n for n in range(8)]
+    with OrderedWorkers(_pid_of, list(range(8)), count, weights=weights) as workers:
+        pids = list(workers)
+    assert pids[0] not in pids[1:]
+    assert len(set(pids)) == count

@@ -202,7 +202,8 @@ JobsOpt = Annotated[
     typer.Option(
         "--jobs",
         "-j",
-        help="Worker processes for reading a large file (default: by size and cores).",
+        help="Worker processes: many files are shared among them, a large file is read by "
+        "them in parallel (default: one per core, up to 8).",
     ),
 ]
 ConfigOpt = Annotated[
@@ -561,7 +562,8 @@ def _run_check(
         _warning(f"{path}: {NOT_A_SESSION}; skipped (--format FORMAT reads it as a session)")
     presentation = _with_report(presentation, selection.files)
     with _progress(_progress_enabled(presentation) and walk, selection.size) as advance:
-        run = check_run(selection, settings, progress=advance)
+        edits = presentation.output_format in (OutputFormat.JSON, OutputFormat.JSON_LINES)
+        run = check_run(selection, settings, progress=advance, edits=edits)
     _write_report(run.diagnostics, presentation, settings, len(run.errors))
     for line in run.notices:
         _warning(line)

@@ -343,11 +343,42 @@ class RemovedLine(Edit):
         return EditOp.DELETE
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribedEdit(Edit):
+    """An edit as `fix.edits` reports it, its text already made: what a worker process
+    hands back (the edits it made hold closures over its open file)."""
+
+    described: EditOp
+    text: str | None = None
+    span: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, edit: Edit) -> DescribedEdit:
+        return cls(edit.row, described=edit.op, text=edit.content, span=edit.byte_range)
+
+    @property
+    def op(self) -> EditOp:
+        return self.described
+
+    @property
+    def content(self) -> str | None:
+        return self.text
+
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        return self.span
+
+
 @dataclass(frozen=True, slots=True)
 class Fix:
     applicability: Applicability
     message: str
     edits: Sequence[Edit] = ()
+
+    def described(self, *, edits: bool) -> Fix:
+        """The fix with its edits' text made now (`edits`), or without its edits."""
+        made = tuple(DescribedEdit.of(edit) for edit in self.edits) if edits else ()
+        return Fix(self.applicability, self.message, made)
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +422,11 @@ class Diagnostic:
 
     def with_fix(self, fix: Fix | None) -> Diagnostic:
         return dataclasses.replace(self, fix=fix)
+
+    def detached(self, *, edits: bool) -> Diagnostic:
+        """The diagnostic with nothing left to read from its file: its fix's edits made
+        (`edits`) or left out, so that it can travel to another process."""
+        return self if self.fix is None else self.with_fix(self.fix.described(edits=edits))
 
     def in_store(self, session_id: str, seq: int | None, filename: str) -> Diagnostic:
         """This finding of a store session's transcript, located in the store."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -22,7 +25,14 @@ from sessionfix.read.compressed import is_compressed, scaled_progress, session_t
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
-from sessionfix.scan.scanner import ProgressCallback, ScannedFile, gc_paused, read_session
+from sessionfix.scan.scanner import (
+    WORKER_MIN_BYTES,
+    ProgressCallback,
+    ScannedFile,
+    gc_paused,
+    read_session,
+)
+from sessionfix.scan.workers import OrderedWorkers, can_fork
 from sessionfix.settings import Settings
 from sessionfix.units import human_bytes
 
@@ -179,27 +189,104 @@ def check_paths(
     *,
     display: Callable[[Path], str] = str,
     progress: ProgressCallback | None = None,
+    edits: bool = True,
 ) -> Iterator[FileReport]:
-    """Check several files; an unreadable one yields a report with `error` set. A
-    session store yields a report per session."""
+    """Check several files, in order; an unreadable one yields a report with `error` set.
+    A session store yields a report per session.
+
+    Small files are spread over `settings.jobs` worker processes (default one per core)
+    when there are enough of them; a large file is read in this process, itself in
+    parallel, and so is a store. The reports of files checked by workers hold no open
+    file: their fixes' edits are made there (`edits`), or left out where the caller
+    does not report them."""
     settings = settings or Settings()
-    for path in paths:
-        if stores.is_store(path):
-            yield from _check_store(path, settings, display(path), progress)
-            continue
+    paths = list(paths)
+    shared = _shared_files(paths, settings)
+    results: Iterator[FileReport] = iter(())
+    with contextlib.ExitStack() as stack:
+        if shared:
+            tasks = [(path, display(path)) for path in shared]  # in the order of `paths`
+            alone = dataclasses.replace(settings, jobs=1)
+            workers = OrderedWorkers(
+                partial(_checked_apart, settings=alone, edits=edits),
+                tasks,
+                file_workers(settings.jobs),
+                weights=[size + FILE_COST_BYTES for size in shared.values()],
+            )
+            results = iter(stack.enter_context(workers))
+        for path in paths:
+            if path in shared:
+                report = next(results)
+                if progress is not None:
+                    progress(shared[path])
+                yield report
+            elif stores.is_store(path):
+                yield from _check_store(path, settings, display(path), progress)
+            else:
+                yield _checked(path, settings, display(path), progress)
+
+
+FILE_COST_BYTES: Final = 32 << 10
+"""What checking a file costs beyond its bytes (opening it, detecting its format,
+running every rule), in bytes read: weighs the files shared among workers."""
+MIN_SHARED_FILES: Final = 8
+"""Fewer small files than this are checked in this process: starting workers would cost
+more than it saves."""
+
+
+def file_workers(jobs: int | None) -> int:
+    """Worker processes for checking many files: `jobs`, else one per core (up to 8)."""
+    if not can_fork():
+        return 1
+    if jobs is None:
         try:
-            scanned, diagnostics = _check(path, settings, display(path), progress)
-        except SessionfixError as exc:
-            yield FileReport(path, display(path), "unknown", error=str(exc))
-            continue
-        yield FileReport(
-            path,
-            display(path),
-            scanned.view.format,
-            diagnostics,
-            size=scanned.info.size,
-            inapplicable=inapplicable(settings, scanned.view),
-        )
+            jobs = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            jobs = os.cpu_count() or 1
+        jobs = min(jobs, 8)
+    return max(1, jobs)
+
+
+def _shared_files(paths: list[Path], settings: Settings) -> dict[Path, int]:
+    """The files worker processes check, with their sizes: plain session files too small
+    to be read in parallel themselves, when there are enough of them for more than one
+    worker (and no file is named twice)."""
+    if file_workers(settings.jobs) < 2 or len(set(paths)) != len(paths):
+        return {}
+    small: dict[Path, int] = {}
+    for path in paths:
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            size = 0  # its error is a worker's to report
+        if size < 2 * WORKER_MIN_BYTES and not stores.is_store(path):
+            small[path] = size
+    return small if len(small) >= MIN_SHARED_FILES else {}
+
+
+def _checked(
+    path: Path, settings: Settings, filename: str, progress: ProgressCallback | None
+) -> FileReport:
+    try:
+        scanned, diagnostics = _check(path, settings, filename, progress)
+    except SessionfixError as exc:
+        return FileReport(path, filename, "unknown", error=str(exc))
+    return FileReport(
+        path,
+        filename,
+        scanned.view.format,
+        diagnostics,
+        size=scanned.info.size,
+        inapplicable=inapplicable(settings, scanned.view),
+    )
+
+
+def _checked_apart(task: tuple[Path, str], *, settings: Settings, edits: bool) -> FileReport:
+    """`_checked` in a worker process: the report as plain data."""
+    path, filename = task
+    report = _checked(path, settings, filename, None)
+    report.diagnostics = [d.detached(edits=edits) for d in report.diagnostics]
+    return report
 
 
 def check_stored(
@@ -456,14 +543,19 @@ class CheckRun:
 
 
 def check_run(
-    selection: Selection, settings: Settings, *, progress: ProgressCallback | None = None
+    selection: Selection,
+    settings: Settings,
+    *,
+    progress: ProgressCallback | None = None,
+    edits: bool = True,
 ) -> CheckRun:
-    """Check every selected file; an unreadable one becomes an error line, not a failure."""
+    """Check every selected file; an unreadable one becomes an error line, not a failure.
+    `edits`: the diagnostics' fixes keep their edits (`check_paths`)."""
     errors = list(selection.errors)
     diagnostics: list[Diagnostic] = []
     reports: list[FileReport] = []
     notices = Notices()
-    for report in check_paths(selection.files, settings, progress=progress):
+    for report in check_paths(selection.files, settings, progress=progress, edits=edits):
         reports.append(report)
         if report.error is not None:
             errors.append(report.error)

@@ -2,9 +2,10 @@
 
 Not `multiprocessing.Pool`: its workers share a task queue guarded by a lock, and a
 worker that a signal ends while it holds that lock leaves the others blocked for ever
-(and each one that dies prints a traceback). Here worker k computes tasks k, k + n,
-k + 2n, ... (inherited through `fork`, never sent) and writes each result, pickled, to
-a pipe of its own; the parent reads them in task order. Nothing is shared, so no
+(and each one that dies prints a traceback). Here each worker computes its own share
+of the tasks in order (every n-th, or the least loaded by weight; inherited through
+`fork`, never sent) and writes each result, pickled, to a pipe of its own; the parent
+reads them in task order. Nothing is shared, so no
 worker can block another. Workers ignore SIGINT (the terminal's Ctrl-C is the
 parent's to handle), die on SIGTERM and SIGHUP, and write nothing to the terminal:
 errors travel back through the pipe. The parent kills and reaps every worker when it
@@ -57,10 +58,17 @@ class OrderedWorkers(Generic[T, R]):
     raises `WorkerDied`.
     """
 
-    def __init__(self, function: Callable[[T], R], tasks: Sequence[T], count: int) -> None:
+    def __init__(
+        self,
+        function: Callable[[T], R],
+        tasks: Sequence[T],
+        count: int,
+        weights: Sequence[int] | None = None,
+    ) -> None:
         self._function = function
         self._tasks = tasks
         self._count = max(1, min(count, len(tasks)))
+        self._owners = _owners(len(tasks), self._count, weights)
         self._pids: list[int] = []
         self._pipes: list[int] = []
 
@@ -81,7 +89,7 @@ class OrderedWorkers(Generic[T, R]):
 
     def __iter__(self) -> Iterator[R]:
         for index in range(len(self._tasks)):
-            outcome = pickle.loads(_read_message(self._pipes[index % self._count]))
+            outcome = pickle.loads(_read_message(self._pipes[self._owners[index]]))
             if isinstance(outcome, _Failure):
                 raise outcome.error
             yield outcome
@@ -112,7 +120,7 @@ class OrderedWorkers(Generic[T, R]):
                 os.close(fd)
             with suppress(OSError):
                 _fcntl_pipe_size(writer)
-            for index in range(worker, len(self._tasks), self._count):
+            for index in (i for i, owner in enumerate(self._owners) if owner == worker):
                 try:
                     outcome: object = self._function(self._tasks[index])
                     data = pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL)
@@ -141,6 +149,20 @@ class OrderedWorkers(Generic[T, R]):
                 os.close(fd)
             self._pids = []
             self._pipes = []
+
+
+def _owners(count: int, workers: int, weights: Sequence[int] | None) -> list[int]:
+    """The worker of each task: in turn, or, given the tasks' weights (their sizes), the
+    least loaded so far, so that workers finish together; each takes its tasks in order."""
+    if weights is None:
+        return [index % workers for index in range(count)]
+    loads = [0] * workers
+    owners: list[int] = []
+    for weight in weights:
+        owner = loads.index(min(loads))
+        owners.append(owner)
+        loads[owner] += max(weight, 1)
+    return owners
 
 
 def _become_worker() -> None:
