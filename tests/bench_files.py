@@ -1,7 +1,8 @@
 """The benchmark's generators (`bench/generate.py`, `bench/generate_claude.py`,
-`bench/generate_codex.py`), for tests that need the same realistic large files: a pi
-session with planted defects, millions of tiny entries, one huge line, a Claude Code
-session and a Codex rollout built from the samples."""
+`bench/generate_codex.py`, `bench/generate_pi.py`), for tests that need the same
+realistic large files: a pi session with planted defects, millions of tiny entries, one
+huge line, and a Claude Code session, a Codex rollout and a pi session built from the
+samples."""
 
 from __future__ import annotations
 
@@ -40,3 +41,9 @@ def claude_generator() -> ModuleType:
 def codex_generator() -> ModuleType:
     """`bench/generate_codex.py`."""
     return _load("generate_codex")
+
+
+@cache
+def pi_generator() -> ModuleType:
+    """`bench/generate_pi.py`."""
+    return _load("generate_pi")
