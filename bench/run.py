@@ -1,5 +1,5 @@
-"""`make bench`: sessionfix scan and repair on a generated >= 1 GiB pi session and on a
->= 300 MiB Claude Code session built from the real samples, next to a floor.
+"""`make bench`: sessionfix scan and repair on a generated >= 1 GiB pi session and on
+>= 300 MiB Claude Code, Codex and pi sessions built from the real samples, next to a floor.
 
 Sizes and throughput are binary, as sessionfix prints them (MiB, MiB/s; sizes given
 as `--…-mb` are MiB too).
@@ -20,6 +20,18 @@ The Codex rollout (>= 300 MiB, built from the real samples; most of its bytes in
 compactions whose replacement histories repeat the same inline images) gets the same
 table and targets, and a check that the scan finds exactly the defects planted in it.
 
+The pi session built from the real samples (>= 300 MiB: the pi-mono sessions, v1 ones
+migrated to v3, and two small fixtures, over and over as one chain) gets the same
+table with `scan --jobs 1` too; the bytes an entry of `check` on it, less a `check` of a
+header-only file (an upper bound of the index's share: all else a check holds is in
+it), against the index's target of 64; and a check that the scan finds exactly the
+defects planted in it plus the samples' own findings.
+
+The generated pi session stays: it is the size test (over 1 GiB, four times the real-
+shaped files), and it plants what the real-shaped one does not (a torn last line,
+duplicated results, calls left unanswered in the current context window). Its entries
+are invented, though, so the real-shaped pi session is the throughput figure to trust.
+
 Then memory next to its targets: the index's bytes per entry (`check` of millions of
 tiny entries, less a `check` of a header-only file), at most 64; and the peak of a
 `check` of a file holding one huge line (a valid record, and garbage), at most 1.5
@@ -32,6 +44,7 @@ Generated files are kept in `.bench/` and reused while their generator is unchan
     python bench/run.py --memory-only
     python bench/run.py --claude-only
     python bench/run.py --codex-only
+    python bench/run.py --pi-only [--pi-size-mb 300]
 """
 
 from __future__ import annotations
@@ -55,6 +68,9 @@ from generate_claude import SAMPLES, fingerprint, generate_claude
 from generate_codex import SAMPLES as CODEX_SAMPLES
 from generate_codex import fingerprint as codex_fingerprint
 from generate_codex import generate_codex
+from generate_pi import SAMPLES as PI_SAMPLES
+from generate_pi import fingerprint as pi_fingerprint
+from generate_pi import generate_pi
 
 from sessionfix.units import human_bytes
 
@@ -570,6 +586,68 @@ def codex_report(size_mb: int, runs: int) -> None:
     print_planted_found(planted, counts, others=True)
 
 
+PI_TARGETS = CLAUDE_TARGETS
+PI_ENTRY_BYTES = 64
+"""The index's target, bytes an entry."""
+
+
+def pi_report(size_mb: int, runs: int) -> None:
+    """The pi session built from the real samples: floor, scan (also on one core) and
+    repair against their targets, the memory held per entry, and the defects planted
+    in it next to those the scan finds."""
+
+    def make(out: Path) -> None:
+        stats = generate_pi(out, size_mb)
+        out.with_name(out.name + ".stats.json").write_text(json.dumps(asdict(stats)))
+
+    session = ensure_file(
+        f"pi-{size_mb}mb.jsonl", make, generator="generate_pi.py", key=pi_fingerprint()
+    )
+    stats = json.loads(session.with_name(session.name + ".stats.json").read_text())
+    size = session.stat().st_size
+    repaired = BENCH_DIR / "pi-repaired.jsonl"
+    commands = measured_commands(session, repaired, one_job=True)
+    results = alternate(commands, runs, repaired, largest=True)
+    print(
+        f"pi file: {session.relative_to(ROOT)}  {human_bytes(size)}, {stats['entries']:,} "
+        f"entries, {stats['copies']} copies of {len(PI_SAMPLES)} samples (v1 ones migrated "
+        f"to v3), {stats['compactions']} compactions, {stats['tool_calls']:,} tool calls; "
+        f"{os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
+    )
+    print_table(
+        results, size, {**PI_TARGETS, "sessionfix scan --jobs 1": PI_TARGETS["sessionfix scan"]}
+    )
+    pi_entry_bytes(session, stats["entries"], runs)
+    print(
+        "the samples' own findings (their count grows with the copies): "
+        + ", ".join(f"{code} {n}" for code, n in stats["inherent"].items())
+    )
+    print_planted_found(stats["expected"], found_counts(session), others=True)
+
+
+def pi_entry_bytes(session: Path, entries: int, runs: int) -> None:
+    """Bytes an entry of `check` on the pi file, less a `check` of a header-only file
+    (the best of `runs` each): the index and all else a check holds, so an upper bound
+    of the index's share."""
+    sessionfix = str(Path(sys.executable).with_name("sessionfix"))
+    empty = ensure_file("header-only.jsonl", lambda out: out.write_bytes(TINY_HEADER + b"\n"))
+    for options in ((), ("--jobs", "1")):
+
+        def check(path: Path, options: tuple[str, ...] = options) -> list[Measure]:
+            command = [sessionfix, "check", "-q", "--no-progress", *options, str(path)]
+            return [measure(command, largest=True) for _ in range(runs)]
+
+        base, run = check(empty), check(session)
+        pss = (min(m.peak_bytes for m in run) - min(m.peak_bytes for m in base)) / entries
+        rss = (min(m.largest_bytes for m in run) - min(m.largest_bytes for m in base)) / entries
+        met = "met" if max(pss, rss) <= PI_ENTRY_BYTES else "MISSED"
+        label = f"check {entries:,} entries {' '.join(options)}".rstrip()
+        print(
+            f"bytes an entry, {label}: {pss:.1f} (PSS), {rss:.1f} (largest RSS);"
+            f" target <= {PI_ENTRY_BYTES}: {met}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1100, help="pi session size (MiB)")
@@ -590,7 +668,13 @@ def main() -> None:
     )
     parser.add_argument("--codex-size-mb", type=int, default=300, help="Codex rollout size (MiB)")
     parser.add_argument("--codex-only", action="store_true", help="only the Codex file's figures")
+    parser.add_argument("--pi-size-mb", type=int, default=300, help="real-shaped pi size (MiB)")
+    parser.add_argument("--pi-only", action="store_true", help="only the real-shaped pi figures")
     args = parser.parse_args()
+    if args.pi_only:
+        compile_package()
+        pi_report(args.pi_size_mb, args.runs)
+        return
     if args.memory_only:
         compile_package()
         memory_report(args.tiny_entries, args.huge_line_mb)
@@ -624,6 +708,7 @@ def main() -> None:
     print_planted_found(checks, counts)
     claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
     codex_report(args.codex_size_mb, args.runs)
+    pi_report(args.pi_size_mb, args.runs)
     memory_report(args.tiny_entries, args.huge_line_mb)
 
 
