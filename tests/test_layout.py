@@ -32,7 +32,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
     ("repair",),
     ("context",),
     ("report",),
-    ("config",),
+    ("config", "distributed"),
     ("__init__", "cli"),
     ("__main__",),
 )
@@ -43,7 +43,8 @@ modules are stages of their own, placed by what they need: the shared vocabulary
 name; the safety layer below the scan, whose workers defer signals with it, and below
 the rules, which ask it whether a writer holds a file; what the agent loads above the
 repair it measures the result of; the configuration files above the report, whose
-output formats they name."""
+output formats they name; the cluster check beside them, above the report whose JSON
+diagnostics its results carry."""
 
 LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in units}
 
