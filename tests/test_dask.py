@@ -13,10 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import dask.bag as db
+import fsspec
 import pytest
 
 from sessionfix import Settings, check_paths
-from sessionfix.distributed import FileResult, check_bag, file_results, summarise
+from sessionfix.distributed import (
+    FileResult,
+    check_bag,
+    file_results,
+    object_results,
+    summarise,
+)
 from sessionfix.report.render import diagnostic_json
 
 from .conftest import CORPUS, ROOT
@@ -155,11 +162,40 @@ def test_a_copy_reports_under_the_name_it_is_given(tmp_path: Path) -> None:
     assert {d["filename"] for d in result["diagnostics"]} == {url}
 
 
+def test_objects_are_checked_from_a_local_copy_and_reported_by_url() -> None:
+    """The object-store recipe, on fsspec's in-memory filesystem: list the keys under a
+    prefix, check each object, get what checking the same bytes locally gives."""
+    fs = fsspec.filesystem("memory")
+    local = sorted((ROOT / "examples" / "sessions").glob("*.jsonl"))
+    for number, path in enumerate(local):
+        fs.pipe_file(f"/archive/sessions/{number % 3}/{path.name}", path.read_bytes())
+    try:
+        urls = sorted(f"memory://{key}" for key in fs.glob("/archive/sessions/**/*.jsonl"))
+        bag = db.from_sequence([*urls, "memory://archive/sessions/gone.jsonl"], npartitions=4)
+        results = bag.map(object_results, AT_REST).flatten().compute(scheduler="synchronous")
+    finally:
+        fs.rm("/archive", recursive=True)
+    *found, gone = results
+    by_name = {path.name: path for path in local}
+    assert len(found) == len(local)
+    for url, result in zip(urls, found, strict=True):
+        [expected] = file_results(by_name[url.rpartition("/")[2]], AT_REST, filename=url)
+        assert result == {**expected, "path": url}
+    assert sum(len(result["diagnostics"]) for result in found) > len(local)
+    assert gone["path"] == gone["filename"] == "memory://archive/sessions/gone.jsonl"
+    assert gone["error"] is not None
+    assert gone["error"].startswith("memory://archive/sessions/gone.jsonl: cannot download it")
+    assert gone["diagnostics"] == []
+
+
 def test_without_dask_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dask", None)
     monkeypatch.setitem(sys.modules, "dask.bag", None)
+    monkeypatch.setitem(sys.modules, "fsspec.core", None)
     with pytest.raises(ImportError, match=r"pip install 'sessionfix\[dask\]'"):
         check_bag([])
+    with pytest.raises(ImportError, match=r"pip install 'sessionfix\[dask\]'"):
+        object_results("s3://bucket/sessions/a.jsonl")
 
 
 def test_importing_sessionfix_does_not_import_dask() -> None:

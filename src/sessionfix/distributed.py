@@ -10,9 +10,10 @@ bag is built: `import sessionfix` does not need it.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from sessionfix.engine import check_paths
@@ -75,6 +76,40 @@ def file_results(
         )
         for report in check_paths([path], settings, display=lambda _: name)
     ]
+
+
+def object_results(url: str, settings: Settings | None = None) -> list[FileResult]:
+    """Check one object of a remote store (an fsspec URL: `s3://…`, `gs://…`) as plain
+    data, reported by its URL. sessionfix reads files by path with random access, so the
+    object is downloaded whole into a temporary folder first, under its own name (formats
+    and `.zst` go by it), and removed after; one that cannot be downloaded gives a result
+    with `error` set."""
+    try:
+        from fsspec.core import url_to_fs
+    except ImportError as exc:
+        raise ImportError(MISSING_DASK) from exc
+    fs, key = url_to_fs(url)
+    with tempfile.TemporaryDirectory(prefix="sessionfix-") as folder:
+        local = Path(folder) / (PurePosixPath(key).name or "session.jsonl")
+        try:
+            fs.get_file(key, str(local))
+        except OSError as exc:
+            return [
+                FileResult(
+                    path=url,
+                    filename=url,
+                    session_id="",
+                    format="unknown",
+                    size=0,
+                    error=f"{url}: cannot download it ({exc})",
+                    diagnostics=[],
+                    notices=[],
+                )
+            ]
+        results = file_results(local, settings, filename=url)
+    for result in results:
+        result["path"] = url
+    return results
 
 
 def check_bag(
