@@ -78,12 +78,21 @@ def file_results(
     ]
 
 
+def _per_task(settings: Settings | None) -> Settings:
+    """`settings`, reading each file in the task's own process unless they say otherwise:
+    a cluster's parallelism is across files, and a worker's threads share its cores."""
+    settings = settings or Settings()
+    if settings.jobs is None:
+        return dataclasses.replace(settings, jobs=1)
+    return settings
+
+
 def object_results(url: str, settings: Settings | None = None) -> list[FileResult]:
     """Check one object of a remote store (an fsspec URL: `s3://…`, `gs://…`) as plain
     data, reported by its URL. sessionfix reads files by path with random access, so the
     object is downloaded whole into a temporary folder first, under its own name (formats
     and `.zst` go by it), and removed after; one that cannot be downloaded gives a result
-    with `error` set."""
+    with `error` set. Unless `settings.jobs` says otherwise, the task's own process reads it."""
     try:
         from fsspec.core import url_to_fs
     except ImportError as exc:
@@ -106,7 +115,7 @@ def object_results(url: str, settings: Settings | None = None) -> list[FileResul
                     notices=[],
                 )
             ]
-        results = file_results(local, settings, filename=url)
+        results = file_results(local, _per_task(settings), filename=url)
     for result in results:
         result["path"] = url
     return results
@@ -120,17 +129,13 @@ def check_bag(
 ) -> Bag:
     """A lazy Dask bag of `FileResult`s, one per file of `paths` (a store: one per
     session), in their order. `paths` is a sequence or a bag of local paths;
-    `npartitions` splits a sequence (a bag keeps its own partitions).
-
-    Unless `settings.jobs` says otherwise, each file is read by the task's own process
-    (`jobs=1`): the cluster's parallelism is across files."""
+    `npartitions` splits a sequence (a bag keeps its own partitions). Unless
+    `settings.jobs` says otherwise, each file is read by the task's own process."""
     try:
         from dask.bag import Bag, from_sequence
     except ImportError as exc:
         raise ImportError(MISSING_DASK) from exc
-    settings = settings or Settings()
-    if settings.jobs is None:
-        settings = dataclasses.replace(settings, jobs=1)
+    settings = _per_task(settings)
     if isinstance(paths, Bag):
         source = paths
     else:
