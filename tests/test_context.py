@@ -123,6 +123,14 @@ def test_session_text_in_a_file_name_is_escaped(tmp_path: Path) -> None:
     assert "\x1b" not in result.stdout
 
 
+def test_a_store_session_named_for_a_plain_file_is_an_error() -> None:
+    """`--session` picks a session of a store; naming one for a file alone is refused
+    as check refuses it, not silently ignored."""
+    result = run("--session", "nope", EXAMPLES / "stale-reads.jsonl")
+    assert result.exit_code == 2
+    assert "no session 'nope' in any session store read" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("share", "drawn"), [(0.0, ""), (1.0, "█" * 24), (0.5, "█" * 12), (1 / 48, "▌")]
 )

@@ -1010,6 +1010,10 @@ def _context_command(
         except SessionfixError as exc:
             _error(str(exc))
             failed += 1
+    if settings.sessions and not any(stores.is_store(path) for path in paths):
+        for line in stores.unmatched_sessions(settings.sessions, ()):
+            _error(line)
+            failed += 1
     shown_first = [after or now for now, after in measured]
     befores = [now if after is not None else None for now, after in measured]
     render = report.render_json if output_format is RuleOutput.JSON else report.render_all_text
