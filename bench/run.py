@@ -46,6 +46,7 @@ Generated files are kept in `.bench/` and reused while their generator is unchan
     python bench/run.py --claude-only
     python bench/run.py --codex-only
     python bench/run.py --pi-only [--pi-size-mb 300]
+    python bench/run.py --directory-only
 """
 
 from __future__ import annotations
@@ -660,6 +661,50 @@ def pi_entry_bytes(full: tuple[Path, int], half: tuple[Path, int], runs: int) ->
             print(f"{row:56s} {pss:10.1f} {rss:10.1f}  <= {PI_ENTRY_BYTES}: {met}")
 
 
+DIRECTORY_SESSIONS = 1000
+DIRECTORY_TARGET = 1.7
+"""Speed-up a directory scan should reach with 2 workers over 1."""
+
+
+def directory_report(runs: int) -> None:
+    """A directory of many small sessions (copies of the fixtures, examples and, when it
+    is beside the checkout, the corpus, under distinct names): wall time of `scan DIR`
+    with one worker and with two, and the speed-up."""
+    samples = sorted(
+        [
+            *(ROOT / "tests" / "fixtures").glob("*/input.jsonl"),
+            *(ROOT / "examples" / "sessions").glob("*.jsonl"),
+            *(ROOT.parent / "shared" / "corpus").rglob("*.jsonl"),
+        ]
+    )
+    folder = BENCH_DIR / f"directory-{DIRECTORY_SESSIONS}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for index in range(DIRECTORY_SESSIONS):
+        sample = samples[index % len(samples)]
+        shutil.copyfile(sample, folder / f"session-{index:04d}.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    scan = [sys.executable, "-m", "sessionfix", "scan", str(folder), "--no-progress", "--quiet"]
+    seconds: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(runs):
+        for jobs in seconds:
+            started = time.perf_counter()
+            subprocess.run(
+                [*scan, "--jobs", str(jobs)], env=env, stdout=subprocess.DEVNULL, check=False
+            )
+            seconds[jobs].append(time.perf_counter() - started)
+    size = sum(path.stat().st_size for path in folder.iterdir())
+    print(
+        f"directory: {folder.relative_to(ROOT)}  {DIRECTORY_SESSIONS} sessions, "
+        f"{human_bytes(size)}, {os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
+    )
+    for jobs, times in seconds.items():
+        print(f"  scan --jobs {jobs}: {min(times):.2f}s ({statistics.median(times):.2f}s)")
+    best = min(seconds[1]) / min(seconds[2])
+    median = statistics.median(seconds[1]) / statistics.median(seconds[2])
+    print(f"  speed-up: {best:.2f}x ({median:.2f}x); target {DIRECTORY_TARGET}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1100, help="pi session size (MiB)")
@@ -682,10 +727,16 @@ def main() -> None:
     parser.add_argument("--codex-only", action="store_true", help="only the Codex file's figures")
     parser.add_argument("--pi-size-mb", type=int, default=300, help="real-shaped pi size (MiB)")
     parser.add_argument("--pi-only", action="store_true", help="only the real-shaped pi figures")
+    parser.add_argument(
+        "--directory-only", action="store_true", help="only the directory scan's figures"
+    )
     args = parser.parse_args()
     if args.pi_only:
         compile_package()
         pi_report(args.pi_size_mb, args.runs)
+        return
+    if args.directory_only:
+        directory_report(args.runs)
         return
     if args.memory_only:
         compile_package()
@@ -721,6 +772,7 @@ def main() -> None:
     claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
     codex_report(args.codex_size_mb, args.runs)
     pi_report(args.pi_size_mb, args.runs)
+    directory_report(args.runs)
     memory_report(args.tiny_entries, args.huge_line_mb)
 
 

@@ -6,14 +6,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from sessionfix import Diagnostic, Settings
+from sessionfix import Diagnostic, Settings, engine
 from sessionfix.cli import app
 from sessionfix.engine import MIN_SHARED_FILES, _shared_files, check_paths, check_run, select_files
 
@@ -124,3 +127,65 @@ def test_a_large_file_is_read_here_in_parallel(tmp_path: Path) -> None:
     shared = _shared_files(files, Settings(jobs=2))
     assert files[0] not in shared
     assert len(shared) == MIN_SHARED_FILES
+
+
+def _children() -> set[int]:
+    found: set[int] = set()
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
+            found.update(int(child) for child in handle.read().split())
+    return found
+
+
+@pytest.fixture
+def no_worker_left() -> Iterator[None]:
+    before = _children()
+    yield
+    assert _children() <= before, "a worker process outlived the run"
+
+
+def _first_of(sessions: Path) -> str:
+    return sorted(p.name for p in (sessions / "0").glob("*.jsonl"))[0]
+
+
+def test_an_internal_error_in_one_file_ends_the_run_as_in_one_process(
+    sessions: Path, monkeypatch: pytest.MonkeyPatch, no_worker_left: None
+) -> None:
+    real = engine._check
+    name = _first_of(sessions)
+
+    def failing(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name == name:
+            raise ValueError(f"cannot check {path.name}")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_check", failing)
+    one = _scan(sessions, "--jobs", "1")
+    two = _scan(sessions, "--jobs", "2")
+    assert one == two
+    assert one[0] == 2
+    assert f"internal error: ValueError: cannot check {name}" in one[2]
+
+
+def test_a_worker_that_dies_ends_the_run(
+    sessions: Path, monkeypatch: pytest.MonkeyPatch, no_worker_left: None
+) -> None:
+    real = engine._check
+    name = _first_of(sessions)
+
+    def dying(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name == name:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_check", dying)
+    code, _, note = _scan(sessions, "--jobs", "2")
+    assert code == 2
+    assert "internal error: WorkerDied" in note
+
+
+def test_rules_a_format_cannot_run_are_said_once_as_in_one_process(sessions: Path) -> None:
+    selected = ("--select", "SF201,SF301,SF401,SF501,SF601")
+    one = _scan(sessions, "--jobs", "1", *selected)
+    assert _scan(sessions, "--jobs", "2", *selected) == one
+    assert "does not apply to claude sessions" in one[2]

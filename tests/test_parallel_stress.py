@@ -264,8 +264,9 @@ def test_parallel_runs_over_a_claude_session(
 
 
 def test_many_small_files_with_jobs(big_session: Path, tmp_path: Path, subreaper: None) -> None:
-    """`scan DIR --jobs 2` over 200 sessions of 2 MiB: files that small are read in one
-    process each, whatever --jobs says; the scan neither hangs nor starts workers."""
+    """`scan DIR --jobs 2` over 200 sessions of 2 MiB: the files are spread over two
+    workers, each of which reads its files alone (no worker starts workers of its own);
+    the scan does not hang and leaves none behind, also when interrupted."""
     with open(big_session, "rb") as handle:
         head = handle.read(2 << 20)
     small = tmp_path / "small.jsonl"
@@ -281,10 +282,13 @@ def test_many_small_files_with_jobs(big_session: Path, tmp_path: Path, subreaper
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    forked = False
+    workers: set[int] = set()
+    nested = False
     deadline = time.monotonic() + LIMIT
     while process.poll() is None:
-        forked = forked or bool(_workers_of(process.pid))
+        now = _workers_of(process.pid)
+        workers.update(now)
+        nested = nested or any(_workers_of(worker) for worker in now)
         if time.monotonic() > deadline:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
@@ -292,5 +296,9 @@ def test_many_small_files_with_jobs(big_session: Path, tmp_path: Path, subreaper
         time.sleep(0.005)
     assert process.stderr is not None
     assert_clean(Outcome(process.returncode, process.stderr.read().decode()), args)
-    assert not forked, "worker processes started for 2 MiB files"
+    assert 1 <= len(workers) <= 2, f"{len(workers)} workers for --jobs 2"
+    assert not nested, "a worker started workers to read a 2 MiB file"
     assert _reap_leftovers() == []
+    rng = random.Random(7)
+    for interrupt in (signal.SIGINT, signal.SIGTERM, signal.SIGINT):
+        assert_interrupted(run(args, tmp_path, interrupt=interrupt, rng=rng), args)
