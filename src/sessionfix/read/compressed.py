@@ -17,12 +17,13 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import BinaryIO, Final
-
-import zstandard
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.read.reader import open_regular
+
+if TYPE_CHECKING:
+    import zstandard
 
 SUFFIX: Final = ".zst"
 LEVEL: Final = 3
@@ -82,6 +83,8 @@ def session_text(
 def decompress(path: Path, copy: Path) -> None:
     """Stream the zstd data of `path` into the new file `copy` (mode 0600); every frame
     must be complete and its checksum, if any, must match."""
+    import zstandard
+
     fd, _ = open_regular(path)
     with os.fdopen(fd, "rb") as packed:
         try:
@@ -104,6 +107,8 @@ def decompress(path: Path, copy: Path) -> None:
 
 def _frames(packed: BinaryIO) -> Iterator[bytes]:
     """The decompressed bytes of a stream of zstd frames, a piece at a time."""
+    import zstandard
+
     decompressor = zstandard.ZstdDecompressor()
     current = decompressor.decompressobj()
     begun = False
@@ -136,6 +141,8 @@ def _reason(error: zstandard.ZstdError) -> str:
 
 def compressor() -> zstandard.ZstdCompressor:
     """A compressor writing as Codex does: level 3, each frame with a content checksum."""
+    import zstandard
+
     return zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.capabilities import Capability
-from sessionfix.formats.claude.context import loaded_messages
 from sessionfix.formats.claude.decode import (
     CAPABILITIES,
     CONVERSATION_TYPES,
@@ -21,6 +20,22 @@ from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import HOME_FOLDER, TRANSCRIPTS_FOLDER, is_sibling
 
 FORMATS: Final = frozenset({Format.CLAUDE})
+
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sessionfix.model.loaded import Loaded
+    from sessionfix.model.view import SessionView
+    from sessionfix.read.reader import LineReport, RecordSource
+
+
+def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
+    """The messages Claude Code's loader sends the model on resume; its module loads only
+    when asked, so a check does not pay for it."""
+    from sessionfix.formats.claude.context import loaded_messages as load
+
+    return load(view, source, lines)
 
 
 def detect(first_record: dict[str, Any]) -> Format | None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.capabilities import Capability
-from sessionfix.formats.codex.context import loaded_messages
 from sessionfix.formats.codex.decode import (
     CAPABILITIES,
     HEADER_TYPE,
@@ -20,6 +19,22 @@ from sessionfix.formats.codex.edit import CodexEditor
 
 FORMATS: Final = frozenset({Format.CODEX})
 _ENVELOPE: Final = frozenset({"timestamp", "type", "payload"})
+
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sessionfix.model.loaded import Loaded
+    from sessionfix.model.view import SessionView
+    from sessionfix.read.reader import LineReport, RecordSource
+
+
+def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
+    """The messages Codex's loader sends the model on resume; its module loads only
+    when asked, so a check does not pay for it."""
+    from sessionfix.formats.codex.context import loaded_messages as load
+
+    return load(view, source, lines)
 
 
 def detect(first_record: dict[str, Any]) -> Format | None:

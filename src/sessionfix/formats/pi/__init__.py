@@ -1,10 +1,12 @@
 """pi and OpenClaw session JSONL (spec: formats/pi-openclaw.md)."""
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sessionfix.formats import configured_folder
-from sessionfix.formats.pi.context import loaded_messages
 from sessionfix.formats.pi.decode import (
     CAPABILITIES,
     ENTRY_TYPES,
@@ -21,6 +23,21 @@ from sessionfix.formats.pi.decode import (
     make_adapter,
 )
 from sessionfix.formats.pi.edit import PiEditor
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sessionfix.model.loaded import Loaded
+    from sessionfix.model.view import SessionView
+    from sessionfix.read.reader import LineReport, RecordSource
+
+
+def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
+    """The messages pi's loader sends the model on resume; its module loads only
+    when asked, so a check does not pay for it."""
+    from sessionfix.formats.pi.context import loaded_messages as load
+
+    return load(view, source, lines)
 
 
 def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
