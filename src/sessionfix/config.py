@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,6 +182,8 @@ def _shown(path: Path, start: Path) -> Path:
 
 
 def _read(path: Path, shown: Path) -> dict[str, object]:
+    import tomllib
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)

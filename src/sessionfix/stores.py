@@ -12,9 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -208,6 +206,9 @@ def unmatched_sessions(only: Sequence[str], found: Iterable[str]) -> list[str]:
 @contextmanager
 def transcript_of(store: SessionStore, session: StoredSession) -> Iterator[Transcript]:
     """A store session's transcript in a private temporary folder, removed afterwards."""
+    import shutil
+    import tempfile
+
     try:
         folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
     except OSError as exc:

@@ -11,9 +11,7 @@ level 3 with a content checksum).
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -59,6 +57,9 @@ def session_text(
     if not (is_compressed(path) if compressed is None else compressed):
         yield path
         return
+    import shutil
+    import tempfile
+
     try:
         folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
     except OSError as exc:

@@ -7,7 +7,6 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -95,14 +94,20 @@ class Rule:
     weighs: Weight | None = None
     """What its findings' records are in a context breakdown."""
 
-    @property
-    def doc(self) -> str:
-        """The rule's documentation: a title and metadata line, then its Markdown sections."""
-        body = (
+    def _page(self) -> str:
+        """The rule's Markdown page, shipped with the package."""
+        from importlib import resources
+
+        return (
             resources.files("sessionfix")
             .joinpath("docs", "rules", f"{self.name}.md")
             .read_text(encoding="utf-8")
         )
+
+    @property
+    def doc(self) -> str:
+        """The rule's documentation: a title and metadata line, then its Markdown sections."""
+        body = self._page()
         covered, tree_only = coverage(self.requires)
         formats = (
             "all"
@@ -137,11 +142,7 @@ class Rule:
     @property
     def what_it_does(self) -> str:
         """The first paragraph of the rule's "What it does" section, on one line."""
-        body = (
-            resources.files("sessionfix")
-            .joinpath("docs", "rules", f"{self.name}.md")
-            .read_text(encoding="utf-8")
-        )
+        body = self._page()
         _, found, rest = body.partition("## What it does")
         if not found:
             return f"{self.summary}."

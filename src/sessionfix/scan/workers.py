@@ -15,7 +15,6 @@ is done, whether it finished, failed or was interrupted.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -88,6 +87,8 @@ class OrderedWorkers(Generic[T, R]):
         self._stop()
 
     def __iter__(self) -> Iterator[R]:
+        import pickle
+
         for index in range(len(self._tasks)):
             outcome = pickle.loads(_read_message(self._pipes[self._owners[index]]))
             if isinstance(outcome, _Failure):
@@ -113,6 +114,8 @@ class OrderedWorkers(Generic[T, R]):
 
     def _work(self, worker: int, reader: int, writer: int) -> None:
         """The worker's whole life: it never returns into the caller's stack."""
+        import pickle
+
         status = 1
         try:
             _become_worker()
@@ -189,6 +192,8 @@ def _fcntl_pipe_size(fd: int) -> None:
 
 def _transportable(error: Exception) -> _Failure:
     """The error itself if it pickles, else a RuntimeError that says what it was."""
+    import pickle
+
     try:
         pickle.loads(pickle.dumps(error, pickle.HIGHEST_PROTOCOL))
     except Exception:
