@@ -3,9 +3,10 @@
 Exit codes (cli-and-safety.md §2): 0 nothing at or above `--fail-on`; 1 problems
 found; 2 usage error, unreadable input or internal error. Every exception is caught
 here and reported as one line on stderr.
-"""
 
-from __future__ import annotations
+Annotations here are evaluated when each command is defined, not postponed: typer reads
+every command's signature on each run, and evaluating strings then costs more.
+"""
 
 import contextlib
 import enum
@@ -343,7 +344,7 @@ def _settings(
 # ---- output plumbing ---------------------------------------------------------------------
 
 
-def _stderr_console() -> Console:
+def _stderr_console() -> "Console":
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, soft_wrap=True)
