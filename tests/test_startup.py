@@ -31,15 +31,15 @@ UNNEEDED = (
     "sessionfix.context",
     "sessionfix.formats.openclaw_store",
     "sessionfix.formats.pi.context",
-    "sessionfix.formats.codex.context",
-    "sessionfix.formats.claude.context",
+    "sessionfix.formats.codex",
+    "sessionfix.formats.claude",
     "sessionfix.report.context",
     "sessionfix.report.diff",
     "sessionfix.report.progress",
 )
-"""Modules (and packages, with everything under them) a check of one small plain
-session has no use for: stores, compression, repair, backups, progress bars, the agents'
-resume loaders, the diff and context reports."""
+"""Modules (and packages, with everything under them) a check of one small plain pi
+session has no use for: stores, compression, repair, backups, progress bars, the
+other agents' formats, pi's resume loader, the diff and context reports."""
 
 
 def test_small_check_imports_nothing_it_does_not_use(tmp_path: Path) -> None:

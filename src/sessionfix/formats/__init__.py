@@ -7,7 +7,6 @@ rules see only the format-neutral view.
 from __future__ import annotations
 
 import enum
-import functools
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -189,19 +188,20 @@ PACKAGES: Final = (
 a format is a package and a line here."""
 
 
-@functools.cache
-def _packages() -> tuple[FormatPackage, ...]:
-    return tuple(cast(FormatPackage, importlib.import_module(name)) for name in PACKAGES)
+def _packages() -> Iterator[FormatPackage]:
+    """The format packages in order, each imported when first reached: a pi session is
+    recognised without loading the other agents' decoders."""
+    for name in PACKAGES:
+        yield cast(FormatPackage, importlib.import_module(name))
 
 
 def package_of(fmt: Format) -> FormatPackage:
     """The package that reads `fmt` (formats without one are read at line level, as
     files of no known format are)."""
-    packages = _packages()
-    for package in packages:
+    for package in _packages():
         if fmt in package.FORMATS:
             return package
-    return next(package for package in packages if Format.UNKNOWN in package.FORMATS)
+    return next(package for package in _packages() if Format.UNKNOWN in package.FORMATS)
 
 
 def detect(first_record: dict[str, Any]) -> Format:
