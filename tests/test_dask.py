@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -89,25 +91,48 @@ def expected(samples: dict[Settings, list[Path]]) -> list[tuple[Any, ...]]:
     ]
 
 
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ProcessPoolExecutor]:
+    """The processes scheduler's workers, shut down with the module's tests (Dask's own
+    pool would outlive them, as processes of this one)."""
+    executor = ProcessPoolExecutor(max_workers=2)
+    yield executor
+    executor.shutdown(wait=True)
+
+
+@pytest.fixture(scope="module")
+def threads() -> Iterator[ThreadPoolExecutor]:
+    """The threads scheduler's threads, likewise: threads left running would take the
+    signals that later tests hold back in their main thread."""
+    executor = ThreadPoolExecutor(max_workers=2)
+    yield executor
+    executor.shutdown(wait=True)
+
+
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_bag_finds_what_check_paths_finds(
-    samples: dict[Settings, list[Path]], expected: list[tuple[Any, ...]], scheduler: str
+    samples: dict[Settings, list[Path]],
+    expected: list[tuple[Any, ...]],
+    scheduler: str,
+    pool: ProcessPoolExecutor,
+    threads: ThreadPoolExecutor,
 ) -> None:
     bag = db.concat(
         [check_bag(paths, settings, npartitions=4) for settings, paths in samples.items()]
     )
-    results = bag.compute(scheduler=scheduler, num_workers=2)
+    executors: dict[str, Any] = {"processes": pool, "threads": threads}
+    results = bag.compute(scheduler=scheduler, pool=executors.get(scheduler))
     assert [_as_checked(result) for result in results] == expected
     assert len(results) == sum(len(paths) for paths in samples.values())
     assert len(samples) > 1
     assert sum(len(result["diagnostics"]) for result in results) > len(CASES)
 
 
-def test_unreadable_paths_give_error_results(tmp_path: Path) -> None:
+def test_unreadable_paths_give_error_results(tmp_path: Path, pool: ProcessPoolExecutor) -> None:
     session = ROOT / "examples" / "sessions" / "torn-and-glued.jsonl"
     missing = tmp_path / "gone.jsonl"
     paths = [missing, session, tmp_path]
-    results = check_bag(paths, AT_REST).compute(scheduler="processes", num_workers=2)
+    results = check_bag(paths, AT_REST).compute(scheduler="processes", pool=pool)
     assert [result["path"] for result in results] == [str(path) for path in paths]
     gone, read, folder = results
     for unreadable, path in ((gone, missing), (folder, tmp_path)):
@@ -126,12 +151,12 @@ def test_results_are_plain_data() -> None:
     assert pickle.loads(pickle.dumps(results)) == results
 
 
-def test_summary_counts_results_errors_and_rules(tmp_path: Path) -> None:
+def test_summary_counts_results_errors_and_rules(tmp_path: Path, pool: ProcessPoolExecutor) -> None:
     paths = [*sorted((ROOT / "examples" / "sessions").glob("*.jsonl")), tmp_path / "gone.jsonl"]
     bag = check_bag(paths, AT_REST, npartitions=3)
     results = bag.compute(scheduler="synchronous")
     codes = Counter(d["code"] for result in results for d in result["diagnostics"])
-    summary = summarise(bag).compute(scheduler="processes", num_workers=2)
+    summary = summarise(bag).compute(scheduler="processes", pool=pool)
     assert summary == {
         "results": len(paths),
         "errors": 1,

@@ -7,7 +7,7 @@ import dataclasses
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -190,7 +190,7 @@ def check_paths(
     display: Callable[[Path], str] = str,
     progress: ProgressCallback | None = None,
     edits: bool = True,
-) -> Iterator[FileReport]:
+) -> Generator[FileReport, None, None]:
     """Check several files, in order; an unreadable one yields a report with `error` set.
     A session store yields a report per session.
 
@@ -198,7 +198,8 @@ def check_paths(
     when there are enough of them; a large file is read in this process, itself in
     parallel, and so is a store. The reports of files checked by workers hold no open
     file: their fixes' edits are made there (`edits`), or left out where the caller
-    does not report them."""
+    does not report them. Close the iterator when leaving it early: that stops the
+    workers."""
     settings = settings or Settings()
     paths = list(paths)
     shared = _shared_files(paths, settings)
@@ -555,12 +556,16 @@ def check_run(
     diagnostics: list[Diagnostic] = []
     reports: list[FileReport] = []
     notices = Notices()
-    for report in check_paths(selection.files, settings, progress=progress, edits=edits):
-        reports.append(report)
-        if report.error is not None:
-            errors.append(report.error)
-        diagnostics.extend(report.diagnostics)
-        notices.add(report.inapplicable)
+    # Closed however the loop ends, so that the file workers are reaped at once.
+    with contextlib.closing(
+        check_paths(selection.files, settings, progress=progress, edits=edits)
+    ) as checked:
+        for report in checked:
+            reports.append(report)
+            if report.error is not None:
+                errors.append(report.error)
+            diagnostics.extend(report.diagnostics)
+            notices.add(report.inapplicable)
     if settings.sessions:
         found = (r.session_id for r in reports if r.session_id)
         errors.extend(stores.unmatched_sessions(settings.sessions, found))
