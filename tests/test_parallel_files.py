@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from sessionfix.cli import app
 from sessionfix.engine import MIN_SHARED_FILES, _shared_files, check_paths, check_run, select_files
 
 from .conftest import FIXTURES, ROOT
+from .test_workers import no_worker_left  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are forked"
@@ -129,27 +129,13 @@ def test_a_large_file_is_read_here_in_parallel(tmp_path: Path) -> None:
     assert len(shared) == MIN_SHARED_FILES
 
 
-def _children() -> set[int]:
-    found: set[int] = set()
-    for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{task}/children") as handle:
-            found.update(int(child) for child in handle.read().split())
-    return found
-
-
-@pytest.fixture
-def no_worker_left() -> Iterator[None]:
-    before = _children()
-    yield
-    assert _children() <= before, "a worker process outlived the run"
-
-
 def _first_of(sessions: Path) -> str:
     return sorted(p.name for p in (sessions / "0").glob("*.jsonl"))[0]
 
 
+@pytest.mark.usefixtures("no_worker_left")
 def test_an_internal_error_in_one_file_ends_the_run_as_in_one_process(
-    sessions: Path, monkeypatch: pytest.MonkeyPatch, no_worker_left: None
+    sessions: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = engine._check
     name = _first_of(sessions)
@@ -167,9 +153,8 @@ def test_an_internal_error_in_one_file_ends_the_run_as_in_one_process(
     assert f"internal error: ValueError: cannot check {name}" in one[2]
 
 
-def test_a_worker_that_dies_ends_the_run(
-    sessions: Path, monkeypatch: pytest.MonkeyPatch, no_worker_left: None
-) -> None:
+@pytest.mark.usefixtures("no_worker_left")
+def test_a_worker_that_dies_ends_the_run(sessions: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = engine._check
     name = _first_of(sessions)
 

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import os
-import tempfile
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from sessionfix import stores
-from sessionfix.errors import InputError
 from sessionfix.formats import Format, package_of
 from sessionfix.model.loaded import LoadRefused, Sent
 from sessionfix.model.view import Flag, Kind, SessionView
@@ -30,6 +26,7 @@ from sessionfix.read.compressed import plain_name, session_text
 from sessionfix.read.reader import LineIssue, RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Weight
+from sessionfix.scratch import private_folder
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
 
@@ -256,27 +253,12 @@ def context_after_repair(
         original = measured or context_of(path, settings)
         if original.format != Format.UNKNOWN.value:
             settings = dataclasses.replace(settings, format=Format(original.format))
-    with _private_folder(path) as folder:
+    with private_folder(f"{path}: cannot write the repaired copy") as folder:
         target = folder / plain_name(path.name)
         repair_to(path, target, settings, filename=filename or str(path))
         result = context_of(target, settings, filename=filename or str(path))
     result.repaired = True
     return result
-
-
-@contextmanager
-def _private_folder(path: Path) -> Iterator[Path]:
-    try:
-        folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot make a temporary folder ({exc.strerror})") from None
-    try:
-        os.chmod(folder, 0o700)
-        yield folder
-    finally:
-        for child in folder.iterdir():
-            child.unlink()
-        folder.rmdir()
 
 
 def contexts(

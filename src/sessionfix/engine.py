@@ -32,7 +32,7 @@ from sessionfix.scan.scanner import (
     gc_paused,
     read_session,
 )
-from sessionfix.scan.workers import OrderedWorkers, can_fork
+from sessionfix.scan.workers import OrderedWorkers, default_workers
 from sessionfix.settings import Settings
 from sessionfix.units import human_bytes
 
@@ -211,7 +211,7 @@ def check_paths(
             workers = OrderedWorkers(
                 partial(_checked_apart, settings=alone, edits=edits),
                 tasks,
-                file_workers(settings.jobs),
+                default_workers(settings.jobs),
                 weights=[size + FILE_COST_BYTES for size in shared.values()],
             )
             results = iter(stack.enter_context(workers))
@@ -235,24 +235,11 @@ MIN_SHARED_FILES: Final = 8
 more than it saves."""
 
 
-def file_workers(jobs: int | None) -> int:
-    """Worker processes for checking many files: `jobs`, else one per core (up to 8)."""
-    if not can_fork():
-        return 1
-    if jobs is None:
-        try:
-            jobs = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            jobs = os.cpu_count() or 1
-        jobs = min(jobs, 8)
-    return max(1, jobs)
-
-
 def _shared_files(paths: list[Path], settings: Settings) -> dict[Path, int]:
     """The files worker processes check, with their sizes: plain session files too small
     to be read in parallel themselves, when there are enough of them for more than one
     worker (and no file is named twice)."""
-    if file_workers(settings.jobs) < 2 or len(set(paths)) != len(paths):
+    if default_workers(settings.jobs) < 2 or len(set(paths)) != len(paths):
         return {}
     small: dict[Path, int] = {}
     for path in paths:

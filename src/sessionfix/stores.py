@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol, cast
 
-from sessionfix.errors import InputError, SessionfixError, described
+from sessionfix.errors import InputError, SessionfixError
+from sessionfix.scratch import private_folder
 
 STORE_PACKAGES: Final = ("sessionfix.formats.openclaw_store",)
 """The packages that read stores, in the order they are asked to recognise a path."""
@@ -206,18 +207,7 @@ def unmatched_sessions(only: Sequence[str], found: Iterable[str]) -> list[str]:
 @contextmanager
 def transcript_of(store: SessionStore, session: StoredSession) -> Iterator[Transcript]:
     """A store session's transcript in a private temporary folder, removed afterwards."""
-    import shutil
-    import tempfile
-
-    try:
-        folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
-    except OSError as exc:
-        raise InputError(
-            f"{store.path}: cannot read session {session.id} into {tempfile.gettempdir()} "
-            f"({described(exc)})"
-        ) from None
-    try:
-        os.chmod(folder, 0o700)
+    with private_folder(f"{store.path}: cannot read session {session.id}") as folder:
         transcript = store.transcript(session, folder)
         try:
             yield transcript
@@ -228,5 +218,3 @@ def transcript_of(store: SessionStore, session: StoredSession) -> Iterator[Trans
                 for arg in exc.args
             )
             raise
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.read.reader import open_regular
+from sessionfix.scratch import private_folder
 
 if TYPE_CHECKING:
     import zstandard
@@ -57,16 +58,7 @@ def session_text(
     if not (is_compressed(path) if compressed is None else compressed):
         yield path
         return
-    import shutil
-    import tempfile
-
-    try:
-        folder = Path(tempfile.mkdtemp(prefix="sessionfix-"))
-    except OSError as exc:
-        raise InputError(
-            f"{path}: cannot decompress it into {tempfile.gettempdir()} ({described(exc)})"
-        ) from None
-    try:
+    with private_folder(f"{path}: cannot decompress it") as folder:
         copy = folder / (name or plain_name(path.name) or "session.jsonl")
         decompress(path, copy)
         try:
@@ -77,8 +69,6 @@ def session_text(
                 for arg in exc.args
             )
             raise
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def decompress(path: Path, copy: Path) -> None:

@@ -35,7 +35,7 @@ from sessionfix.read.reader import (
     foreign_data,
     open_session,
 )
-from sessionfix.scan.workers import OrderedWorkers, WorkerDied, can_fork
+from sessionfix.scan.workers import OrderedWorkers, WorkerDied, default_workers
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
@@ -458,15 +458,7 @@ def worker_count(size: int, jobs: int | None) -> int:
     """Processes to read with: `jobs`, else one per core (up to 8), but at most one per
     `WORKER_MIN_BYTES`. Only forked workers share the parent's string hashing, which
     the id keys of byte ranges read apart must agree on."""
-    if not can_fork():
-        return 1
-    if jobs is None:
-        try:
-            jobs = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            jobs = os.cpu_count() or 1
-        jobs = min(jobs, 8)
-    return max(1, min(jobs, size // WORKER_MIN_BYTES))
+    return max(1, min(default_workers(jobs), size // WORKER_MIN_BYTES))
 
 
 def read_session(

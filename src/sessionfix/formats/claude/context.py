@@ -83,7 +83,7 @@ def _chain(view: SessionView, lines: LineReport) -> Sequence[int]:
 
 _LOST_ISSUES: Final = frozenset({LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED})
 """Line damage that loses the line's records (the reader reads past a run of NUL bytes
-before a record, as the SF004 fixtures show)."""
+before a record, as the fixtures of NUL runs show)."""
 
 
 def _unreadable(view: SessionView, lines: LineReport) -> set[int]:
