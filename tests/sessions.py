@@ -119,6 +119,12 @@ class Session:
     def label(self, target: str) -> str:
         return self._entry("label", {"targetId": target, "label": "mark"})
 
+    def setting(self, kind: str) -> str:
+        """A model or thinking-level change: an entry on the chain that pairs nothing."""
+        if kind == "model_change":
+            return self._entry(kind, {"provider": "anthropic", "modelId": "claude-sonnet-4-5"})
+        return self._entry(kind, {"thinkingLevel": "high"})
+
     def text(self) -> str:
         return "".join(line + "\n" for line in self.lines)
 
@@ -131,6 +137,7 @@ DAMAGE = [
 ]
 ODD_ARGUMENTS: list[Any] = [{}, {"path": ""}, {"path": 7}, {"path": None}, "a.txt", None]
 """Arguments a file tool call can carry that name no usable path."""
+SETTINGS = ["thinking_level_change", "model_change"]
 TEXTS = ["continue", "fix the bug", "Read HEARTBEAT.md", "ok", "x" * 300]
 
 
@@ -190,7 +197,12 @@ def sessions(draw: st.DrawFn, corrupt: bool = True) -> bytes:
                     )
                     if corrupt and draw(st.integers(0, 14)) == 0:
                         session.result(call_id, name, text)
-            session.assistant([])
+                    if draw(st.integers(0, 7)) == 0:
+                        session.setting(draw(st.sampled_from(SETTINGS)))
+            ended = draw(st.sampled_from(["stop", "stop", "aborted", "error"])) if corrupt else None
+            session.assistant([], stop=ended)
+            if draw(st.integers(0, 3)) == 0:
+                session.setting(draw(st.sampled_from(SETTINGS)))
         elif action == "clone" and session.lines:
             ts = BASE_MS + 999
             session.user("Read HEARTBEAT.md", ts=ts)

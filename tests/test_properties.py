@@ -82,6 +82,71 @@ def test_block_decoding_agrees_with_line_by_line(
     assert blockwise == linewise
 
 
+def _setting_layouts() -> dict[str, bytes]:
+    """Sessions whose setting changes and aborted turns fall where the column-wise
+    path must place the tracker's events exactly as the entry-by-entry path does."""
+
+    def open_group_across_a_label(session: Session) -> None:
+        session.user("go")
+        first = session.assistant(
+            [("c1", "bash", {"command": "ls"}), ("c2", "read", {"path": "a"})]
+        )
+        session.label(first)
+        session.result("c1", "bash", "ok")
+        session.setting("thinking_level_change")
+        session.user("and then?")
+
+    def setting_inside_a_group(session: Session) -> None:
+        session.user("go")
+        session.assistant([("c1", "read", {"path": "a"}), ("c2", "write", {"path": "a"})])
+        session.setting("model_change")
+        session.result("c1", "read", "file contents")
+        session.setting("thinking_level_change")
+        session.result("c2", "write", "Successfully wrote")
+        session.assistant([], stop="aborted")
+        session.user("read it again")
+        session.assistant([("c3", "read", {"path": "a"})], stop="error")
+        session.setting("thinking_level_change")
+        session.user("next")
+
+    def leading_results_around_a_setting(session: Session) -> None:
+        session.user("go")
+        calls = [("c1", "bash", {}), ("c2", "bash", {}), ("c3", "bash", {})]
+        owner = session.assistant(calls)
+        session.label(owner)
+        session.result("c1", "bash", "ok")
+        session.setting("thinking_level_change")
+        session.result("c2", "bash", "ok")
+        session.setting("model_change")
+        session.assistant([], stop="error")
+
+    layouts = {}
+    for build in (
+        open_group_across_a_label,
+        setting_inside_a_group,
+        leading_results_around_a_setting,
+    ):
+        session = Session()
+        build(session)
+        layouts[build.__name__] = session.text().encode()
+    return layouts
+
+
+@pytest.mark.parametrize("data", _setting_layouts().values(), ids=_setting_layouts())
+def test_setting_entries_in_a_block_agree_with_line_by_line(
+    tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, data)
+    blockwise = _diagnostics(path)
+
+    def refuse(buffer: object) -> list[Any]:
+        raise ValueError("forced line-by-line reading")
+
+    monkeypatch.setattr(PiAdapter, "decode_lines", staticmethod(refuse))
+    assert blockwise == _diagnostics(path)
+    assert blockwise  # each layout leaves a call unanswered
+
+
 @given(data=sessions(), read_bytes=st.sampled_from([1, 61, 500]))
 def test_small_reads_agree_with_one_read(
     tmp_path: Path, data: bytes, read_bytes: int, monkeypatch: pytest.MonkeyPatch

@@ -212,7 +212,8 @@ class CleanBlock:
 
     Positions are relative to the block; `base` is the index of its first record.
     `codes` has one character per record: `a` assistant, `r` tool result, `u` user,
-    `c` other message that reaches the model, `x` anything else.
+    `c` other message that reaches the model, `s` an entry with no event (a setting
+    change), `x` anything else.
     """
 
     base: int
@@ -348,7 +349,7 @@ class PathTracker:
         Clean blocks need no per-entry work; anything else returns False untouched and
         goes through the per-entry events.
         """
-        codes = block.codes
+        codes = block.codes.replace("s", "")  # entries with no event pair nothing
         lead = len(codes) - len(codes.lstrip("r"))
         rest = codes[lead:]
         pieces = rest.split("a")
@@ -370,11 +371,15 @@ class PathTracker:
         base = block.base
         if lead:
             lead_bits = block.result_bits(range(lead))
-            for position in range(lead):
-                self.result(base + position, block.result_ids[position], lead_bits[position])
+            for number in range(lead):
+                self.result(
+                    base + block.result_positions[number],
+                    block.result_ids[number],
+                    lead_bits[number],
+                )
         if not rest:
             return True
-        self._close(base + lead)
+        self._close(base + len(block.codes) - len(block.codes.lstrip("rs")))
         self._take_clean(block, lead, pieces, counts)
         return True
 
@@ -385,7 +390,7 @@ class PathTracker:
         assistants_before = self.assistants
         users = self.found.users
         for position, key in block.users:
-            seen = block.codes.count("a", lead, position)
+            seen = block.codes.count("a", 0, position)
             users.add(base + position, key, assistants_before + seen, self.boundaries)
         answered = len(block.result_ids) - lead
         reads = bisect_left(block.read_calls, answered)

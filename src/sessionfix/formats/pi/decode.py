@@ -106,6 +106,14 @@ class _UnknownMessage(_Message, gc=False, tag="\x00unknown"):
     """Any other role, or none (built by `_loose_message` only)."""
 
 
+class _SettingEntry(_Message, gc=False, tag="\x00setting"):
+    """Stands in a run for a model or thinking-level change: an entry with no message
+    and no conversation event, indexed with the messages around it."""
+
+
+_SETTING_ENTRY: Final = _SettingEntry()
+
+
 _AnyMessage = (
     _UserMessage
     | _AssistantMessage
@@ -155,6 +163,10 @@ ENTRY_KINDS: Final[dict[str, Kind]] = {
     "thinking_level_change": Kind.SETTING,
     "custom": Kind.CUSTOM,
 }
+_SETTING_TYPES: Final = frozenset(
+    name for name, kind in ENTRY_KINDS.items() if kind is Kind.SETTING
+)
+"""Entry types indexed column-wise with the messages around them (no events)."""
 _FILE_TOOLS: Final[dict[str, FileAction]] = {
     "read": FileAction.READ,
     "write": FileAction.FULL_WRITE,
@@ -270,7 +282,6 @@ _TIMESTAMP_OF: Final = attrgetter("timestamp")
 _LIST_TYPE: Final = frozenset({list})
 _STR_TYPE: Final = frozenset({str})
 _PARENT_TYPES: Final = frozenset({str, type(None)})
-_MESSAGE_KINDS: Final = bytes([Kind.MESSAGE])
 _CODE_OF_CLASS: Final[dict[type, str]] = {
     _UserMessage: "u",
     _AssistantMessage: "a",
@@ -279,9 +290,10 @@ _CODE_OF_CLASS: Final[dict[type, str]] = {
     _CustomMessage: "c",
     _HookMessage: "h",
     _UnknownMessage: "x",
+    _SettingEntry: "s",
 }
 """One character per message class: the `CleanBlock.codes` alphabet (b, c, h: other
-messages that reach the model)."""
+messages that reach the model; s: a setting entry, no message)."""
 _CONTEXT_CLASSES: Final = frozenset({_BashMessage, _CustomMessage, _HookMessage})
 _K_HEADER = int(Kind.HEADER)
 _K_MESSAGE = int(Kind.MESSAGE)
@@ -299,13 +311,14 @@ _R_OTHER = int(Role.OTHER)
 _R_NONE = int(Role.NONE)
 _F_CONTEXT_CUT = Flag.CONTEXT | Flag.CUT_POINT
 _ROLE_OF_CODE: Final = bytes.maketrans(
-    b"uarbchx",
+    b"uarbchxs",
     bytes((Role.USER, Role.ASSISTANT, Role.TOOL_RESULT, Role.BASH))
-    + bytes((Role.CUSTOM, Role.CUSTOM, Role.OTHER)),
+    + bytes((Role.CUSTOM, Role.CUSTOM, Role.OTHER, Role.NONE)),
 )
 _FLAGS_OF_CODE: Final = bytes.maketrans(
-    b"uarbchx", bytes([_F_CONTEXT_CUT, _F_CONTEXT_CUT, 0, *[_F_CONTEXT_CUT] * 3, 0])
+    b"uarbchxs", bytes([_F_CONTEXT_CUT, _F_CONTEXT_CUT, 0, *[_F_CONTEXT_CUT] * 3, 0, 0])
 )
+_KIND_OF_CODE: Final = bytes.maketrans(b"uarbchxs", bytes([Kind.MESSAGE] * 7 + [Kind.SETTING]))
 _F_CUT = Flag.CUT_POINT
 _F_CONTEXT = Flag.CONTEXT
 _F_BAD_ID = Flag.BAD_ID
@@ -382,16 +395,20 @@ class PiAdapter:
     ) -> None:
         """Index a block of decoded lines column by column (the common case of a scan).
 
-        Runs of plain message entries take C-level passes for the routing fields;
-        only conversation events are fed one by one. Anything unusual goes record by
-        record through `ingest`.
+        Runs of plain message entries, with the setting changes among them, take
+        C-level passes for the routing fields; only conversation events are fed one by
+        one. Anything unusual goes record by record through `ingest`.
         """
         types = list(map(_TYPE_OF, records))
         count = len(records)
         if types.count("message") == count:
-            self._ingest_run(records, first_row, offsets, sizes, line, 0)
+            self._ingest_run(records, types, first_row, offsets, sizes, line, 0)
             return
-        odd = [position for position, kind in enumerate(types) if kind != "message"]
+        odd = [
+            position
+            for position, kind in enumerate(types)
+            if kind != "message" and kind not in _SETTING_TYPES
+        ]
         if len(odd) > 16:
             self._ingest_each(records, first_row, offsets, sizes, line, 0)
             return
@@ -400,6 +417,7 @@ class PiAdapter:
             if position > start:
                 self._ingest_run(
                     records[start:position],
+                    types[start:position],
                     first_row + start,
                     offsets[start:position],
                     sizes[start:position],
@@ -433,16 +451,22 @@ class PiAdapter:
     def _ingest_run(
         self,
         records: list[_Record],
+        types: list[Any],
         first_row: int,
         offsets: list[int],
         sizes: list[int],
         line: Callable[[int], bytes],
         first: int,
     ) -> None:
-        """A run of message records: column passes when every record is plain."""
+        """A run of message and setting records: column passes when every record is
+        plain."""
         count = len(records)
         view = self.view
         messages = list(map(_MESSAGE_OF, records))
+        if types.count("message") != count:
+            for position, kind in enumerate(types):
+                if kind != "message":
+                    messages[position] = _SETTING_ENTRY
         ids = list(map(_ID_OF, records))
         parents = list(map(_PARENT_OF, records))
         classes = list(map(type, messages))
@@ -461,7 +485,7 @@ class PiAdapter:
         view.rows.extend(range(first_row, first_row + count))
         view.offsets.extend(offsets)
         view.sizes.extend(sizes)
-        view.kinds.extend(_MESSAGE_KINDS * count)
+        view.kinds.extend(encoded.translate(_KIND_OF_CODE))
         view.roles.extend(encoded.translate(_ROLE_OF_CODE))
         view.flags.extend(encoded.translate(_FLAGS_OF_CODE))
         if view.tree:
@@ -481,7 +505,7 @@ class PiAdapter:
     def _clean_block(
         self,
         base: int,
-        messages: list[_AnyMessage],
+        messages: list[_AnyMessage | _SettingEntry],
         classes: list[type],
         codes: str,
     ) -> bool:
@@ -495,7 +519,7 @@ class PiAdapter:
         )
         contents = list(map(_CONTENT_OF, assistants))
         stops = list(map(_STOP_OF, assistants))
-        if not set(map(type, contents)) <= _LIST_TYPE or not _INCOMPLETE_STOPS.isdisjoint(stops):
+        if not set(map(type, contents)) <= _LIST_TYPE:
             return False
         blocks = list(chain.from_iterable(contents))
         is_call = list(map(eq, map(_TYPE_OF, blocks), repeat("toolCall")))
@@ -509,6 +533,8 @@ class PiAdapter:
         made = list(accumulate(is_call, initial=0))
         made_by = list(map(made.__getitem__, accumulate(map(len, contents))))
         call_counts = list(map(sub, made_by, [0, *made_by[:-1]]))
+        if not _INCOMPLETE_STOPS.isdisjoint(compress(stops, call_counts)):
+            return False  # calls of an aborted turn: the tracker marks their group
         names = list(map(_NAME_OF, calls))
         read_calls, read_paths = _file_calls(calls, names, "read")
         write_calls, write_paths = _file_calls(calls, names, "write")
@@ -551,9 +577,10 @@ class PiAdapter:
         )
         return self.tracker.clean_block(block)
 
-    def _message_events(self, base: int, messages: list[_AnyMessage]) -> None:
+    def _message_events(self, base: int, messages: list[_AnyMessage | _SettingEntry]) -> None:
         for index, message in enumerate(messages, base):
-            self._message(index, message, replaying=False)
+            if not isinstance(message, _SettingEntry):
+                self._message(index, message, replaying=False)
 
     def _call(self, block: _CallBlock) -> ToolCall:
         """The format-neutral tool call of a `toolCall` content block."""
