@@ -500,7 +500,27 @@ class PiAdapter:
             view.id_keys.extend(repeat(NO_ID_KEY, count))
             view.parent_keys.extend(repeat(MISSING_KEY, count))
         if not self._clean_block(base, messages, classes, codes):
+            self._clean_turns(base, messages, classes, codes)
+
+    def _clean_turns(
+        self,
+        base: int,
+        messages: list[_AnyMessage | _SettingEntry],
+        classes: list[type],
+        codes: str,
+    ) -> None:
+        """A block that is not clean as a whole, turn by turn: a user message closes every
+        group, so each stretch from one to the next is a block of its own, and only the
+        stretches that are not clean go entry by entry."""
+        cuts = [position for position, code in enumerate(codes) if code == "u"]
+        if not cuts or cuts == [0]:
             self._message_events(base, messages)
+            return
+        starts = [0, *cuts] if cuts[0] else cuts
+        for start, stop in zip(starts, [*starts[1:], len(codes)], strict=True):
+            turn = messages[start:stop]
+            if not self._clean_block(base + start, turn, classes[start:stop], codes[start:stop]):
+                self._message_events(base + start, turn)
 
     def _clean_block(
         self,
