@@ -297,3 +297,18 @@ def test_every_proper_prefix_of_a_record_is_truncated(
         assert jsonutil.is_truncated_object(text[:cut]), text[:cut]
     assert not jsonutil.is_truncated_object(text)
     assert not jsonutil.is_truncated_object(text[:-1] + "x")
+
+
+@given(
+    text=st.lists(
+        st.one_of(
+            st.characters(),
+            st.characters(categories=["Cs"]),
+            st.sampled_from(['"', "\\", "\x00", "\x1f", "\x7f", "\u2028", jsonutil.RAW_BYTE]),
+        )
+    ).map("".join)  # st.text never draws a lone surrogate
+)
+def test_quoting_takes_the_c_encoder_only_where_it_escapes_as_json_stringify(text: str) -> None:
+    """The fast path (no surrogates) and the exact escaping agree on any text."""
+    exact = '"' + jsonutil._NEEDS_ESCAPE.sub(jsonutil._escape_char, text) + '"'
+    assert jsonutil._quote(text) == exact

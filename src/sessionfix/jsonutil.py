@@ -11,6 +11,7 @@ import codecs
 import json
 import re
 from collections.abc import Callable
+from json.encoder import encode_basestring as _encode_basestring
 from typing import Any, Final
 
 import orjson
@@ -411,7 +412,13 @@ def _escape_char(match: re.Match[str]) -> str:
     return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _quote(text: str) -> str:
+    if _SURROGATE.search(text) is None:
+        # Without surrogates, the C encoder escapes exactly what JSON.stringify does.
+        return _encode_basestring(text)
     # Lone surrogates are escaped, as JSON.stringify does; raw input bytes stay raw.
     return '"' + _NEEDS_ESCAPE.sub(_escape_char, text) + '"'
 
