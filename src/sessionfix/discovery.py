@@ -148,18 +148,20 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
         subdirectories = []
         for entry in entries:
             try:
+                path = Path(entry.path)
                 if entry.is_dir(follow_symlinks=False):
-                    subdirectories.append(Path(entry.path))
+                    subdirectories.append(path)
                     continue
+                named = plain_name(entry.name)
                 if _OWN.match(entry.name) or is_sibling_file(
-                    Path(entry.path).with_name(plain_name(entry.name))
+                    path if named == entry.name else path.with_name(named)
                 ):
-                    found.skipped.append(Path(entry.path))
+                    found.skipped.append(path)
                     continue
                 if (
                     entry.name.endswith(_SESSION_NAMES) or is_store_name(entry.name)
                 ) and entry.is_file(follow_symlinks=True):
-                    files.append(Path(entry.path))
+                    files.append(path)
             except OSError:
                 continue
         stack.extend(reversed(subdirectories))

@@ -188,11 +188,18 @@ PACKAGES: Final = (
 a format is a package and a line here."""
 
 
+_IMPORTED: dict[str, FormatPackage] = {}
+"""The packages imported so far, by name (asked for once per file a walk meets)."""
+
+
 def _packages() -> Iterator[FormatPackage]:
     """The format packages in order, each imported when first reached: a pi session is
     recognised without loading the other agents' decoders."""
     for name in PACKAGES:
-        yield cast(FormatPackage, importlib.import_module(name))
+        package = _IMPORTED.get(name)
+        if package is None:
+            package = _IMPORTED.setdefault(name, cast(FormatPackage, importlib.import_module(name)))
+        yield package
 
 
 def package_of(fmt: Format) -> FormatPackage:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 HOME_FOLDER = ".claude"
@@ -21,6 +22,8 @@ def is_sibling(path: Path) -> bool:
         return True
     if not path.name.endswith(".jsonl"):
         return False
+    if f"{os.sep}{HOME_FOLDER}{os.sep}" not in os.path.abspath(path):
+        return False  # the common case, told without splitting the path
     parts = path.absolute().parts[:-1]
     if HOME_FOLDER not in parts:
         return False
