@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -67,14 +68,7 @@ class Settings:
 
     def enabled(self, codes: Iterable[str]) -> frozenset[str]:
         """Codes switched on: the most specific matching selector wins; ignore wins ties."""
-        chosen = set()
-        on = (*self.select, *self.extend_select)
-        for code in codes:
-            best_on = _specificity(code, on)
-            best_off = _specificity(code, self.ignore)
-            if best_on >= 0 and best_on > best_off:
-                chosen.add(code)
-        return frozenset(chosen)
+        return _enabled((*self.select, *self.extend_select), self.ignore, tuple(codes))
 
     def named(self, codes: Iterable[str]) -> frozenset[str]:
         """Enabled codes that a selector names in full (not through ALL or a prefix)."""
@@ -90,6 +84,16 @@ class Settings:
         return _specificity(code, self.extend_unsafe_fixes) >= 0 and _specificity(
             code, self.extend_unsafe_fixes
         ) >= _specificity(code, self.extend_safe_fixes)
+
+
+@functools.lru_cache(maxsize=64)
+def _enabled(on: tuple[str, ...], off: tuple[str, ...], codes: tuple[str, ...]) -> frozenset[str]:
+    """`Settings.enabled`, worked out once per selection (asked for every file of a walk)."""
+    return frozenset(
+        code
+        for code in codes
+        if (best_on := _specificity(code, on)) >= 0 and best_on > _specificity(code, off)
+    )
 
 
 def _specificity(code: str, selectors: Iterable[str]) -> int:
