@@ -10,6 +10,7 @@ path and the context window.
 from __future__ import annotations
 
 import enum
+import functools
 import sys
 from array import array
 from bisect import bisect_left
@@ -598,8 +599,7 @@ class SessionView:
 
     def records_flagged(self, mask: int) -> Iterator[int]:
         """Indexes of the records carrying any of the `mask` flag bits."""
-        table = bytes(1 if value & mask else 0 for value in range(256))
-        marked = self.flags.translate(table)
+        marked = self.flags.translate(_flag_table(mask))
         position = marked.find(1)
         while position >= 0:
             yield position
@@ -970,3 +970,9 @@ class SessionView:
             if kinds[path[position]] in (Kind.COMPACTION, Kind.RESET):
                 yield position
                 return
+
+
+@functools.lru_cache(maxsize=32)
+def _flag_table(mask: int) -> bytes:
+    """Byte translation marking flag values that carry any bit of `mask` with 1."""
+    return bytes(1 if value & mask else 0 for value in range(256))
