@@ -14,6 +14,7 @@ is done, whether it finished, failed or was interrupted.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -90,8 +91,14 @@ class OrderedWorkers(Generic[T, R]):
             # Held, so that no interrupt comes between a fork and the bookkeeping of
             # its pid; one that came meanwhile is raised on leaving, and stops them all.
             with signals_deferred():
-                for worker in range(self._count):
-                    self._start(worker)
+                # The parent's objects move out of the collector's reach while forking, so
+                # that no collection in a worker writes to (and so copies) their pages.
+                gc.freeze()
+                try:
+                    for worker in range(self._count):
+                        self._start(worker)
+                finally:
+                    gc.unfreeze()
         except BaseException:
             self._stop()
             raise
