@@ -667,17 +667,24 @@ DIRECTORY_TARGET = 1.7
 
 
 def directory_report(runs: int) -> None:
-    """A directory of many small sessions (copies of the fixtures, examples and, when it
-    is beside the checkout, the corpus, under distinct names): wall time of `scan DIR`
-    with one worker and with two, and the speed-up."""
-    samples = sorted(
+    """Directories of 1,000 sessions: copies of the real sessions of the corpus (beside
+    the checkout), at their own sizes, and copies of the test fixtures and examples (a
+    few KiB each, where the fixed cost of a run dominates). For each, the wall time of
+    `scan DIR` with one worker and with two, and the speed-up."""
+    corpus = ROOT.parent / "shared" / "corpus"
+    real = sorted(path for path in corpus.rglob("*.jsonl") if path.is_file())
+    small = sorted(
         [
             *(ROOT / "tests" / "fixtures").glob("*/input.jsonl"),
             *(ROOT / "examples" / "sessions").glob("*.jsonl"),
-            *(ROOT.parent / "shared" / "corpus").rglob("*.jsonl"),
         ]
     )
-    folder = BENCH_DIR / f"directory-{DIRECTORY_SESSIONS}"
+    for name, samples in (("corpus", real), ("fixtures", small)):
+        if samples:
+            scan_directory(BENCH_DIR / f"directory-{name}-{DIRECTORY_SESSIONS}", samples, runs)
+
+
+def scan_directory(folder: Path, samples: list[Path], runs: int) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     for index in range(DIRECTORY_SESSIONS):
@@ -695,8 +702,9 @@ def directory_report(runs: int) -> None:
             seconds[jobs].append(time.perf_counter() - started)
     size = sum(path.stat().st_size for path in folder.iterdir())
     print(
-        f"directory: {folder.relative_to(ROOT)}  {DIRECTORY_SESSIONS} sessions, "
-        f"{human_bytes(size)}, {os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
+        f"directory: {folder.relative_to(ROOT)}  {DIRECTORY_SESSIONS} sessions "
+        f"(copies of {len(samples)} files), {human_bytes(size)}, {os.cpu_count()} CPUs, "
+        f"best (and median) of {runs} alternating runs"
     )
     for jobs, times in seconds.items():
         print(f"  scan --jobs {jobs}: {min(times):.2f}s ({statistics.median(times):.2f}s)")
