@@ -225,3 +225,28 @@ def test_output_to_dev_stdout_through_a_pipe(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == (CLONES.parent / "repaired.jsonl").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+LEFT_UNSAFE = FIXTURES / "SF004-claude-nul-run-before-record" / "input.jsonl"
+"""Repaired, it still has a finding whose (unsafe) fix has edits."""
+
+
+@pytest.mark.parametrize("mode", ["--in-place", "-o"])
+def test_the_json_report_of_a_repair_reads_the_edits_of_what_is_left(
+    tmp_path: Path, mode: str
+) -> None:
+    """The remaining findings' edits are read from the written file after its temporary
+    name is gone."""
+    session = _at_rest(LEFT_UNSAFE, tmp_path / "s.jsonl")
+    target = (
+        ["--in-place", "--quiescence", "0"]
+        if mode == "--in-place"
+        else ["-o", tmp_path / "o.jsonl"]
+    )
+    result = run("repair", *target, "--output-format", "json", session)
+    assert result.exit_code == 1, result.stderr
+    left = json.loads(result.stdout)
+    edits = [edit for d in left if d["fix"] is not None for edit in d["fix"]["edits"]]
+    assert edits
+    assert all(edit["op"] != "replace" or edit["content"] for edit in edits)
+    assert not [n for n in os.listdir(tmp_path) if "sessionfix-tmp" in n]

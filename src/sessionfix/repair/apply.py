@@ -340,8 +340,10 @@ class PlannedRepair:
                 scanned = read_session(
                     written, Format(self.format), None, settings.jobs, session_only=False
                 )
+                # Held: the written file's name goes (renamed over the session, linked to
+                # the output, or removed) before a report reads the fixes' edits.
                 diagnostics = run_rules(
-                    scanned, settings, filename, origin=self.path, excerpts=False
+                    scanned, settings, filename, origin=self.path, excerpts=False, hold=True
                 )
             view = scanned.view
             if settings.format is Format.AUTO:
