@@ -204,3 +204,57 @@ def test_weighted_tasks_come_in_order_and_are_shared_by_weight(
         pids = list(workers)
     assert pids[0] not in pids[1:]
     assert len(set(pids)) == count
+
+
+def waits_for_release(task: tuple[Path, int]) -> int:
+    """Marks the task started; task 1 then waits for a `release` file; marks it done."""
+    folder, value = task
+    (folder / f"started-{value}").touch()
+    while value == 1 and not (folder / "release").exists():
+        time.sleep(0.01)
+    (folder / f"done-{value}").touch()
+    return value * value
+
+
+def test_finishing_workers_complete_the_task_under_way(
+    tmp_path: Path, no_worker_left: None
+) -> None:
+    """Left early with `finish_started`, no worker is killed: the task under way ends,
+    and every task a worker started is handed over, taken or in `finished`."""
+    tasks = [(tmp_path, value) for value in range(12)]
+    workers = OrderedWorkers(waits_for_release, tasks, 2, finish_started=True)
+    with workers as results:
+        for value in results:
+            assert value == 0
+            while not (tmp_path / "started-1").exists():
+                time.sleep(0.01)
+            (tmp_path / "release").touch()
+            break
+    reported = {0, *(index for index, _ in workers.finished)}
+    assert [outcome for _, outcome in workers.finished] == [
+        index * index for index, _ in workers.finished
+    ]
+    started = {int(p.name.split("-")[1]) for p in tmp_path.glob("started-*")}
+    done = {int(p.name.split("-")[1]) for p in tmp_path.glob("done-*")}
+    assert 1 in reported
+    assert started == done == reported
+    assert workers.cut_short == []
+
+
+def test_a_finishing_worker_that_dies_names_its_task(no_worker_left: None) -> None:
+    workers = OrderedWorkers(dying, list(range(8)), 2, finish_started=True)
+    with pytest.raises(WorkerDied), workers as results:
+        assert list(results) == []
+    assert workers.cut_short == [3]
+    assert all(index in (4, 6) and value == index for index, value in workers.finished)
+
+
+def graceful_dispositions(value: int) -> tuple[object, ...]:
+    return tuple(signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM))
+
+
+def test_finishing_workers_leave_sigterm_to_their_parent(no_worker_left: None) -> None:
+    """The parent turns SIGTERM into an interrupt and stops them between tasks; one sent
+    to the whole process group must not kill a worker in the middle of one."""
+    with OrderedWorkers(graceful_dispositions, [0, 1], 2, finish_started=True) as results:
+        assert list(results) == [(signal.SIG_IGN, signal.SIG_IGN)] * 2

@@ -9,13 +9,16 @@ reads them in task order. Nothing is shared, so no
 worker can block another. Workers ignore SIGINT (the terminal's Ctrl-C is the
 parent's to handle), die on SIGTERM and SIGHUP, and write nothing to the terminal:
 errors travel back through the pipe. The parent kills and reaps every worker when it
-is done, whether it finished, failed or was interrupted.
+is done, whether it finished, failed or was interrupted; or, for tasks that must never
+be cut short (rewriting a file in place), tells them to stop after the task each has
+under way and keeps the results they still hand over.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -70,6 +73,15 @@ class OrderedWorkers(Generic[T, R]):
 
     A task's exception is raised again in the parent, at its turn; a worker that dies
     raises `WorkerDied`.
+
+    `finish_started`: leaving never kills a worker in the middle of a task. The workers
+    are told to stop after the task each has under way (a byte on a pipe they look at
+    between tasks); the parent waits for them, with signals held, and keeps what they
+    hand over meanwhile in `finished`. Such workers also ignore SIGTERM and SIGHUP: the
+    parent, which turns them into interrupts, stops them. Take each result with signals
+    held (`signals_deferred`) until it is recorded: an interrupt between its arrival and
+    its bookkeeping would lose it (the wait is at most the task under way, which leaving
+    waits for anyway).
     """
 
     def __init__(
@@ -78,6 +90,8 @@ class OrderedWorkers(Generic[T, R]):
         tasks: Sequence[T],
         count: int,
         weights: Sequence[int] | None = None,
+        *,
+        finish_started: bool = False,
     ) -> None:
         self._function = function
         self._tasks = tasks
@@ -85,12 +99,24 @@ class OrderedWorkers(Generic[T, R]):
         self._owners = _owners(len(tasks), self._count, weights)
         self._pids: list[int] = []
         self._pipes: list[int] = []
+        self._finish_started = finish_started
+        self._stop_pipe: tuple[int, int] | None = None
+        self._taken = 0
+        """Results taken by iterating: those of tasks 0 to `_taken - 1`."""
+        self.finished: list[tuple[int, R | BaseException]] = []
+        """With `finish_started`, once left: (task, result or its error) of every task
+        whose result came after the iteration stopped, in task order."""
+        self.cut_short: list[int] = []
+        """With `finish_started`, once left: the task a worker that died had under way
+        (it may have been done in part)."""
 
     def __enter__(self) -> OrderedWorkers[T, R]:
         try:
             # Held, so that no interrupt comes between a fork and the bookkeeping of
             # its pid; one that came meanwhile is raised on leaving, and stops them all.
             with signals_deferred():
+                if self._finish_started:
+                    self._stop_pipe = os.pipe()
                 # The parent's objects move out of the collector's reach while forking, so
                 # that no collection in a worker writes to (and so copies) their pages.
                 gc.freeze()
@@ -111,7 +137,15 @@ class OrderedWorkers(Generic[T, R]):
         import pickle
 
         for index in range(len(self._tasks)):
-            outcome = pickle.loads(_read_message(self._pipes[self._owners[index]]))
+            pipe = self._pipes[self._owners[index]]
+            if self._finish_started:
+                # Whole or not at all: what is left on the pipe is `_finish`'s.
+                with signals_deferred():
+                    message = _read_message(pipe)
+                    self._taken = index + 1
+            else:
+                message = _read_message(pipe)
+            outcome = pickle.loads(message)
             if isinstance(outcome, _Failure):
                 raise outcome.error
             yield outcome
@@ -139,12 +173,18 @@ class OrderedWorkers(Generic[T, R]):
 
         status = 1
         try:
-            _become_worker()
+            _become_worker(keep_going=self._finish_started)
             for fd in (*self._pipes, reader):
                 os.close(fd)
+            stop = None
+            if self._stop_pipe is not None:
+                stop, told = self._stop_pipe
+                os.close(told)
             with suppress(OSError):
                 _fcntl_pipe_size(writer)
             for index in (i for i, owner in enumerate(self._owners) if owner == worker):
+                if stop is not None and _readable(stop):
+                    break
                 try:
                     outcome: object = self._function(self._tasks[index])
                     data = pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL)
@@ -160,19 +200,62 @@ class OrderedWorkers(Generic[T, R]):
             os._exit(status)
 
     def _stop(self) -> None:
-        """Kill every worker still running and reap them all (signals held meanwhile, so
-        that a second interrupt cannot leave one behind)."""
+        """Kill every worker still running, or let it finish its task (`finish_started`),
+        and reap them all (signals held meanwhile, so that a second interrupt cannot
+        leave one behind or cut a task short)."""
         with signals_deferred():
-            for pid in self._pids:
-                with suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            for pid in self._pids:
-                with suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
-            for fd in self._pipes:
-                os.close(fd)
-            self._pids = []
-            self._pipes = []
+            try:
+                if self._finish_started:
+                    self._finish()
+                else:
+                    for pid in self._pids:
+                        with suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+            finally:
+                for pid in self._pids:
+                    with suppress(ChildProcessError):
+                        os.waitpid(pid, 0)
+                for fd in self._pipes:
+                    os.close(fd)
+                if self._stop_pipe is not None:
+                    for fd in self._stop_pipe:
+                        os.close(fd)
+                    self._stop_pipe = None
+                self._pids = []
+                self._pipes = []
+
+    def _finish(self) -> None:
+        """Tell the workers to stop after their task under way, and collect every result
+        they hand over until their pipes end; note the task of a worker that died."""
+        import pickle
+
+        if self._stop_pipe is not None:
+            with suppress(OSError):
+                os.write(self._stop_pipe[1], b"x")
+        finished: list[tuple[int, R | BaseException]] = []
+        for worker, pipe in enumerate(self._pipes):
+            left = [
+                index
+                for index in range(self._taken, len(self._tasks))
+                if self._owners[index] == worker
+            ]
+            for index in left:
+                try:
+                    message = _next_message(pipe)
+                except WorkerDied:
+                    self.cut_short.append(index)
+                    break
+                if message is None:
+                    if not _ended_well(self._pids[worker]):
+                        self.cut_short.append(index)
+                    break
+                outcome = pickle.loads(message)
+                if isinstance(outcome, _Failure):
+                    finished.append((index, outcome.error))
+                    break
+                finished.append((index, outcome))
+        self.finished = sorted(finished, key=lambda pair: pair[0])
+        self.cut_short.sort()
 
 
 def _owners(count: int, workers: int, weights: Sequence[int] | None) -> list[int]:
@@ -189,11 +272,13 @@ def _owners(count: int, workers: int, weights: Sequence[int] | None) -> list[int
     return owners
 
 
-def _become_worker() -> None:
+def _become_worker(*, keep_going: bool) -> None:
     """Signal dispositions and output of a freshly forked worker (forked with the
-    signals held, so that none can reach it before this)."""
+    signals held, so that none can reach it before this). `keep_going`: it ignores
+    SIGTERM and SIGHUP too, and is stopped by its parent alone."""
     for number in HELD_SIGNALS:
-        signal.signal(number, signal.SIG_IGN if number == signal.SIGINT else signal.SIG_DFL)
+        ignored = keep_going or number == signal.SIGINT
+        signal.signal(number, signal.SIG_IGN if ignored else signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -233,17 +318,49 @@ def _write_all(fd: int, view: memoryview) -> None:
 
 
 def _read_message(fd: int) -> bytearray:
-    size = int.from_bytes(_read_exactly(fd, _HEADER_BYTES), "little")
-    return _read_exactly(fd, size)
+    message = _next_message(fd)
+    if message is None:
+        raise WorkerDied("a worker process ended before handing over its result")
+    return message
 
 
-def _read_exactly(fd: int, size: int) -> bytearray:
+def _next_message(fd: int) -> bytearray | None:
+    """The next message on `fd`; None when the pipe ends before it starts."""
+    header = _read_exactly(fd, _HEADER_BYTES)
+    if header is None:
+        return None
+    body = _read_exactly(fd, int.from_bytes(header, "little"))
+    if body is None:
+        raise WorkerDied("a worker process ended while handing over its result")
+    return body
+
+
+def _readable(fd: int) -> bool:
+    """Whether reading `fd` would not block (data, or the writer gone)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _ended_well(pid: int) -> bool:
+    """Reap a worker whose pipe ended; whether it exited of its own accord."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return True
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _read_exactly(fd: int, size: int) -> bytearray | None:
+    """`size` bytes from `fd`; None when the pipe ends before the first of them."""
     buffer = bytearray(size)
     view = memoryview(buffer)
     done = 0
     while done < size:
         got = os.readv(fd, [view[done:]])
         if not got:
-            raise WorkerDied("a worker process ended before handing over its result")
+            if done == 0:
+                return None
+            raise WorkerDied("a worker process ended while handing over its result")
         done += got
     return buffer
