@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from sessionfix import Diagnostic, Settings, engine
 from sessionfix.cli import app
-from sessionfix.engine import MIN_SHARED_FILES, _shared_files, check_paths, check_run, select_files
+from sessionfix.engine import MIN_SHARED_FILES, check_paths, check_run, select_files, shared_files
 
 from .conftest import FIXTURES, ROOT
 from .test_workers import no_worker_left  # noqa: F401  (a fixture)
@@ -68,7 +68,7 @@ def test_a_folder_scanned_by_two_workers_reads_as_by_one(sessions: Path, output:
 def test_the_workers_check_the_small_files_and_report_each_in_order(sessions: Path) -> None:
     selection = select_files([sessions], walk=True, sniff=True)
     two = Settings(jobs=2, quiescence=0.0)
-    assert len(_shared_files(selection.files, two)) == len(selection.files)
+    assert len(shared_files(selection.files, two)) == len(selection.files)
     apart = list(check_paths(selection.files, two))
     together = list(check_paths(selection.files, Settings(jobs=1, quiescence=0.0)))
     assert [r.path for r in apart] == selection.files
@@ -112,9 +112,9 @@ def test_without_edits_the_fixes_keep_their_kind(sessions: Path) -> None:
 
 def test_few_files_or_one_job_stay_in_this_process(sessions: Path) -> None:
     files = select_files([sessions], walk=True, sniff=True).files
-    assert _shared_files(files[: MIN_SHARED_FILES - 1], Settings(jobs=2)) == {}
-    assert _shared_files(files, Settings(jobs=1)) == {}
-    assert _shared_files([*files, files[0]], Settings(jobs=2)) == {}
+    assert shared_files(files[: MIN_SHARED_FILES - 1], Settings(jobs=2)) == {}
+    assert shared_files(files, Settings(jobs=1)) == {}
+    assert shared_files([*files, files[0]], Settings(jobs=2)) == {}
 
 
 def test_a_large_file_is_read_here_in_parallel(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_a_large_file_is_read_here_in_parallel(tmp_path: Path) -> None:
         shutil.copyfile(SOURCES[0], path)
     with open(files[0], "r+b") as handle:
         os.truncate(handle.fileno(), 64 << 20)
-    shared = _shared_files(files, Settings(jobs=2))
+    shared = shared_files(files, Settings(jobs=2))
     assert files[0] not in shared
     assert len(shared) == MIN_SHARED_FILES
 

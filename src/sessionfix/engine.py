@@ -202,7 +202,7 @@ def check_paths(
     workers."""
     settings = settings or Settings()
     paths = list(paths)
-    shared = _shared_files(paths, settings)
+    shared = shared_files(paths, settings)
     results: Iterator[FileReport] = iter(())
     with contextlib.ExitStack() as stack:
         if shared:
@@ -235,7 +235,7 @@ MIN_SHARED_FILES: Final = 8
 more than it saves."""
 
 
-def _shared_files(paths: list[Path], settings: Settings) -> dict[Path, int]:
+def shared_files(paths: list[Path], settings: Settings) -> dict[Path, int]:
     """The files worker processes check, with their sizes: plain session files too small
     to be read in parallel themselves, when there are enough of them for more than one
     worker (and no file is named twice)."""
