@@ -922,7 +922,8 @@ def _run_repair(
         break_stale_lock=target.break_stale_lock,
     )
     fixed = dataclasses_replace(presentation, fixed=run.fixed)
-    _write_report(run.remaining, fixed, settings, len(run.errors))
+    if not run.ended_early or run.results or run.errors:
+        _write_report(run.remaining, fixed, settings, len(run.errors))
     for line in run.notices:
         _warning(line)
     for message in run.errors:
@@ -932,6 +933,10 @@ def _run_repair(
         _note(note)
     for line in run.unsettled:
         _warning(line)
+    for line in run.repaired_before_stop:
+        _warning(line)
+    if run.stopped is not None:
+        raise run.stopped  # reported as it would have been had it not waited
     return run.exit_code(
         settings, exit_zero=presentation.exit_zero, exit_on_fix=target.exit_non_zero_on_fix
     )
