@@ -252,3 +252,31 @@ def test_an_interrupt_right_after_a_swap_here_still_names_the_file(
     after = _listing(tmp_path / "s")
     _assert_each_kept_or_repaired(tmp_path / "s", before, after, out + err)
     assert sum(after[n] != before[n] for n in names) == 2
+
+
+def test_the_library_raises_what_stopped_an_in_place_run_unless_asked_to_keep_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`repair_paths` raises an interrupt as any call does; `keep_stopped` hands back the
+    run with it, the files finished before it included, for a report first."""
+    folder = tmp_path / "s"
+    names = [n for n in _sessions(folder) if n.endswith(".jsonl")][:3]
+    real = apply.repair_in_place
+    calls: list[Path] = []
+
+    def interrupted(path: Path, *args: Any, **kwargs: Any) -> Any:
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(apply, "repair_in_place", interrupted)
+    settings = Settings(quiescence=0.0, jobs=1)
+    with pytest.raises(KeyboardInterrupt):
+        apply.repair_paths([folder / n for n in names], settings, in_place=True)
+    calls.clear()
+    run = apply.repair_paths(
+        [folder / n for n in names], settings, in_place=True, keep_stopped=True
+    )
+    assert isinstance(run.stopped, KeyboardInterrupt)
+    assert [r.path for r in run.results] == [folder / names[0]]

@@ -920,6 +920,7 @@ def _run_repair(
         force=target.force,
         follow_symlinks=target.follow_symlinks,
         break_stale_lock=target.break_stale_lock,
+        keep_stopped=True,
     )
     fixed = dataclasses_replace(presentation, fixed=run.fixed)
     if not run.ended_early or run.results or run.errors:

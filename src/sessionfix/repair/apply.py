@@ -1333,6 +1333,7 @@ def repair_paths(
     force: bool = False,
     follow_symlinks: bool = False,
     break_stale_lock: bool = False,
+    keep_stopped: bool = False,
 ) -> RepairRun:
     """Repair every file in place, or the one file to `output` or `stream`; a file that
     cannot be repaired becomes an error line and its findings are still reported.
@@ -1344,10 +1345,11 @@ def repair_paths(
     have their reported findings' edits made there (`FileOutcome.detached`).
 
     An interrupt or an internal error stops an in-place run without cutting a repair
-    short: each worker finishes the file it has under way, every finished file is in
-    the run, and the run's `stopped` says what stopped it (the caller reports what
-    was done, then raises it). A worker that dies makes its file an error line and
-    stops the run. (`--diff` previews, `PreviewRun`, are made one file at a time.)
+    short: each worker finishes the file it has under way, and what stopped it is
+    raised once every finished file is in the run; with `keep_stopped` the run is
+    returned instead, its `stopped` set, for the caller to report what was done before
+    raising it. A worker that dies makes its file an error line and stops the run.
+    (`--diff` previews, `PreviewRun`, are made one file at a time.)
     """
     run = RepairRun()
     notices = Notices()
@@ -1366,6 +1368,8 @@ def repair_paths(
     if settings.sessions and not run.ended_early:
         run.errors.extend(stores.unmatched_sessions(settings.sessions, stored))
     run.notices = notices.lines
+    if run.stopped is not None and not keep_stopped:
+        raise run.stopped
     return run
 
 
