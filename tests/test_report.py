@@ -6,8 +6,11 @@ import io
 import shutil
 from pathlib import Path
 
+import pytest
+
 from sessionfix import check_file
 from sessionfix.report.render import OutputFormat, write_report
+from sessionfix.rules.base import Counted
 
 from .conftest import FIXTURES
 
@@ -54,3 +57,19 @@ def test_the_final_newline_fix_is_one_appended_byte(tmp_path: Path) -> None:
     original = session.read_bytes()
     assert not original.endswith(b"\n")
     assert edit == {"op": "append", "row": original.count(b"\n") + 1, "content": "\n"}
+
+
+@pytest.mark.parametrize(
+    ("what", "one", "two"),
+    [
+        (Counted.STALE_READS_PRUNED, "1 stale read pruned", "2 stale reads pruned"),
+        (Counted.GLUED_LINES_SPLIT, "1 glued line split", "2 glued lines split"),
+        (
+            Counted.HISTORIES_DROPPED,
+            "1 superseded replacement history dropped",
+            "2 superseded replacement histories dropped",
+        ),
+    ],
+)
+def test_the_repair_summary_counts_in_english(what: Counted, one: str, two: str) -> None:
+    assert (what.phrase(1), what.phrase(2)) == (one, two)

@@ -54,14 +54,18 @@ class Invariant(enum.Enum):
 class Counted(enum.Enum):
     """What the repair summary counts a rule's applied fixes as, in the summary's order."""
 
-    STALE_READS_PRUNED = ("stale read", "pruned")
-    GLUED_LINES_SPLIT = ("glued line", "split")
-    HISTORIES_DROPPED = ("superseded replacement history", "dropped")
+    STALE_READS_PRUNED = ("stale read", "stale reads", "pruned")
+    GLUED_LINES_SPLIT = ("glued line", "glued lines", "split")
+    HISTORIES_DROPPED = (
+        "superseded replacement history",
+        "superseded replacement histories",
+        "dropped",
+    )
 
     def phrase(self, count: int) -> str:
         """`3 stale reads pruned`."""
-        noun, verb = self.value
-        return f"{count} {noun}{'s' if count != 1 else ''} {verb}"
+        one, many, verb = self.value
+        return f"{count} {one if count == 1 else many} {verb}"
 
 
 class Weight(enum.Enum):
