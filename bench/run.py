@@ -24,9 +24,10 @@ The pi session built from the real samples (>= 300 MiB: the pi-mono sessions, v1
 migrated to v3, and two small fixtures, over and over as one chain) gets the same
 table with `scan --jobs 1` too; the bytes an entry of `check` on it against the index's
 target of 64, less a `check` of a header-only file (all a check holds, buffers too) and
-less a `check` of the same built to half the size (what grows with the entries); and a
-check that the scan finds exactly the defects planted in it plus the samples' own
-findings.
+less a `check` of the same built to half the size (what grows with the entries); the
+bytes an entry of the index alone and of the rules' findings, traced in one process on
+the half-size file; and a check that the scan finds exactly the defects planted in it
+plus the samples' own findings.
 
 The generated pi session stays: it is the size test (over 1 GiB, four times the real-
 shaped files), and it plants what the real-shaped one does not (a torn last line,
@@ -659,6 +660,43 @@ def pi_entry_bytes(full: tuple[Path, int], half: tuple[Path, int], runs: int) ->
             met = "met" if max(pss, rss) <= PI_ENTRY_BYTES else "MISSED"
             row = f"{label} {' '.join(options)}".rstrip()
             print(f"{row:56s} {pss:10.1f} {rss:10.1f}  <= {PI_ENTRY_BYTES}: {met}")
+    index, findings, count = traced_entry_bytes(half[0])
+    met = "met" if index <= PI_ENTRY_BYTES else "MISSED"
+    label = "traced in one process: the index"
+    print(f"{label:56s} {index:10.1f} {'':10s}  <= {PI_ENTRY_BYTES}: {met}")
+    print(f"{f'traced: the findings ({count:,} on {half[1]:,} entries)':56s} {findings:10.1f}")
+
+
+TRACED = """
+import gc, sys, tracemalloc
+from pathlib import Path
+from sessionfix.engine import run_rules
+from sessionfix.formats import Format
+from sessionfix.scan.scanner import read_session
+from sessionfix.settings import Settings
+gc.collect()
+tracemalloc.start()
+start = tracemalloc.get_traced_memory()[0]
+scanned = read_session(Path(sys.argv[1]), Format.AUTO, None, 1)
+gc.collect()
+read = tracemalloc.get_traced_memory()[0]
+found = run_rules(scanned, Settings(jobs=1), sys.argv[1])
+gc.collect()
+ruled = tracemalloc.get_traced_memory()[0]
+entries = len(scanned.view.kinds)
+print((read - start) / entries, (ruled - read) / entries, len(found))
+"""
+"""Bytes an entry that Python allocates for the index (the read) and for the rules'
+findings, traced in one process."""
+
+
+def traced_entry_bytes(path: Path) -> tuple[float, float, int]:
+    """What `TRACED` prints for `path`: index and findings bytes an entry, findings."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    printed = subprocess.run(
+        [sys.executable, "-c", TRACED, str(path)], env=env, capture_output=True, check=True
+    ).stdout.split()
+    return float(printed[0]), float(printed[1]), int(printed[2])
 
 
 DIRECTORY_SESSIONS = 1000
