@@ -72,24 +72,33 @@ class FileEvent(NamedTuple):
     path: str
     base: str | None
     call_id: str
+    """Empty for a read (see `Tracking.reads`)."""
     bits: int
 
 
 @dataclass(slots=True)
 class FileEvents:
-    """File reads or writes, column-wise."""
+    """File reads or writes, column-wise.
 
+    A session reads the same few files again and again: each path is held once, however
+    many events name it. Call ids are kept only where a finding names the call
+    (`names_calls`; else every event's is empty)."""
+
+    names_calls: bool = True
     index: array[int] = field(default_factory=lambda: array("q"))
     paths: list[str] = field(default_factory=list)
     bases: list[str | None] = field(default_factory=list)
     call_ids: list[str] = field(default_factory=list)
     bits: bytearray = field(default_factory=bytearray)
+    _held: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each distinct path, the one object `paths` holds for it."""
 
     def add(self, index: int, call: ToolCall, bits: int) -> None:
+        path = call.path or ""
         self.index.append(index)
-        self.paths.append(call.path or "")
+        self.paths.append(self._held.setdefault(path, path))
         self.bases.append(call.base)
-        self.call_ids.append(call.id)
+        self.call_ids.append(call.id if self.names_calls else "")
         self.bits.append(bits)
 
     def add_many(
@@ -102,14 +111,14 @@ class FileEvents:
     ) -> None:
         """Events of several calls that share the directory their paths resolve against."""
         self.index.extend(index)
-        self.paths.extend(paths)
+        self.paths.extend(map(self._held.setdefault, paths, paths))
         self.bases.extend(repeat(base, len(paths)))
-        self.call_ids.extend(call_ids)
+        self.call_ids.extend(call_ids if self.names_calls else repeat("", len(paths)))
         self.bits.extend(bits)
 
     def extend(self, other: FileEvents, base: int) -> None:
         self.index.extend(array("q", map(add, other.index, repeat(base))))
-        self.paths.extend(other.paths)
+        self.paths.extend(map(self._held.setdefault, other.paths, other.paths))
         self.bases.extend(other.bases)
         self.call_ids.extend(other.call_ids)
         self.bits.extend(other.bits)
@@ -198,7 +207,8 @@ class Tracking:
     """A repeated result and the index of the first result for the same call."""
     displaced: list[tuple[ResultEvent, Group, int]] = field(default_factory=list)
     """A result answering an unanswered call of an earlier group: (result, group, call)."""
-    reads: FileEvents = field(default_factory=FileEvents)
+    reads: FileEvents = field(default_factory=lambda: FileEvents(names_calls=False))
+    """The read's call id is not kept: a stale read's finding names the write."""
     writes: FileEvents = field(default_factory=FileEvents)
     users: UserEvents = field(default_factory=UserEvents)
     repeated_calls: list[tuple[int, str, int]] = field(default_factory=list)
