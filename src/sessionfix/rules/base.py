@@ -290,26 +290,14 @@ class RuleContext:
         The record is re-read and re-serialised the way its writer does
         (compact, key order and number lexemes kept) only when the content is asked for.
         """
-        span = self.view.span(index)
+        offset, size = self.view.span(index)
         row = self.view.rows[index]
-        source = self.source
-        line_start = self._line_offsets.get(row, span[0])
-        done: list[tuple[int, int, str]] = []
-
-        def produce() -> str:
-            value = jsonutil.loads_preserving(source.read(*span))
-            return _display(jsonutil.stringify_bytes(transform(value)))
-
-        def changed() -> tuple[int, int, str]:
-            if not done:
-                old = source.read(*span)
-                new = jsonutil.stringify_bytes(transform(jsonutil.loads_preserving(old)))
-                first, last, text = changed_bytes(old, new)
-                at = span[0] - line_start
-                done.append((at + first, at + last, text))
-            return done[0]
-
-        return RewriteRecord(row, produce, record=index, transform=transform, changed=changed)
+        rewrite = _Reserialised(
+            self.source, offset, size, offset - self._line_offsets.get(row, offset), transform
+        )
+        return RewriteRecord(
+            row, rewrite.text, record=index, transform=transform, changed=rewrite.change
+        )
 
     @cached_property
     def _line_offsets(self) -> dict[int, int]:
@@ -358,6 +346,45 @@ class RuleContext:
     def line_bytes(self, offset: int, length: int) -> Callable[[], bytes]:
         source = self.source
         return lambda: source.read(offset, length)
+
+
+class _Reserialised:
+    """A record rewritten by `transform` and serialised the way its writer does, made
+    only when asked for: its new text, or the bytes of its line that change (kept once
+    made). Slots, not closures: a session can hold thousands of these."""
+
+    __slots__ = ("_change", "at", "offset", "size", "source", "transform")
+
+    def __init__(
+        self,
+        source: RecordSource,
+        offset: int,
+        size: int,
+        at: int,
+        transform: Callable[[Any], Any],
+    ) -> None:
+        self.source = source
+        self.offset = offset
+        self.size = size
+        self.at = at
+        """Where the record starts within its line."""
+        self.transform = transform
+        self._change: tuple[int, int, str] | None = None
+
+    def _rewritten(self, old: bytes) -> bytes:
+        return jsonutil.stringify_bytes(self.transform(jsonutil.loads_preserving(old)))
+
+    def text(self) -> str:
+        return _display(self._rewritten(self.source.read(self.offset, self.size)))
+
+    def change(self) -> tuple[int, int, str]:
+        """The 0-based offsets within the line of the first changed byte and of the byte
+        after the last one, and their new text."""
+        if self._change is None:
+            old = self.source.read(self.offset, self.size)
+            first, last, text = changed_bytes(old, self._rewritten(old))
+            self._change = (self.at + first, self.at + last, text)
+        return self._change
 
 
 def _display(data: bytes) -> str:
