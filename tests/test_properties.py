@@ -71,15 +71,18 @@ def test_block_decoding_agrees_with_line_by_line(
     tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _write(tmp_path, data)
-    blockwise = _diagnostics(path)
+    assert _diagnostics(path) == _linewise_diagnostics(path, monkeypatch)
+
+
+def _linewise_diagnostics(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """What a check finds when every line is decoded on its own (no block decoding)."""
 
     def refuse(buffer: object) -> list[Any]:
         raise ValueError("forced line-by-line reading")
 
     with monkeypatch.context() as patch:
         patch.setattr(PiAdapter, "decode_lines", staticmethod(refuse))
-        linewise = _diagnostics(path)
-    assert blockwise == linewise
+        return _diagnostics(path)
 
 
 def _setting_layouts() -> dict[str, bytes]:
@@ -138,12 +141,7 @@ def test_setting_entries_in_a_block_agree_with_line_by_line(
 ) -> None:
     path = _write(tmp_path, data)
     blockwise = _diagnostics(path)
-
-    def refuse(buffer: object) -> list[Any]:
-        raise ValueError("forced line-by-line reading")
-
-    monkeypatch.setattr(PiAdapter, "decode_lines", staticmethod(refuse))
-    assert blockwise == _diagnostics(path)
+    assert blockwise == _linewise_diagnostics(path, monkeypatch)
     assert blockwise  # each layout leaves a call unanswered
 
 
