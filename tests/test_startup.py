@@ -27,7 +27,8 @@ UNNEEDED = (
     "tempfile",
     "importlib.resources",
     "sessionfix.repair",
-    "sessionfix.safety.backups",
+    "sessionfix.safety",
+    "sessionfix.scan.workers",
     "sessionfix.context",
     "sessionfix.formats.openclaw_store",
     "sessionfix.formats.pi.context",
@@ -38,8 +39,9 @@ UNNEEDED = (
     "sessionfix.report.progress",
 )
 """Modules (and packages, with everything under them) a check of one small plain pi
-session has no use for: stores, compression, repair, backups, progress bars, the
-other agents' formats, pi's resume loader, the diff and context reports."""
+session has no use for: stores, compression, repair, backups and safe writing, worker
+processes, progress bars, the other agents' formats, pi's resume loader, the diff and
+context reports."""
 
 
 def test_small_check_imports_nothing_it_does_not_use(tmp_path: Path) -> None:

@@ -32,7 +32,6 @@ from sessionfix.formats import Format
 from sessionfix.report import render
 from sessionfix.report.render import OutputFormat
 from sessionfix.rules import RULES, get_rule
-from sessionfix.safety.writing import cannot_write, open_for_writing, same_file
 from sessionfix.settings import DEFAULT_QUIESCENCE, Settings
 from sessionfix.units import human_bytes
 from sessionfix.version import __version__
@@ -393,6 +392,8 @@ def _open_report(path: Path, files: Sequence[Path]) -> BinaryIO:
     """Open --output-file before any work, so that a path it cannot take fails first: never
     one of the files the command reads or writes (the report would replace it), never a
     FIFO that no process reads (the write would wait for ever)."""
+    from sessionfix.safety.writing import cannot_write, open_for_writing, same_file
+
     for other in files:
         if same_file(path, other) or os.path.realpath(path) == os.path.realpath(other):
             raise UsageError(f"{path}: is a file the command reads or writes (--output-file)")
@@ -843,6 +844,8 @@ def _repair_command(
     for path in files:
         if is_directory(path):
             raise UsageError(f"{path}: is a directory (repair takes session files)")
+    from sessionfix.safety.writing import same_file
+
     if output not in (None, "-") and same_file(Path(output), files[0]):
         raise UsageError(f"{output}: is the input file (use --in-place to rewrite it)")
     written = [Path(output)] if output not in (None, "-") else []

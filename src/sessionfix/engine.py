@@ -25,6 +25,7 @@ from sessionfix.read.compressed import is_compressed, scaled_progress, session_t
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
+from sessionfix.scan.cores import default_workers
 from sessionfix.scan.scanner import (
     WORKER_MIN_BYTES,
     ProgressCallback,
@@ -32,7 +33,6 @@ from sessionfix.scan.scanner import (
     gc_paused,
     read_session,
 )
-from sessionfix.scan.workers import OrderedWorkers, default_workers
 from sessionfix.settings import Settings
 from sessionfix.units import human_bytes
 
@@ -206,6 +206,8 @@ def check_paths(
     results: Iterator[FileReport] = iter(())
     with contextlib.ExitStack() as stack:
         if shared:
+            from sessionfix.scan.workers import OrderedWorkers
+
             tasks = [(path, display(path)) for path in shared]  # in the order of `paths`
             alone = dataclasses.replace(settings, jobs=1)
             workers = OrderedWorkers(

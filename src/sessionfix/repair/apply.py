@@ -87,6 +87,7 @@ from sessionfix.safety.writing import (
     snapshot,
     temp_path,
 )
+from sessionfix.scan.cores import default_workers
 from sessionfix.scan.scanner import (
     ProgressCallback,
     ScannedFile,
@@ -94,7 +95,7 @@ from sessionfix.scan.scanner import (
     gc_paused,
     read_session,
 )
-from sessionfix.scan.workers import OrderedWorkers, WorkerDied, default_workers
+from sessionfix.scan.workers import OrderedWorkers, WorkerDied
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
 

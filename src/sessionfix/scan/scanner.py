@@ -35,7 +35,7 @@ from sessionfix.read.reader import (
     foreign_data,
     open_session,
 )
-from sessionfix.scan.workers import OrderedWorkers, WorkerDied, default_workers
+from sessionfix.scan.cores import default_workers
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
@@ -624,6 +624,8 @@ def _read_parallel(
     if peeked is None:
         return None
     fmt, context = peeked
+    from sessionfix.scan.workers import OrderedWorkers, WorkerDied  # only a large file needs them
+
     # As many tasks for each worker, since each works through a fixed share of them.
     count = workers * -(-info.size // (workers * TASK_BYTES))
     bounds = [info.size * k // count for k in range(count + 1)]
@@ -662,6 +664,8 @@ def _buckets_distinct(buckets: list[array[float]], workers: int) -> bool:
     """`all_distinct` over the buckets, shared out between forked workers."""
     if sum(map(len, buckets)) < PARALLEL_KEYS_MIN:
         return all_distinct(buckets)
+    from sessionfix.scan.workers import OrderedWorkers, WorkerDied
+
     shares = [buckets[k::workers] for k in range(workers)]
     try:
         with OrderedWorkers(all_distinct, shares, workers) as results:
