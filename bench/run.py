@@ -7,7 +7,9 @@ as `--…-mb` are MiB too).
 The floor is a plain loop of `orjson.loads` over the file's lines, measured on the
 same file in the same run. Each command runs in its own process, several times,
 alternating; the best and the median time of each are printed; peak memory is the largest total
-proportional set size (PSS) of the command's process tree, sampled while it runs.
+proportional set size (PSS) of the command's process tree, sampled in a run of its own
+before the timed ones (reading a process's memory map takes CPU that the workers of a
+parallel run would otherwise have).
 
 The Claude Code file gets the same table, with the peak RSS of the largest process
 and the targets beside each figure (scan at most 1.0 times the floor, repair at most
@@ -103,6 +105,9 @@ class Measure:
     largest_bytes: int
     """Peak resident size of the largest single process (wait4's ru_maxrss), if asked."""
     stderr: bytes = b""
+    timed: bool = True
+    """Counts for time: not a run whose memory was sampled (the sampling takes CPU that
+    the workers of a parallel run would use)."""
 
 
 def _tree(pid: int) -> list[int]:
@@ -161,9 +166,11 @@ def measure(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     check: bool = True,
+    sample: bool = True,
 ) -> Measure:
     """Time and peak memory of a command, its output to `output` (else discarded); with
-    `largest`, also the peak RSS of its largest process, through `LAUNCHER`. Unless
+    `largest`, also the peak RSS of its largest process, through `LAUNCHER`; without
+    `sample`, no PSS sampling (peak 0), so the time is the command's alone. Unless
     `check` is false, an exit code other than 0 or 1 ends the bench."""
     peak = 0
     sink = str(output) if output is not None else os.devnull
@@ -187,18 +194,20 @@ def measure(
         pid = int(process.stdout.readline())
     done = threading.Event()
 
-    def sample() -> None:
+    def sampled() -> None:
         nonlocal peak
         while not done.is_set():
             peak = max(peak, _tree_pss(pid) or 0)
             done.wait(0.02)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = threading.Thread(target=sampled, daemon=True)
+    if sample:
+        sampler.start()
     out, stderr = process.communicate()
     elapsed = time.perf_counter() - started
     done.set()
-    sampler.join()
+    if sample:
+        sampler.join()
     code, maxrss = process.returncode, 0
     if largest:
         fields = out.split()
@@ -336,15 +345,17 @@ def count(path: Path, *needles: bytes) -> list[int]:
 def alternate(
     commands: dict[str, list[str]], runs: int, scratch: Path, *, largest: bool = False
 ) -> dict[str, list[Measure]]:
-    """Each command `runs` times, in turn. `scratch`, a repair's output, is removed
-    before each run and the disk synced, so that a run is not slowed by the previous
-    repair's output still being written back."""
+    """Each command once with its memory sampled, then `runs` times timed, in turn.
+    `scratch`, a repair's output, is removed before each run and the disk synced, so
+    that a run is not slowed by the previous repair's output still being written back."""
     results: dict[str, list[Measure]] = {name: [] for name in commands}
-    for _ in range(runs):
+    for round_ in range(runs + 1):
         for name, command in commands.items():
             scratch.unlink(missing_ok=True)
             os.sync()
-            results[name].append(measure(command, largest=largest))
+            run = measure(command, largest=largest, sample=round_ == 0)
+            run.timed = round_ > 0
+            results[name].append(run)
     scratch.unlink(missing_ok=True)
     return results
 
@@ -368,7 +379,7 @@ def print_table(
 ) -> None:
     """Best and median time of each command, against the floor's; peak memory; and
     with `targets`, each one's target and whether it was met."""
-    floor_runs = [run.seconds for run in results[FLOOR_NAME]]
+    floor_runs = [run.seconds for run in results[FLOOR_NAME] if run.timed]
     floor, floor_median = min(floor_runs), statistics.median(floor_runs)
     largest = any(run.largest_bytes for runs in results.values() for run in runs)
     header = (
@@ -377,7 +388,7 @@ def print_table(
     )
     print(header + (f" {'largest RSS':>12s}" if largest else "") + ("  target" if targets else ""))
     for name, runs in results.items():
-        times = [run.seconds for run in runs]
+        times = [run.seconds for run in runs if run.timed]
         best, median = min(times), statistics.median(times)
         peak = max(run.peak_bytes for run in runs)
         rss = max(run.largest_bytes for run in runs)
