@@ -24,6 +24,7 @@ def test_rewriting_an_untouched_record_reproduces_its_bytes(corpus: Path) -> Non
             except ValueError:
                 continue
             assert jsonutil.stringify_bytes(value) == line, f"{path.name}: {line[:80]!r}"
+            assert jsonutil.stringify_preserved(value) == line, f"{path.name}: {line[:80]!r}"
             checked += 1
     assert checked > 3000
 
@@ -312,3 +313,39 @@ def test_quoting_takes_the_c_encoder_only_where_it_escapes_as_json_stringify(tex
     """The fast path (no surrogates) and the exact escaping agree on any text."""
     exact = '"' + jsonutil._NEEDS_ESCAPE.sub(jsonutil._escape_char, text) + '"'
     assert jsonutil._quote(text) == exact
+
+
+_LEXEMES = st.sampled_from(
+    ["0", "-0", "1.0", "1e21", "1E+2", "-3.25e-7", "12345678901234567890123"]
+)
+_TEXTS = st.lists(
+    st.one_of(
+        st.characters(), st.characters(categories=["Cs"]), st.sampled_from(['"', "\\", "\x1f"])
+    )
+).map("".join)
+_JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        _LEXEMES.map(jsonutil.RawNumber),
+        _TEXTS,
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(_TEXTS, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(value=_JSON_VALUES)
+def test_a_preserved_record_is_written_by_orjson_as_the_exact_way_writes_it(value: object) -> None:
+    """orjson's way (numbers as their lexemes) and the exact one agree on what a
+    preserving parse and the editors' transforms can make, and fall back together."""
+    assert jsonutil.stringify_preserved(value) == jsonutil.stringify_bytes(value)
+
+
+def test_a_preserved_record_deeper_than_orjson_goes_the_exact_way() -> None:
+    deep = b"[" * 300 + b"1.50" + b"]" * 300
+    value = jsonutil.loads_preserving(deep)
+    assert jsonutil.stringify_preserved(value) == deep

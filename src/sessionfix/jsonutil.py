@@ -441,6 +441,26 @@ def stringify_bytes(value: Any) -> bytes:
     return encode_text(stringify(value))
 
 
+def stringify_preserved(value: Any) -> bytes:
+    """`stringify_bytes` of a value `loads_preserving` read (every number a `RawNumber`)
+    and changed only by strings, integers, booleans, None, lists and dicts.
+
+    orjson writes such a value as JSON.stringify does, its numbers as their lexemes;
+    what it refuses (a lone surrogate or a raw input byte, an integer past 64 bits,
+    nesting past its limit) goes the exact way. A float would not: none is in such a
+    value."""
+    try:
+        return orjson.dumps(value, default=_lexeme, option=orjson.OPT_PASSTHROUGH_SUBCLASS)
+    except orjson.JSONEncodeError:
+        return stringify_bytes(value)
+
+
+def _lexeme(value: Any) -> orjson.Fragment:
+    if type(value) is RawNumber:
+        return orjson.Fragment(str.__str__(value))
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
 def _emit(value: Any, out: list[str]) -> None:
     if isinstance(value, RawNumber):
         out.append(str.__str__(value))

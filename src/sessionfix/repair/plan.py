@@ -633,7 +633,7 @@ class RepairPlan:
             return raw
         self._reserialised.add(index)
         self._record_causes[index] = causes
-        return jsonutil.stringify_bytes(record)
+        return jsonutil.stringify_preserved(record)
 
     def _inserted(self, anchor: int, edit: InsertRecord) -> bytes:
         return jsonutil.stringify_bytes(self._remap_record(edit.build(), anchor)[0])

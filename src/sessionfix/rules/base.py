@@ -372,7 +372,7 @@ class _Reserialised:
         self._change: tuple[int, int, str] | None = None
 
     def _rewritten(self, old: bytes) -> bytes:
-        return jsonutil.stringify_bytes(self.transform(jsonutil.loads_preserving(old)))
+        return jsonutil.stringify_preserved(self.transform(jsonutil.loads_preserving(old)))
 
     def text(self) -> str:
         return _display(self._rewritten(self.source.read(self.offset, self.size)))
