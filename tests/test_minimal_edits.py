@@ -22,18 +22,8 @@ from sessionfix.rules.base import changed_bytes
 from sessionfix.scan.scanner import read_session
 
 from .conftest import FIXTURES
+from .diffs import split_lines
 from .test_fixtures import CASES, _settings, repair_case, run_case
-
-
-def split_lines(data: bytes) -> list[bytes]:
-    """The physical lines of `data`, each with its terminator (none on an unterminated
-    last line)."""
-    lines = data.split(b"\n")
-    last = lines.pop()
-    result = [line + b"\n" for line in lines]
-    if last:
-        result.append(last)
-    return result
 
 
 def apply_edits(data: bytes, edits: list[dict[str, Any]]) -> bytes:

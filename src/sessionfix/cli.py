@@ -138,29 +138,29 @@ ProtectOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--protect",
-        help="SF301: keep stale reads of paths matching this glob (** crosses directories).",
+        help="Keep stale reads of paths matching this glob (** crosses directories).",
     ),
 ]
 ProtectTurnsOpt = Annotated[
     int | None,
-    typer.Option("--protect-last-turns", help="SF301: keep reads within the last N user turns."),
+    typer.Option("--protect-last-turns", help="Keep stale reads within the last N user turns."),
 ]
 QuiescenceOpt = Annotated[
     float | None,
     typer.Option(
         "--quiescence",
-        help="Seconds since the last change after which a file is at rest (SF002; default 10).",
+        help="Seconds since the last change after which a file is at rest (default 10).",
     ),
 ]
 MaxRecordOpt = Annotated[
     int | None,
     typer.Option(
         "--max-record-size",
-        help="SF603: report records larger than this (bytes; default 256 KiB).",
+        help="Report records larger than this (bytes; default 256 KiB).",
     ),
 ]
 CwdOpt = Annotated[
-    str | None, typer.Option("--cwd", help="SF101: working directory for a rebuilt pi header.")
+    str | None, typer.Option("--cwd", help="Working directory for a rebuilt pi header.")
 ]
 ForceOpt = Annotated[
     bool,
@@ -732,7 +732,7 @@ def repair(
         bool,
         typer.Option(
             "--prune-to-leaf",
-            help="SF205: drop every entry off the active path (unsafe; /tree history is lost).",
+            help="Drop every entry off the active path (unsafe; /tree history is lost).",
         ),
     ] = False,
     backup: Annotated[

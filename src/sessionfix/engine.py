@@ -261,6 +261,17 @@ def _checked(
         scanned, diagnostics = _check(path, settings, filename, progress)
     except SessionfixError as exc:
         return FileReport(path, filename, "unknown", error=str(exc))
+    return _report_of(path, filename, scanned, diagnostics, settings)
+
+
+def _report_of(
+    path: Path,
+    filename: str,
+    scanned: ScannedFile,
+    diagnostics: list[Diagnostic],
+    settings: Settings,
+    session_id: str = "",
+) -> FileReport:
     return FileReport(
         path,
         filename,
@@ -268,6 +279,7 @@ def _checked(
         diagnostics,
         size=scanned.info.size,
         inapplicable=inapplicable(settings, scanned.view),
+        session_id=session_id,
     )
 
 
@@ -361,15 +373,7 @@ def _check_store(
             except SessionfixError as exc:
                 yield FileReport(path, filename, "unknown", error=str(exc), session_id=session.id)
                 continue
-            yield FileReport(
-                path,
-                filename,
-                scanned.view.format,
-                diagnostics,
-                size=scanned.info.size,
-                inapplicable=inapplicable(settings, scanned.view),
-                session_id=session.id,
-            )
+            yield _report_of(path, filename, scanned, diagnostics, settings, session.id)
     finally:
         store.close()
 

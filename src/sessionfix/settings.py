@@ -28,17 +28,17 @@ class Settings:
     extend_unsafe_fixes: tuple[str, ...] = ()
     format: Format = Format.AUTO
     protect: tuple[str, ...] = ()
-    """SF301: globs of paths whose stale reads are kept."""
+    """Globs of paths whose stale reads are kept."""
     protect_last_turns: int = 0
-    """SF301: keep reads within the last N user turns."""
+    """Keep stale reads within the last N user turns."""
     quiescence: float = DEFAULT_QUIESCENCE
     """Seconds since the last modification after which a file is considered at rest."""
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
-    """SF603: records larger than this many bytes are reported."""
+    """Records larger than this many bytes are reported."""
     cwd: str | None = None
-    """SF101: working directory for a rebuilt pi header."""
+    """Working directory for a rebuilt pi header."""
     prune_to_leaf: bool = False
-    """SF205: let `repair` drop every entry off the active path (the fix is unsafe)."""
+    """Let `repair` drop every entry off the active path (the fix is unsafe)."""
     jobs: int | None = None
     """Worker processes for reading a large file; None picks by file size and cores."""
     sessions: tuple[str, ...] = ()

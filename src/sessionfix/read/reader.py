@@ -32,19 +32,19 @@ class LineIssue(enum.Enum):
     """What is wrong with a physical line, before any format knowledge."""
 
     GLUED = "glued"
-    """Two or more JSON objects on one line (SF001)."""
+    """Two or more JSON objects on one line."""
     TORN = "torn"
-    """The last non-blank line, or the tail of it, does not parse (SF002)."""
+    """The last non-blank line, or the tail of it, does not parse."""
     UNDEFINED = "undefined"
-    """The line is the literal `undefined` (SF003)."""
+    """The line is the literal `undefined`."""
     NUL = "nul"
-    """Raw NUL bytes that can be stripped or dropped losslessly (SF004)."""
+    """Raw NUL bytes that can be stripped or dropped losslessly."""
     BOM = "bom"
-    """A UTF-8 byte-order mark at the start of the line (SF005)."""
+    """A UTF-8 byte-order mark at the start of the line."""
     BLANK = "blank"
-    """An empty or whitespace-only line (SF007)."""
+    """An empty or whitespace-only line."""
     UNPARSABLE = "unparsable"
-    """Anything else that is not exactly one JSON object (SF008)."""
+    """Anything else that is not exactly one JSON object."""
 
 
 class NulPlacement(enum.Enum):
@@ -72,7 +72,7 @@ class LineFinding:
     """For glued lines: each clean record's byte span relative to the line start."""
     nul: NulPlacement | None = None
     recoverable: tuple[int, int] | None = None
-    """A complete record found after a damaged prefix (SF008), relative to the line start."""
+    """A complete record found after a damaged prefix, relative to the line start."""
     truncated: bool = False
     """The damaged bytes are a record cut off before its end (a torn write)."""
     json_kind: str | None = None
@@ -180,8 +180,8 @@ def classify_line(body: bytes) -> SlowLine:
         return result
     for issue, facts in result.findings:
         if issue is LineIssue.NUL and facts.get("span") is not None:
-            # NULs around bytes that hold no record are not a strippable run (rules.md
-            # SF004): the whole line is damaged (SF008).
+            # NULs around bytes that hold no record are not a strippable run: the whole
+            # line is damaged.
             result.findings.remove((issue, facts))
             result.damaged = (len(BOM) if body.startswith(BOM) else 0, len(body))
             result.damaged_reason = f"raw NUL bytes; without them, {result.damaged_reason}"
@@ -338,7 +338,7 @@ class _ByteOffsets:
 
 @dataclass(slots=True)
 class LineReport:
-    """Line-level facts of one file: everything rules SF001-SF009 need."""
+    """Line-level facts of one file: everything the line rules need."""
 
     findings: list[LineFinding] = field(default_factory=list)
     crlf_rows: array[int] = field(default_factory=lambda: array("I"))
