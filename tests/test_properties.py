@@ -21,6 +21,7 @@ from sessionfix.jsonutil import loads
 from sessionfix.report.render import diagnostic_json
 from sessionfix.rules.paths import normalize
 from sessionfix.scan import scanner as scanner_module
+from sessionfix.scan import splice as splice_module
 
 from .robustness import time_limit
 from .sessions import Session, sessions
@@ -236,24 +237,25 @@ def test_long_lines_read_in_one_piece_agree_with_joined_blocks(
         assert _index(path, jobs=jobs) == index
 
 
-_READ_RANGE = scanner_module._read_range
+_READ_PARTS = scanner_module.read_parts
 _doomed: Callable[[Any], bool] = bool
 
 
-def _dying_reader(task: Any) -> Any:
+def _dying_reader(task: Any, *args: Any, **options: Any) -> Any:
     """The byte-range reader, killing its own process on the tasks `_doomed` picks."""
     if _doomed(task):
         os.kill(os.getpid(), signal.SIGKILL)
-    return _READ_RANGE(task)
+    return _READ_PARTS(task, *args, **options)
 
 
+@pytest.mark.parametrize("keep_parts", [False, True], ids=["", "keeping parts"])
 @pytest.mark.parametrize("death", ["first", "middle", "last", "every"])
 def test_a_worker_that_dies_leaves_the_read_to_one_process(
-    tmp_path: Path, death: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, death: str, keep_parts: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker killed mid-read (out of memory, say) neither hangs the read nor changes
-    what it finds: the file is read again in one process, and the progress reported
-    still adds up to the file's size."""
+    what it finds: the file is read again in one process (which keeps no parts), and
+    the progress reported still adds up to the file's size."""
     data = _conversation(60)
     path = _write(tmp_path, data)
     sequential = _index(path, jobs=1)
@@ -266,8 +268,8 @@ def test_a_worker_that_dies_leaves_the_read_to_one_process(
     parallel_read = scanner_module._read_parallel
     gave_up: list[bool] = []
 
-    def spied(*args: Any) -> Any:
-        found = parallel_read(*args)
+    def spied(*args: Any, **options: Any) -> Any:
+        found = parallel_read(*args, **options)
         gave_up.append(found is None)
         return found
 
@@ -275,11 +277,13 @@ def test_a_worker_that_dies_leaves_the_read_to_one_process(
     with monkeypatch.context() as patch:
         _parallel(patch, 500)
         patch.setattr(sys.modules[__name__], "_doomed", doomed)
-        patch.setattr(scanner_module, "_read_range", _dying_reader)
+        patch.setattr(scanner_module, "read_parts", _dying_reader)
+        patch.setattr(splice_module, "read_parts", _dying_reader)
         patch.setattr(scanner_module, "_read_parallel", spied)
         with time_limit(60):
-            parallel = _index(path, jobs=2, progress=progress.append)
-    assert gave_up == [True]
+            parallel = _index(path, jobs=2, progress=progress.append, keep_parts=keep_parts)
+            assert read_session(path, jobs=2, keep_parts=keep_parts).parts is None
+    assert gave_up == [True, True]
     assert parallel == sequential
     assert sum(progress) == len(data)
 

@@ -107,6 +107,11 @@ class FormatAdapter(Protocol):
     def context(self) -> object:
         """What a reader of a later byte range of the same file needs to know."""
 
+    @property
+    def named(self) -> object:
+        """What the reader takes from the file's name (not its bytes): what it decoded
+        of bytes under one name stands for them under another only when this is equal."""
+
     tracker: PathTracker
     """Receives the conversation events of the records this adapter decodes."""
 

@@ -131,6 +131,10 @@ class OpaqueAdapter:
     def context(self) -> object:
         return None
 
+    @property
+    def named(self) -> object:
+        return None
+
     def replay(self, index: int, data: bytes) -> None:
         """No conversation events: records of this format are not interpreted."""
 

@@ -494,11 +494,15 @@ class SessionView:
         self.parent_keys.append(parent_key)
         return index
 
-    def extend(self, other: SessionView, row_offset: int) -> None:
-        """Append the records of a view decoded from a later part of the same file."""
+    def extend(self, other: SessionView, row_offset: int, byte_shift: int = 0) -> None:
+        """Append the records of a view decoded from a later part of the same file (or
+        from bytes that lie `byte_shift` further on in this one)."""
         base = len(self.kinds)
         self.rows.extend(array("I", map(add, other.rows, repeat(row_offset))))
-        self.offsets.extend(other.offsets)
+        if byte_shift:
+            self.offsets.extend(array("q", map(add, other.offsets, repeat(byte_shift))))
+        else:
+            self.offsets.extend(other.offsets)
         self.sizes.extend(other.sizes)
         self.kinds.extend(other.kinds)
         self.roles.extend(other.roles)

@@ -354,12 +354,14 @@ class LineReport:
     foreign: str | None = None
     """What a line that does not parse shows the file to be (see `foreign_data`)."""
 
-    def extend(self, other: LineReport, row_offset: int) -> None:
-        """Append the facts of the lines that follow, read separately."""
+    def extend(self, other: LineReport, row_offset: int, byte_shift: int = 0) -> None:
+        """Append the facts of the lines that follow, read separately (from bytes that
+        lie `byte_shift` further on in this file)."""
         if not other.line_count:
             return
         for finding in other.findings:
             finding.row += row_offset
+            finding.offset += byte_shift
             self.findings.append(finding)
         self.crlf_rows.extend(array("I", [row + row_offset for row in other.crlf_rows]))
         self.line_count += other.line_count

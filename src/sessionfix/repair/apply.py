@@ -95,6 +95,7 @@ from sessionfix.scan.scanner import (
     gc_paused,
     read_session,
 )
+from sessionfix.scan.splice import KeptParts, read_spliced
 from sessionfix.scan.workers import OrderedWorkers, WorkerDied
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
@@ -231,6 +232,7 @@ class PlannedRepair:
                     settings.format,
                     scaled_progress(progress, path, self.path),
                     settings.jobs,
+                    keep_parts=True,
                 )
                 self.found = run_rules(self.scanned, settings, self.filename)
             self.applied = [d for d in self.found if applies(d, settings)]
@@ -328,6 +330,7 @@ class PlannedRepair:
         rule's `invariant`.
         """
         settings = self.settings
+        kept, self.scanned.parts = self.scanned.parts, None
         if self.plan.is_empty() and not self.tracing and self._copied_exactly(written):
             # The copy is the input byte for byte (nothing applies), which was just
             # checked: checking it again would only find the same.
@@ -340,11 +343,9 @@ class PlannedRepair:
             assert self.plan.row_map is not None, "verify() follows a write of chunks()"
             self.trace = RepairTrace(self.plan.row_map)
             self.traced = [(d, d.row) for d in self.plan.diagnostics]
-        for _ in range(MAX_PASSES):
+        for number in range(MAX_PASSES):
             with gc_paused():
-                scanned = read_session(
-                    written, Format(self.format), None, settings.jobs, session_only=False
-                )
+                scanned = self._read_result(written, kept if number == 0 else None)
                 # Held: the written file's name goes (renamed over the session, linked to
                 # the output, or removed) before a report reads the fixes' edits.
                 diagnostics = run_rules(
@@ -374,6 +375,19 @@ class PlannedRepair:
                 return diagnostics
             rewritten |= self._repair_again(written, scanned, left)
         raise self._failed(_described(left[0]))
+
+    def _read_result(self, written: Path, kept: KeptParts | None) -> ScannedFile:
+        """The written result as a session. The first pass reuses the `kept` parts of
+        the input's read for the byte ranges the result copied, once their digests prove
+        them there; later passes read a result rewritten since, all of it."""
+        runs = self.plan.copied_runs
+        if kept is not None and runs:
+            spliced = read_spliced(written, kept, runs, self.settings.jobs)
+            if spliced is not None:
+                return spliced
+        return read_session(
+            written, Format(self.format), None, self.settings.jobs, session_only=False
+        )
 
     def _check_detected(self, written: Path, filename: str) -> None:
         """The result must be a fixed point for a later run too, which may read it as

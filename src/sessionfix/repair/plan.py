@@ -33,6 +33,7 @@ from sessionfix.read.reader import BOM, LineFinding, LineIssue, RecordSource
 from sessionfix.repair.rowmap import PREFIX_ROW, RowMap
 from sessionfix.rules.analysis import TreeOrder, order_of
 from sessionfix.scan.scanner import ScannedFile
+from sessionfix.scan.splice import CopiedRun
 
 COPY_BYTES: Final = 4 << 20
 NO_SURVIVOR: Final = -1
@@ -116,6 +117,8 @@ class RepairPlan:
         self.map_rows = map_rows
         self.row_map: RowMap | None = None
         """With `map_rows`: how the last `chunks()` turned input rows into output rows."""
+        self.copied_runs: list[CopiedRun] | None = None
+        """Where the output of the last `chunks()`, read to its end, repeats the input."""
         self._resolve()
 
     # ---- collecting decisions ------------------------------------------------------------
@@ -684,27 +687,37 @@ class RepairPlan:
         self._record_causes.clear()
         self.rows_written = 0
         self.row_map = row_map = RowMap() if self.map_rows else None
+        self.copied_runs = None
+        copied: list[CopiedRun] = []
+        written = 0
         if prefix:
             self.rows_written += 1
             if row_map is not None:
                 row_map.add(PREFIX_ROW, 1, frozenset({self.header_cause}))
             yield prefix
+            written += len(prefix)
         position = 0
         for change in self.changes():
             self.rows_written += 1
             if row_map is not None:
                 row_map.add(change.row, len(change.lines), change.causes)
             if change.start > position:
+                copied.append(CopiedRun(position, change.start, written))
+                written += change.start - position
                 yield CopiedRange(position, change.start)
             if change.lines:
                 last = len(change.lines) - 1
                 for number, line in enumerate(change.lines):
                     yield line
+                    written += len(line)
                     if number < last or change.terminated:
                         yield terminator
+                        written += len(terminator)
             position = change.end
         if self.lines.size > position:
+            copied.append(CopiedRun(position, self.lines.size, written))
             yield CopiedRange(position, self.lines.size)
+        self.copied_runs = copied
 
 
 class CopiedRange(NamedTuple):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import add, sub
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.formats import Format, FormatAdapter, RecordEditor, detect, make_adapter
@@ -36,6 +36,9 @@ from sessionfix.read.reader import (
     open_session,
 )
 from sessionfix.scan.cores import default_workers
+
+if TYPE_CHECKING:
+    from sessionfix.scan.splice import KeptParts
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
@@ -67,6 +70,8 @@ class ScannedFile:
     info: FileInfo
     editor: RecordEditor
     tracking: Tracking
+    parts: KeptParts | None = None
+    """With `keep_parts`, the byte ranges read in parallel, for `read_spliced`."""
 
 
 class _Pass:
@@ -86,6 +91,13 @@ class _Pass:
         self.give_up = give_up
         """Refuse the file as no session once `NO_RECORD_LINES` lines held no record."""
         self.garbage_rows = 0
+        self.part_start = 0
+        """Where the lines of the part under way start."""
+        self.parts: list[tuple[Chunk, int]] | None = None
+        """With a list, each line of `LONG_LINE_BYTES` or more is a part of its own, as
+        are the stretches between (`read_parts`): the parts done so far."""
+        self.cut_format = Format.UNKNOWN
+        self.cut_context: object = None
 
     def run(
         self,
@@ -96,7 +108,7 @@ class _Pass:
     ) -> None:
         """Index the lines that start at `offset` or later (and before `end`), reading
         the open file `fd` at positions of its own (the file offset is left alone)."""
-        start = reported = position = offset
+        self.part_start = reported = position = offset
         pending: list[bytes] = []
         pending_bytes = 0
         final_newline = True
@@ -120,8 +132,12 @@ class _Pass:
                     pending_bytes = 0
                     if end is not None and offset >= end:
                         break
+                    if self.parts is not None:
+                        self._cut(offset)
                     offset, terminated = self._long_line(fd, offset, position)
                     position = offset
+                    if self.parts is not None and terminated:
+                        self._cut(offset)
                     if progress is not None:
                         progress(offset - reported)
                         reported = offset
@@ -153,7 +169,8 @@ class _Pass:
             if stopped:
                 pending = []
                 break
-        if pending:
+        if pending and (end is None or offset < end):
+            # (A line begun at `end` or later is the next range's.)
             final_newline = False
             last = b"".join(pending)
             offset, _ = self._block(last, len(last), offset, end, terminated=False)
@@ -161,9 +178,25 @@ class _Pass:
                 progress(offset - reported)
         lines = self.lines
         lines.line_count = self.row
-        lines.size = offset - start
+        lines.size = offset - self.part_start
         lines.final_newline = final_newline
         lines.last_row = self.last_row
+
+    def _cut(self, offset: int) -> None:
+        """End the part under way before `offset`, a line start, and begin the next."""
+        if offset == self.part_start:
+            return
+        assert self.parts is not None
+        assert self.adapter is not None
+        lines = self.lines
+        lines.line_count = self.row
+        lines.size = offset - self.part_start
+        lines.last_row = self.last_row
+        self.parts.append((_chunk_of(self.adapter, lines), self.part_start))
+        self.adapter = make_adapter(self.cut_format, self.path, self.cut_context)
+        self.lines = LineReport()
+        self.row = self.last_row = 0
+        self.part_start = offset
 
     def _long_line(self, fd: int, offset: int, searched: int) -> tuple[int, bool]:
         """Index the line at `offset`, which runs on past `searched`, reading it once
@@ -468,17 +501,24 @@ def read_session(
     jobs: int | None = None,
     *,
     session_only: bool = True,
+    keep_parts: bool = False,
 ) -> ScannedFile:
     """Stream a file into its view and line report (no rules run). Unless not
     `session_only` (a repair's own result, checked by the rules instead), bytes that are
-    not a session file are refused with `NotASessionFile`."""
+    not a session file are refused with `NotASessionFile`. With `keep_parts`, a file
+    read in parallel keeps its byte ranges' parts (`ScannedFile.parts`)."""
     handle, info = open_session(path)
     with handle, gc_paused():
         workers = worker_count(info.size, jobs)
         counted = _CountedProgress(progress)
-        parallel = _read_parallel(handle, info, forced, workers, counted) if workers > 1 else None
+        parallel = (
+            _read_parallel(handle, info, forced, workers, counted, keep=keep_parts)
+            if workers > 1
+            else None
+        )
+        kept = None
         if parallel is not None:
-            adapter, lines, tracker = parallel
+            adapter, lines, tracker, kept = parallel
         else:
             state = _Pass(
                 None if forced is Format.AUTO else make_adapter(forced, path),
@@ -495,9 +535,23 @@ def read_session(
         settle_last_line(lines)
         if session_only and forced is Format.AUTO:
             refuse_non_jsonl(path, lines, len(adapter.view), Format(adapter.view.format))
-        adapter.finish(lines)
-        view = adapter.view
-        tracking = tracker.finish() if view.linear else _replay_path(adapter, handle)
+        scanned = finished_read(adapter, lines, tracker, handle, info)
+    scanned.parts = kept
+    return scanned
+
+
+def finished_read(
+    adapter: FormatAdapter,
+    lines: LineReport,
+    tracker: PathTracker,
+    handle: BinaryIO,
+    info: FileInfo,
+) -> ScannedFile:
+    """The scanned file, once every line is read: the tree, leaf and path derived, and
+    the conversation facts of the active path."""
+    adapter.finish(lines)
+    view = adapter.view
+    tracking = tracker.finish() if view.linear else _replay_path(adapter, handle)
     return ScannedFile(view, lines, info, adapter.editor, tracking)
 
 
@@ -553,7 +607,7 @@ def _replay_path(adapter: FormatAdapter, handle: BinaryIO) -> Tracking:
 
 
 @dataclass(frozen=True, slots=True)
-class _Task:
+class Task:
     fd: int
     """The parent's descriptor of the file, inherited by the forked workers: every
     byte range is read from the file the parent opened, whatever the path names now."""
@@ -565,7 +619,7 @@ class _Task:
 
 
 @dataclass(slots=True)
-class _Chunk:
+class Chunk:
     view: SessionView
     lines: LineReport
     tracker: PathTracker
@@ -580,11 +634,11 @@ def detect_format(path: Path) -> Format:
     """The format a scan of `path` detects (from its first record), UNKNOWN if none."""
     handle, _ = open_session(path)
     with handle:
-        peeked = _peek_format(handle, path, Format.AUTO, limit=None)
+        peeked = peek_format(handle, path, Format.AUTO, limit=None)
     return Format.UNKNOWN if peeked is None else peeked[0]
 
 
-def _peek_format(
+def peek_format(
     handle: BinaryIO, path: Path, forced: Format, limit: int | None = PEEK_LINE_BYTES
 ) -> tuple[Format, object] | None:
     """Detect the format and what later byte ranges need to know, from the first record
@@ -616,11 +670,13 @@ def _read_parallel(
     forced: Format,
     workers: int,
     progress: ProgressCallback,
-) -> tuple[FormatAdapter, LineReport, PathTracker] | None:
+    *,
+    keep: bool = False,
+) -> tuple[FormatAdapter, LineReport, PathTracker, KeptParts | None] | None:
     """Read byte ranges in forked workers and join their results in file order; None
     when the file is to be read in one process (no format found up front, or a worker
-    died)."""
-    peeked = _peek_format(handle, info.path, forced)
+    died). With `keep`, the ranges' parts are kept too, unless they outgrow their budget."""
+    peeked = peek_format(handle, info.path, forced)
     if peeked is None:
         return None
     fmt, context = peeked
@@ -631,33 +687,65 @@ def _read_parallel(
     bounds = [info.size * k // count for k in range(count + 1)]
     fd = handle.fileno()
     tasks = [
-        _Task(fd, info.path, bounds[k], bounds[k + 1], fmt, None if k == 0 else context)
+        Task(fd, info.path, bounds[k], bounds[k + 1], fmt, None if k == 0 else context)
         for k in range(count)
     ]
-    merged = make_adapter(fmt, info.path, context)
-    lines = LineReport()
-    tracker: PathTracker | None = None
+    joined = JoinedParts(fmt, info.path, context)
+    kept: KeptParts | None = None
     try:
-        with OrderedWorkers(_read_range, tasks, workers) as chunks:
-            for task, chunk in zip(tasks, chunks, strict=True):
-                row_offset = lines.line_count
-                base = len(merged.view)
-                merged.view.extend(chunk.view, row_offset)
-                lines.extend(chunk.lines, row_offset)
-                if tracker is None:
-                    tracker = chunk.tracker
-                else:
-                    tracker.absorb(chunk.tracker, base)
-                del chunk
-                progress(task.end - task.start)
+        if keep:
+            from sessionfix.scan.splice import KeptParts, KeptTask, read_range_kept
+
+            kept = KeptParts(fmt, context, joined.adapter.named)
+            kept_tasks = [KeptTask(task, context) for task in tasks]
+            with OrderedWorkers(read_range_kept, kept_tasks, workers) as results:
+                for task, parts in zip(tasks, results, strict=True):
+                    for part in parts:
+                        joined.add(part.chunk())
+                        kept = kept.keep(part) if kept is not None else None
+                    del parts
+                    progress(task.end - task.start)
+        else:
+            with OrderedWorkers(_read_range, tasks, workers) as chunks:
+                for task, chunk in zip(tasks, chunks, strict=True):
+                    joined.add(chunk)
+                    del chunk
+                    progress(task.end - task.start)
     except WorkerDied:
         return None
-    view = merged.view
-    if view.key_buckets is not None:
-        view.keys_distinct = _buckets_distinct(view.key_buckets, workers)
-        view.key_buckets = None
-    assert tracker is not None
-    return merged, lines, tracker
+    adapter, lines, tracker = joined.done(workers)
+    return adapter, lines, tracker, kept
+
+
+class JoinedParts:
+    """The parts of a file read as byte ranges, joined in file order."""
+
+    def __init__(self, fmt: Format, path: Path, context: object) -> None:
+        self.adapter = make_adapter(fmt, path, context)
+        self.lines = LineReport()
+        self.tracker: PathTracker | None = None
+
+    def add(self, chunk: Chunk, byte_shift: int = 0) -> None:
+        """Append the next part; `byte_shift` moves its byte offsets (a part read from
+        another file whose bytes lie elsewhere in this one)."""
+        lines = self.lines
+        row_offset = lines.line_count
+        view = self.adapter.view
+        base = len(view)
+        view.extend(chunk.view, row_offset, byte_shift)
+        lines.extend(chunk.lines, row_offset, byte_shift)
+        if self.tracker is None:
+            self.tracker = chunk.tracker
+        else:
+            self.tracker.absorb(chunk.tracker, base)
+
+    def done(self, workers: int) -> tuple[FormatAdapter, LineReport, PathTracker]:
+        view = self.adapter.view
+        if view.key_buckets is not None:
+            view.keys_distinct = _buckets_distinct(view.key_buckets, workers)
+            view.key_buckets = None
+        assert self.tracker is not None
+        return self.adapter, self.lines, self.tracker
 
 
 def _buckets_distinct(buckets: list[array[float]], workers: int) -> bool:
@@ -674,21 +762,43 @@ def _buckets_distinct(buckets: list[array[float]], workers: int) -> bool:
         return all_distinct(buckets)
 
 
-def _read_range(task: _Task) -> _Chunk:
+def _read_range(task: Task) -> Chunk:
     """Worker: decode the lines that start inside [start, end)."""
+    return read_parts(task)[0][0]
+
+
+def read_parts(
+    task: Task, cut_context: object = None, *, cut: bool = False
+) -> list[tuple[Chunk, int]]:
+    """Decode the lines that start inside the task's range, as one part, or with `cut`
+    as one for each line of `LONG_LINE_BYTES` or more and one for each stretch between
+    (those after the first read with `cut_context`); each with the offset of its first
+    line (it covers `lines.size` bytes from there)."""
     adapter = make_adapter(task.format, task.path, task.context)
     state = _Pass(adapter, task.path)
+    if cut:
+        state.parts = []
+        state.cut_format = task.format
+        state.cut_context = cut_context
+    start = task.start
     try:
-        start = task.start
         if start > 0 and os.pread(task.fd, 1, start - 1) != b"\n":
             newline, found = find_newline(task.fd, start, task.end)
             start = newline + 1 if found else task.end
+        state.part_start = start
         if start < task.end:
             state.run(task.fd, start, task.end, None)
     except OSError as exc:
         raise InputError(f"{task.path}: read failed ({exc.strerror or exc})") from None
+    assert state.adapter is not None
+    parts = state.parts or []
+    parts.append((_chunk_of(state.adapter, state.lines), state.part_start))
+    return parts
+
+
+def _chunk_of(adapter: FormatAdapter, lines: LineReport) -> Chunk:
     view = adapter.view
     view.largest_size = max(view.sizes, default=0)
     if view.tree:
         view.partition_keys()
-    return _Chunk(view, state.lines, adapter.tracker)
+    return Chunk(view, lines, adapter.tracker)

@@ -289,6 +289,12 @@ class ClaudeAdapter:
     def context(self) -> ClaudeContext:
         return ClaudeContext()
 
+    @property
+    def named(self) -> str | None:
+        """The session id a file name that is one gives (records stamped otherwise are
+        another session's)."""
+        return self._session_id
+
     def ingest_batch(
         self,
         records: list[_Record],

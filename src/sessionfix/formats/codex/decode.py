@@ -299,6 +299,10 @@ class CodexAdapter:
     def context(self) -> CodexContext:
         return CodexContext()
 
+    @property
+    def named(self) -> None:
+        return None
+
     def ingest_batch(
         self,
         records: list[_Record],

@@ -380,6 +380,11 @@ class PiAdapter:
     def context(self) -> PiContext:
         return PiContext(tree=self.view.tree, cwd=self._cwd)
 
+    @property
+    def named(self) -> bool:
+        """Whether the file lies where OpenClaw keeps its sessions."""
+        return is_openclaw_location(self.path)
+
     # ---- streaming entry points --------------------------------------------------
 
     decode = staticmethod(_RECORD_DECODER.decode)
