@@ -237,6 +237,8 @@ class PlannedRepair:
                 self.found = run_rules(self.scanned, settings, self.filename)
             self.applied = [d for d in self.found if applies(d, settings)]
             """Fixes applied, including those a later pass applied to the written result."""
+            self._kept: KeptParts | None = None
+            """The input's parts, from verification's start to its first read."""
             self.source = RecordSource(self.path)
             self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
             self.tally: Counter[str] = Counter()
@@ -335,6 +337,8 @@ class PlannedRepair:
             # The copy is the input byte for byte (nothing applies), which was just
             # checked: checking it again would only find the same.
             return [dataclasses.replace(d, filename=filename) for d in self.found]
+        self._kept = kept
+        del kept
         before = self.scanned.view
         dangled = _dangling_names(before)
         guard = _Invariants(self.found)
@@ -343,9 +347,9 @@ class PlannedRepair:
             assert self.plan.row_map is not None, "verify() follows a write of chunks()"
             self.trace = RepairTrace(self.plan.row_map)
             self.traced = [(d, d.row) for d in self.plan.diagnostics]
-        for number in range(MAX_PASSES):
+        for _ in range(MAX_PASSES):
             with gc_paused():
-                scanned = self._read_result(written, kept if number == 0 else None)
+                scanned = self._read_result(written)
                 # Held: the written file's name goes (renamed over the session, linked to
                 # the output, or removed) before a report reads the fixes' edits.
                 diagnostics = run_rules(
@@ -376,15 +380,18 @@ class PlannedRepair:
             rewritten |= self._repair_again(written, scanned, left)
         raise self._failed(_described(left[0]))
 
-    def _read_result(self, written: Path, kept: KeptParts | None) -> ScannedFile:
-        """The written result as a session. The first pass reuses the `kept` parts of
-        the input's read for the byte ranges the result copied, once their digests prove
-        them there; later passes read a result rewritten since, all of it."""
+    def _read_result(self, written: Path) -> ScannedFile:
+        """The written result as a session. The first pass reuses the kept parts of the
+        input's read for the byte ranges the result copied, once their digests prove
+        them there (they go before a full read); later passes read a result rewritten
+        since, all of it."""
+        kept, self._kept = self._kept, None
         runs = self.plan.copied_runs
         if kept is not None and runs:
             spliced = read_spliced(written, kept, runs, self.settings.jobs)
             if spliced is not None:
                 return spliced
+        del kept
         return read_session(
             written, Format(self.format), None, self.settings.jobs, session_only=False
         )
