@@ -290,8 +290,7 @@ def test_an_unterminated_last_line_followed_by_more_is_read_again(tmp_path: Path
     source.write_bytes(data)
     with pytest.MonkeyPatch.context() as patch:
         _force_parts(patch, 2000)
-        planned = PlannedRepair(source, Settings(quiescence=0.0))
-        kept = planned.scanned.parts
+        kept = read_session(source, jobs=2, keep_parts=True).parts
         assert kept is not None
         assert not kept.parts[-1].terminated
         out = tmp_path / "terminated.jsonl"
@@ -300,8 +299,28 @@ def test_an_unterminated_last_line_followed_by_more_is_read_again(tmp_path: Path
         assert spliced is not None
         assert spliced.lines.final_newline
         settings = Settings(quiescence=0.0)
-        assert model(spliced, settings) == model(_fresh(planned, out), settings)
+        fresh = read_session(out, Format.PI, None, 1, session_only=False)
+        assert model(spliced, settings) == model(fresh, settings)
+
+
+def test_parts_holding_a_changed_row_are_let_go_once_planned(tmp_path: Path) -> None:
+    """The parts a repair changes are of no use to its verification: only the others
+    are kept past the plan."""
+    source = tmp_path / "session.jsonl"
+    source.write_bytes(_long_session(40).rstrip(b"\n"))
+    with pytest.MonkeyPatch.context() as patch:
+        _force_parts(patch, 2000)
+        every = read_session(source, jobs=2, keep_parts=True).parts
+        planned = PlannedRepair(source, Settings(quiescence=0.0))
+        kept = planned.scanned.parts
         planned.close()
+    assert every is not None
+    assert kept is not None
+    last_row = every.parts[-1].rows[-1]
+    assert [part.rows for part in kept.parts] == [
+        part.rows for part in every.parts if last_row not in part.rows
+    ]
+    assert len(kept.parts) == len(every.parts) - 1
 
 
 @given(data=sessions(), unsafe=st.booleans())

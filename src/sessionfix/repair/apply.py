@@ -244,6 +244,8 @@ class PlannedRepair:
             self.tally: Counter[str] = Counter()
             """What the plans of every pass do (see `RepairResult.tally`)."""
             self._count(self.plan)
+            if self.scanned.parts is not None:
+                self.scanned.parts = self.scanned.parts.untouched(self.plan.changed_rows())
             self._text = text.pop_all()
 
     @property

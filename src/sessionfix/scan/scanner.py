@@ -38,6 +38,8 @@ from sessionfix.read.reader import (
 from sessionfix.scan.cores import default_workers
 
 if TYPE_CHECKING:
+    import xxhash
+
     from sessionfix.scan.splice import KeptParts
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
@@ -93,9 +95,11 @@ class _Pass:
         self.garbage_rows = 0
         self.part_start = 0
         """Where the lines of the part under way start."""
-        self.parts: list[tuple[Chunk, int]] | None = None
+        self.parts: list[tuple[Chunk, int, int | None]] | None = None
         """With a list, each line of `LONG_LINE_BYTES` or more is a part of its own, as
         are the stretches between (`read_parts`): the parts done so far."""
+        self.hasher: xxhash.xxh3_64 | None = None
+        """Digests the bytes of the part under way, as they are indexed."""
         self.cut_format = Format.UNKNOWN
         self.cut_context: object = None
 
@@ -149,7 +153,10 @@ class _Pass:
                 straddling = b"".join(pending)
                 pending = []
                 pending_bytes = 0
+                before = offset
                 offset, stopped = self._block(straddling, len(straddling), offset, end)
+                if self.hasher is not None:
+                    self.hasher.update(memoryview(straddling)[: offset - before])
                 del straddling
                 if stopped:
                     break
@@ -162,7 +169,10 @@ class _Pass:
                 pending.append(data[limit:])
                 pending_bytes += len(data) - limit
             if begin < limit:
+                before = offset
                 offset, stopped = self._block(data, limit, offset, end, begin=begin)
+                if self.hasher is not None:
+                    self.hasher.update(memoryview(data)[begin : begin + offset - before])
             if progress is not None:
                 progress(offset - reported)
                 reported = offset
@@ -173,7 +183,10 @@ class _Pass:
             # (A line begun at `end` or later is the next range's.)
             final_newline = False
             last = b"".join(pending)
+            before = offset
             offset, _ = self._block(last, len(last), offset, end, terminated=False)
+            if self.hasher is not None:
+                self.hasher.update(memoryview(last)[: offset - before])
             if progress is not None:
                 progress(offset - reported)
         lines = self.lines
@@ -192,11 +205,19 @@ class _Pass:
         lines.line_count = self.row
         lines.size = offset - self.part_start
         lines.last_row = self.last_row
-        self.parts.append((_chunk_of(self.adapter, lines), self.part_start))
+        self.parts.append((_chunk_of(self.adapter, lines), self.part_start, self.part_digest()))
         self.adapter = make_adapter(self.cut_format, self.path, self.cut_context)
         self.lines = LineReport()
         self.row = self.last_row = 0
         self.part_start = offset
+
+    def part_digest(self) -> int | None:
+        """The digest of the part under way, the hasher left ready for the next."""
+        if self.hasher is None:
+            return None
+        digest = self.hasher.intdigest()
+        self.hasher.reset()
+        return digest
 
     def _long_line(self, fd: int, offset: int, searched: int) -> tuple[int, bool]:
         """Index the line at `offset`, which runs on past `searched`, reading it once
@@ -210,6 +231,9 @@ class _Pass:
         if crlf:
             self.lines.crlf_rows.append(self.row + 1)
         line = read_exactly(fd, stop - offset - crlf, offset)
+        if self.hasher is not None:
+            self.hasher.update(line)
+            self.hasher.update((b"\r" if crlf else b"") + (b"\n" if terminated else b""))
         self._line(line, offset, len(line))
         return stop + terminated, terminated
 
@@ -701,8 +725,12 @@ def _read_parallel(
             with OrderedWorkers(read_range_kept, kept_tasks, workers) as results:
                 for task, parts in zip(tasks, results, strict=True):
                     for part in parts:
-                        joined.add(part.chunk())
-                        kept = kept.keep(part) if kept is not None else None
+                        chunk = part.chunk()
+                        first = joined.lines.line_count + 1
+                        joined.add(chunk)
+                        if kept is not None:
+                            kept = kept.keep(part, range(first, first + chunk.lines.line_count))
+                        del chunk
                     del parts
                     progress(task.end - task.start)
         else:
@@ -769,7 +797,7 @@ def _read_range(task: Task) -> Chunk:
 
 def read_parts(
     task: Task, cut_context: object = None, *, cut: bool = False
-) -> list[tuple[Chunk, int]]:
+) -> list[tuple[Chunk, int, int | None]]:
     """Decode the lines that start inside the task's range, as one part, or with `cut`
     as one for each line of `LONG_LINE_BYTES` or more and one for each stretch between
     (those after the first read with `cut_context`); each with the offset of its first
@@ -777,9 +805,12 @@ def read_parts(
     adapter = make_adapter(task.format, task.path, task.context)
     state = _Pass(adapter, task.path)
     if cut:
+        import xxhash
+
         state.parts = []
         state.cut_format = task.format
         state.cut_context = cut_context
+        state.hasher = xxhash.xxh3_64()
     start = task.start
     try:
         if start > 0 and os.pread(task.fd, 1, start - 1) != b"\n":
@@ -792,7 +823,7 @@ def read_parts(
         raise InputError(f"{task.path}: read failed ({exc.strerror or exc})") from None
     assert state.adapter is not None
     parts = state.parts or []
-    parts.append((_chunk_of(state.adapter, state.lines), state.part_start))
+    parts.append((_chunk_of(state.adapter, state.lines), state.part_start, state.part_digest()))
     return parts
 
 

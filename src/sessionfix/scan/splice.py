@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -43,18 +43,20 @@ KEPT_BYTES: Final = 96 << 20
 DIGEST_BYTES: Final = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KeptPart:
     """The part decoded from the lines of input bytes [start, end)."""
 
     start: int
     end: int
     digest: int
-    """xxh3-64 of those bytes, read right after they were decoded."""
+    """xxh3-64 of those bytes, as they were decoded."""
     terminated: bool
     """The last line ends in a newline."""
     data: bytes
     """The pickled `Chunk`."""
+    rows: range = range(0)
+    """Its lines' rows in the input (set as the parts are joined)."""
 
     def chunk(self) -> Chunk:
         chunk = pickle.loads(self.data)
@@ -74,14 +76,27 @@ class KeptParts:
     parts: list[KeptPart] = field(default_factory=list)
     held: int = 0
 
-    def keep(self, part: KeptPart) -> KeptParts | None:
-        """Add the next part; None once they hold more than `KEPT_BYTES`."""
+    def keep(self, part: KeptPart, rows: range) -> KeptParts | None:
+        """Add the next part, holding input `rows`; None once they hold more than
+        `KEPT_BYTES`."""
         self.held += len(part.data)
         if self.held > KEPT_BYTES:
             return None
         if part.end > part.start:
+            part.rows = rows
             self.parts.append(part)
         return self
+
+    def untouched(self, changed: Sequence[int]) -> KeptParts | None:
+        """Only the parts holding none of the `changed` rows (sorted), the others
+        being of no use to a read of the result; None when no part is left."""
+        self.parts = [
+            part
+            for part in self.parts
+            if bisect_left(changed, part.rows.start) == bisect_left(changed, part.rows.stop)
+        ]
+        self.held = sum(len(part.data) for part in self.parts)
+        return self if self.parts else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,18 +116,16 @@ class KeptTask:
 
 
 def read_range_kept(kept: KeptTask) -> list[KeptPart]:
-    """Worker: `read_parts` cut at long lines, each part pickled, with the digest of its
-    bytes. A long line has a part of its own, since a repair that changes any line near
+    """Worker: `read_parts` cut at long lines, each part pickled, with the digest of the
+    bytes it decoded. A long line has a part of its own, since a repair that changes any line near
     it would otherwise leave it to be decoded again."""
     task = kept.task
     parts: list[KeptPart] = []
-    for chunk, start in read_parts(task, kept.context, cut=True):
-        end = start + chunk.lines.size
-        digest = _digest(task.fd, start, end)
-        if digest is None:
-            end = start
+    for chunk, start, digest in read_parts(task, kept.context, cut=True):
+        assert digest is not None
         data = pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL)
-        parts.append(KeptPart(start, end, digest or 0, chunk.lines.final_newline, data))
+        end = start + chunk.lines.size
+        parts.append(KeptPart(start, end, digest, chunk.lines.final_newline, data))
     return parts
 
 
