@@ -23,7 +23,7 @@ from sessionfix.report.render import diagnostic_json
 from sessionfix.scan import scanner as scanner_module
 from sessionfix.scan import splice as splice_module
 from sessionfix.scan.scanner import ScannedFile, read_session
-from sessionfix.scan.splice import CopiedRun, read_spliced
+from sessionfix.scan.splice import CopiedRun, KeptParts, read_spliced
 
 from .sessions import Session, rollouts, sessions
 from .test_fixtures import CASES, _settings
@@ -341,3 +341,13 @@ def test_repair_with_spliced_verification_writes_what_a_full_one_does(
 
 def _reported(diagnostics: list[Diagnostic]) -> list[dict[str, Any]]:
     return [{k: v for k, v in diagnostic_json(d).items() if k != "filename"} for d in diagnostics]
+
+
+def test_parts_are_kept_only_while_the_file_promises_them_within_budget() -> None:
+    """A read stops keeping parts once those of the bytes read so far, at that rate for
+    the whole file, would pass `KEPT_BYTES`: a file of many small entries, whose parts
+    would double its index, keeps none."""
+    kept = KeptParts(Format.PI, None, None, held=1 << 20)
+    size = 1 << 30
+    assert kept.within_budget(size // 16, size) is kept
+    assert kept.within_budget(size // 64, size) is None

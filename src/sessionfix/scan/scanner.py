@@ -732,6 +732,8 @@ def _read_parallel(
                             kept = kept.keep(part, range(first, first + chunk.lines.line_count))
                         del chunk
                     del parts
+                    if kept is not None:
+                        kept = kept.within_budget(task.end, info.size)
                     progress(task.end - task.start)
         else:
             with OrderedWorkers(_read_range, tasks, workers) as chunks:

@@ -38,8 +38,9 @@ from sessionfix.scan.scanner import (
     worker_count,
 )
 
-KEPT_BYTES: Final = 96 << 20
-"""The most a read keeps of its parts, pickled; past it, none are kept."""
+KEPT_BYTES: Final = 32 << 20
+"""The most a read keeps of its parts, pickled; past it, or once the parts so far
+promise more for the whole file, none are kept."""
 DIGEST_BYTES: Final = 1 << 20
 
 
@@ -86,6 +87,11 @@ class KeptParts:
             part.rows = rows
             self.parts.append(part)
         return self
+
+    def within_budget(self, read: int, size: int) -> KeptParts | None:
+        """None when the parts of the first `read` bytes, held at that rate for all
+        `size`, would exceed `KEPT_BYTES`."""
+        return None if self.held * size > KEPT_BYTES * max(read, 1) else self
 
     def untouched(self, changed: Sequence[int]) -> KeptParts | None:
         """Only the parts holding none of the `changed` rows (sorted), the others
