@@ -220,6 +220,25 @@ def test_scan_of_a_compressed_session_equals_that_of_its_text(
     ]
 
 
+@pytest.mark.parametrize("at_rest", [True, False], ids=["at rest", "just written"])
+def test_a_compressed_session_is_at_rest_when_its_file_is(
+    tmp_path: Path, private_tmp: Path, at_rest: bool
+) -> None:
+    """How long the session has been at rest is the compressed file's, not that of its
+    freshly decompressed copy: a torn last line is a write in progress, and its fix
+    withheld, exactly as in the same session stored plain."""
+    torn = FIXTURES / "SF002-codex-torn-last-line" / "input.jsonl"
+    plain = plain_copy(torn, tmp_path / "s.jsonl")
+    packed = compressed_copy(torn, tmp_path / "p.jsonl.zst")
+    if not at_rest:
+        os.utime(plain)
+        os.utime(packed)
+    settings = Settings(quiescence=60.0, select=("SF002",))
+    found = check_file(packed, settings, filename="x")
+    assert [d.fix is not None for d in found] == [at_rest]
+    assert found == check_file(plain, settings, filename="x")
+
+
 def test_repair_writes_compressed_exactly_when_the_output_name_ends_in_zst(
     tmp_path: Path, private_tmp: Path
 ) -> None:

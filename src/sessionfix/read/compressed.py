@@ -50,7 +50,9 @@ def session_text(
     """A path holding the session text of `path`: `path` itself when it is plain, else a
     private decompressed copy that lives as long as the block. `compressed` overrides
     what the name says; `name` is the copy's file name (by default the session's, less
-    `.zst`: some formats read the session id from it).
+    `.zst`: some formats read the session id from it). The copy carries the session's
+    times, so that how long it has been at rest is the session's own (a torn last line is
+    a write in progress only in a file written recently).
 
     An error raised in the block that names the copy is raised again naming `path`.
     Corrupt or truncated compressed data raises `InputError`.
@@ -61,6 +63,11 @@ def session_text(
     with private_folder(f"{path}: cannot decompress it") as folder:
         copy = folder / (name or plain_name(path.name) or "session.jsonl")
         decompress(path, copy)
+        try:
+            st = os.stat(path)
+            os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
         try:
             yield copy
         except SessionfixError as exc:
