@@ -116,6 +116,8 @@ class CopiedRun:
 
 @dataclass(frozen=True, slots=True)
 class KeptTask:
+    """A byte range for a worker to read into parts to keep."""
+
     task: Task
     context: object
     """What the file's start tells a reader of a later part."""
