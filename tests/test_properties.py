@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from sessionfix import Settings, check_file, read_session
 from sessionfix.formats.pi import PiAdapter
 from sessionfix.jsonutil import loads
+from sessionfix.model.tracking import Tracking
 from sessionfix.report.render import diagnostic_json
 from sessionfix.rules.paths import normalize
 from sessionfix.scan import scanner as scanner_module
@@ -175,15 +176,18 @@ def _index(path: Path, **options: Any) -> tuple[Any, ...]:
         bytes(lines.crlf_rows),
         (lines.line_count, lines.size, lines.final_newline, lines.last_row),
     )
-    tracking = scanned.tracking
-    events = (
+    return columns, facts, derived, report, conversation_facts(scanned.tracking)
+
+
+def conversation_facts(tracking: Tracking) -> tuple[Any, ...]:
+    """What the tracker found: unanswered calls, orphans, reads, writes, user messages."""
+    return (
         [(g.assistant, g.answers, g.ended_by) for g in tracking.unanswered],
         [(e.index, e.call_id) for e in tracking.orphans],
         list(tracking.reads),
         list(tracking.writes),
         list(tracking.users),
     )
-    return columns, facts, derived, report, events
 
 
 def _parallel(patch: pytest.MonkeyPatch, task_bytes: int) -> None:

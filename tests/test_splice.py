@@ -27,6 +27,7 @@ from sessionfix.scan.splice import CopiedRun, KeptParts, read_spliced
 
 from .sessions import Session, rollouts, sessions
 from .test_fixtures import CASES, _settings
+from .test_properties import conversation_facts
 
 
 def _force_parts(patch: pytest.MonkeyPatch, task_bytes: int = 300, long_line: int = 200) -> None:
@@ -86,14 +87,7 @@ def model(scanned: ScannedFile, settings: Settings) -> tuple[Any, ...]:
         (lines.line_count, lines.size, lines.final_newline, lines.last_row),
         (lines.last_row_parsed, lines.control_bytes, lines.foreign),
     )
-    tracking = scanned.tracking
-    events = (
-        [(g.assistant, g.answers, g.ended_by) for g in tracking.unanswered],
-        [(e.index, e.call_id) for e in tracking.orphans],
-        list(tracking.reads),
-        list(tracking.writes),
-        list(tracking.users),
-    )
+    events = conversation_facts(scanned.tracking)
     found = [
         {k: v for k, v in diagnostic_json(d).items() if k != "url"}
         for d in run_rules(scanned, settings, "session.jsonl")

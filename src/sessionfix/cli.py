@@ -77,7 +77,7 @@ SelectOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--select",
-        help="Rules to enable: codes (SF201), prefixes (SF2) or ALL; repeatable, comma-separated.",
+        help="Rules to enable: codes (SFnnn), their prefixes or ALL; repeatable, comma-separated.",
     ),
 ]
 ExtendSelectOpt = Annotated[
@@ -1214,7 +1214,7 @@ def _restore_stored(
 @app.command()
 def rule(
     code: Annotated[
-        str | None, typer.Argument(help="Rule code (SF201) or name (overflow-clone-message).")
+        str | None, typer.Argument(help="Rule code (SFnnn) or name, as `rule --all` lists them.")
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Show every rule.")] = False,
     output_format: Annotated[

@@ -54,8 +54,8 @@ class Settings:
         ):
             if not _SELECTOR.match(selector):
                 raise UsageError(
-                    f"invalid rule selector {selector!r} (expected a code such as SF201, "
-                    "a prefix such as SF2, or ALL)"
+                    f"invalid rule selector {selector!r} (expected a rule code, SF and "
+                    "three digits, a prefix of one, or ALL)"
                 )
         if self.protect_last_turns < 0:
             raise UsageError("--protect-last-turns must be 0 or more")

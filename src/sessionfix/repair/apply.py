@@ -95,7 +95,7 @@ from sessionfix.scan.scanner import (
     gc_paused,
     read_session,
 )
-from sessionfix.scan.splice import KeptParts, read_spliced
+from sessionfix.scan.splice import read_spliced
 from sessionfix.scan.workers import OrderedWorkers, WorkerDied
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
@@ -237,8 +237,6 @@ class PlannedRepair:
                 self.found = run_rules(self.scanned, settings, self.filename)
             self.applied = [d for d in self.found if applies(d, settings)]
             """Fixes applied, including those a later pass applied to the written result."""
-            self._kept: KeptParts | None = None
-            """The input's parts, from verification's start to its first read."""
             self.source = RecordSource(self.path)
             self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
             self.tally: Counter[str] = Counter()
@@ -334,13 +332,11 @@ class PlannedRepair:
         rule's `invariant`.
         """
         settings = self.settings
-        kept, self.scanned.parts = self.scanned.parts, None
         if self.plan.is_empty() and not self.tracing and self._copied_exactly(written):
             # The copy is the input byte for byte (nothing applies), which was just
             # checked: checking it again would only find the same.
+            self.scanned.parts = None
             return [dataclasses.replace(d, filename=filename) for d in self.found]
-        self._kept = kept
-        del kept
         before = self.scanned.view
         dangled = _dangling_names(before)
         guard = _Invariants(self.found)
@@ -384,10 +380,10 @@ class PlannedRepair:
 
     def _read_result(self, written: Path) -> ScannedFile:
         """The written result as a session. The first pass reuses the kept parts of the
-        input's read for the byte ranges the result copied, once their digests prove
-        them there (they go before a full read); later passes read a result rewritten
-        since, all of it."""
-        kept, self._kept = self._kept, None
+        input's read (taking them, so that they go before a full read) for the byte
+        ranges the result copied, once their digests prove them there; later passes,
+        with no parts left, read a result rewritten since, all of it."""
+        kept, self.scanned.parts = self.scanned.parts, None
         runs = self.plan.copied_runs
         if kept is not None and runs:
             spliced = read_spliced(written, kept, runs, self.settings.jobs)

@@ -176,7 +176,8 @@ def read_spliced(
 ) -> ScannedFile | None:
     """Read the session at `path`, a repair's output whose `copied` runs repeat input
     bytes, reusing the input's kept parts where it proves them; None when it reuses
-    none (the format or context at its start differ, or no part lies in a run)."""
+    none (the format, context or name differ, no part lies in a run, a proof fails or
+    a worker died), for a full read to decide."""
     handle, info = open_session(path)
     with handle, gc_paused():
         if peek_format(handle, path, kept.format) != (kept.format, kept.context):
