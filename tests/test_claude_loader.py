@@ -66,7 +66,6 @@ and how `intended_chain` models it:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from collections import Counter
@@ -75,6 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from sessionfix import Applicability, Diagnostic, Settings, check_file
@@ -511,7 +511,9 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
         repaired = {}
         for mode in MODES:
             target = folder / f"{mode}.jsonl"
-            repair_to(copy, target, dataclasses.replace(settings, unsafe_fixes=mode == "unsafe"))
+            repair_to(
+                copy, target, msgspec.structs.replace(settings, unsafe_fixes=mode == "unsafe")
+            )
             repaired[mode] = target
         found[path] = Versions(path, copy, repaired)
     return found
@@ -751,7 +753,7 @@ def _applied(path: Path, mode: str, versions: dict[Path, Versions]) -> list[Diag
     """sessionfix's diagnostics of the copy it repaired, with `mode`'s settings, each
     with its fix only if a repair in `mode` applies it (else none)."""
     settings, _ = _case_settings(path)
-    settings = dataclasses.replace(settings, unsafe_fixes=mode == "unsafe")
+    settings = msgspec.structs.replace(settings, unsafe_fixes=mode == "unsafe")
     return [
         d.with_fix(None)
         if d.fix is not None and d.fix.applicability is Applicability.UNSAFE and mode != "unsafe"

@@ -63,7 +63,6 @@ What Codex 0.169.0 does when it rebuilds history, as observed with this harness:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -71,6 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import Phase, given, seed
 from hypothesis import settings as hypothesis_settings
@@ -657,7 +657,9 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Versions]:
         repaired = {}
         for mode in MODES:
             target = folder / f"{mode}.jsonl"
-            repair_to(copy, target, dataclasses.replace(settings, unsafe_fixes=mode == "unsafe"))
+            repair_to(
+                copy, target, msgspec.structs.replace(settings, unsafe_fixes=mode == "unsafe")
+            )
             repaired[mode] = target
         ideal = folder / "ideal.jsonl"
         ideal.write_bytes(

@@ -8,7 +8,6 @@ passes and follow-on edits included.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -17,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import pytest
 
 from sessionfix import Settings
@@ -66,10 +66,10 @@ def _repair_three_ways(
     target = tmp_path / "in" / spec.get("filename", "session.jsonl")
     target.parent.mkdir(parents=True)
     data = source.read_bytes()
-    settings = dataclasses.replace(_settings(spec), unsafe_fixes=unsafe)
+    settings = msgspec.structs.replace(_settings(spec), unsafe_fixes=unsafe)
     if variant == "crlf-kept":
         data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
-        settings = dataclasses.replace(settings, ignore=(*settings.ignore, "SF006"))
+        settings = msgspec.structs.replace(settings, ignore=(*settings.ignore, "SF006"))
     elif variant == "no-final-newline":
         data = data.rstrip(b"\n")
     target.write_bytes(data)

@@ -10,12 +10,12 @@ rule's code; any other case must.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from sessionfix import Settings, check_file
@@ -95,7 +95,7 @@ def repair_case(case: Path, tmp_path: Path, *, unsafe: bool) -> bytes:
     target = tmp_path / spec.get("filename", "session.jsonl")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(case / "input.jsonl", target)
-    settings = dataclasses.replace(_settings(spec), unsafe_fixes=unsafe)
+    settings = msgspec.structs.replace(_settings(spec), unsafe_fixes=unsafe)
     output = tmp_path / ("unsafe.out" if unsafe else "safe.out")
     repair_to(target, output, settings)
     return output.read_bytes()

@@ -19,7 +19,7 @@ import pytest
 PACKAGE: Final = Path(__file__).resolve().parent.parent / "src" / "sessionfix"
 
 STAGES: Final[tuple[tuple[str, ...], ...]] = (
-    ("errors", "jsonutil", "units", "version"),
+    ("errors", "jsonutil", "structs", "units", "version"),
     ("scratch",),
     ("read", "stores"),
     ("model",),
@@ -40,7 +40,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
 """The stages, lowest first. A module may import from its own folder (or itself) and from
 any stage below its own; never from a stage at its level or above. The top-level modules
 are stages of their own, placed by what they need: the shared vocabulary (errors, JSON,
-units) at the bottom, private temporary folders just above it; findings and discovery
+record classes, units) at the bottom, private temporary folders just above it; findings and discovery
 above the formats they name; the safety layer below the scan, whose workers defer
 signals with it, and below the rules, which ask it whether a writer holds a file; what
 the agent loads above the repair it measures the result of; the configuration files

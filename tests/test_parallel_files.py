@@ -3,7 +3,6 @@ process gives, in the same order, with unreadable files reported as such."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import signal
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import zstandard
 from typer.testing import CliRunner
@@ -95,7 +95,7 @@ def _plain(diagnostics: list[Diagnostic]) -> list[tuple[Diagnostic, object]]:
     """Each diagnostic without its fix, and the fix's kind and message."""
     return [
         (
-            dataclasses.replace(d, fix=None),
+            msgspec.structs.replace(d, fix=None),
             None if d.fix is None else (d.fix.applicability, d.fix.message),
         )
         for d in diagnostics

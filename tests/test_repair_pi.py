@@ -21,7 +21,6 @@ collected test asserts something: pi reads an original whole unless scan finds a
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import json
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from sessionfix import Settings
@@ -120,7 +120,7 @@ def _repair_all(root: Path) -> dict[Path, Repaired]:
         shutil.copyfile(path, original)
         item = Repaired(original, folder / "safe.jsonl", folder / "unsafe.jsonl")
         for unsafe in (False, True):
-            chosen = dataclasses.replace(settings, unsafe_fixes=unsafe)
+            chosen = msgspec.structs.replace(settings, unsafe_fixes=unsafe)
             target = item.unsafe if unsafe else item.safe
             result = repair_to(original, target, chosen)
             planned = plan_repair(original, chosen)

@@ -4,12 +4,12 @@ fresh read of the result gives, whatever the result holds."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
@@ -193,7 +193,7 @@ def test_spliced_read_of_each_fixture_repair_is_a_fresh_read(
     source.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(case / "input.jsonl", source)
     _force_parts(monkeypatch)
-    _spliced_against_fresh(source, dataclasses.replace(_settings(spec), unsafe_fixes=True))
+    _spliced_against_fresh(source, msgspec.structs.replace(_settings(spec), unsafe_fixes=True))
 
 
 REUSED = [
@@ -325,7 +325,7 @@ def test_repair_with_spliced_verification_writes_what_a_full_one_does(
     source.write_bytes(data)
     settings = Settings(quiescence=0.0, unsafe_fixes=unsafe)
     whole, spliced = tmp_path / "whole.jsonl", tmp_path / "spliced.jsonl"
-    expected = repair_to(source, whole, dataclasses.replace(settings, jobs=1), replace=True)
+    expected = repair_to(source, whole, msgspec.structs.replace(settings, jobs=1), replace=True)
     with pytest.MonkeyPatch.context() as patch:
         _force_parts(patch)
         got = repair_to(source, spliced, settings, replace=True)

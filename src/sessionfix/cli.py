@@ -15,13 +15,13 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
-from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO
 
+import msgspec
 import orjson
 import typer
+from msgspec import Struct
 
 from sessionfix import stores
 from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
@@ -263,8 +263,7 @@ def _main_options(
         scan()
 
 
-@dataclass(frozen=True, slots=True)
-class Presentation:
+class Presentation(Struct, frozen=True):
     output_format: OutputFormat
     output_file: Path | None
     statistics: bool
@@ -408,7 +407,7 @@ def _with_report(presentation: Presentation, files: Sequence[Path]) -> Presentat
     if presentation.output_file is None:
         return presentation
     report = _open_report(presentation.output_file, files)
-    return dataclasses_replace(presentation, report=report)
+    return msgspec.structs.replace(presentation, report=report)
 
 
 @contextmanager
@@ -769,8 +768,7 @@ def repair(
     raise typer.Exit(_guard(lambda: _repair_command(**_configured(options))))
 
 
-@dataclass(frozen=True, slots=True)
-class RepairTarget:
+class RepairTarget(Struct, frozen=True):
     """Where a repair goes: one of a new file, stdout, the file itself, or a diff."""
 
     output: str | None
@@ -817,7 +815,7 @@ def _repair_command(
     if diff_context < 0:
         raise UsageError("--diff-context must be 0 or more")
     diff_context = min(diff_context, MAX_DIFF_CONTEXT)
-    settings = dataclasses_replace(_settings(**rule_options), prune_to_leaf=prune_to_leaf)
+    settings = msgspec.structs.replace(_settings(**rule_options), prune_to_leaf=prune_to_leaf)
     if output_file is None or diff or output == "-":
         _stdout()
     presentation = Presentation(
@@ -889,7 +887,7 @@ def _run_diff(
         if as_data:
             _write_report(
                 sorted(would_fix, key=SORT_KEY),
-                dataclasses_replace(presentation, to_stderr=False),
+                msgspec.structs.replace(presentation, to_stderr=False),
                 settings,
                 len(run.errors),
             )
@@ -925,7 +923,7 @@ def _run_repair(
         break_stale_lock=target.break_stale_lock,
         keep_stopped=True,
     )
-    fixed = dataclasses_replace(presentation, fixed=run.fixed)
+    fixed = msgspec.structs.replace(presentation, fixed=run.fixed)
     if not run.ended_early or run.results or run.errors:
         _write_report(run.remaining, fixed, settings, len(run.errors))
     for line in run.notices:

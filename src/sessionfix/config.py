@@ -13,9 +13,10 @@ import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+from msgspec import Struct, field
 
 from sessionfix.errors import UsageError, described
 from sessionfix.formats import Format
@@ -94,8 +95,7 @@ def _choice(values: tuple[str, ...]) -> Callable[[object], str]:
     return check
 
 
-@dataclass(frozen=True, slots=True)
-class Key:
+class Key(Struct, frozen=True):
     """One setting a file may hold: the command-line option it stands for, how its
     value is checked, and the value when neither the file nor the command line sets it."""
 
@@ -130,8 +130,7 @@ KEYS: Final[Mapping[str, Key]] = {
 """Every key a configuration file may hold (kebab-case, as ruff's)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(Struct, frozen=True):
     """The settings of one configuration file, by option name; empty without a file."""
 
     path: Path | None = None

@@ -10,13 +10,14 @@ inline image `IMAGE_TOKENS`.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
+from msgspec import Struct, field
 
 from sessionfix import stores
 from sessionfix.formats import Format, package_of
@@ -59,8 +60,7 @@ class Part(enum.Enum):
         return self.name.lower()
 
 
-@dataclass(slots=True)
-class SessionContext:
+class SessionContext(Struct):
     """What one session's agent loads on resume, and its file's bytes by `Part`."""
 
     filename: str
@@ -127,7 +127,7 @@ def context_of(
     with session_text(path) as readable:
         scanned = read_session(readable, settings.format, None, settings.jobs)
         view = scanned.view
-        weighed = dataclasses.replace(
+        weighed = msgspec.structs.replace(
             settings,
             select=tuple(rule.code for rule in RULES if rule.weighs is Weight.STALE_READS),
             extend_select=(),
@@ -252,7 +252,7 @@ def context_after_repair(
     if settings.format is Format.AUTO:
         original = measured or context_of(path, settings)
         if original.format != Format.UNKNOWN.value:
-            settings = dataclasses.replace(settings, format=Format(original.format))
+            settings = msgspec.structs.replace(settings, format=Format(original.format))
     with private_folder(f"{path}: cannot write the repaired copy") as folder:
         target = folder / plain_name(path.name)
         repair_to(path, target, settings, filename=filename or str(path))

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
+
+import msgspec
+from msgspec import Struct
 
 from sessionfix.read.reader import LineIssue
+from sessionfix.structs import PartlyCompared
 
 
 class Severity(enum.IntEnum):
@@ -87,8 +89,7 @@ Transform = Callable[[Any], Any]
 """A change to one decoded record (key order kept), applied before it is re-serialised."""
 
 
-@dataclass(frozen=True, slots=True)
-class Edit:
+class Edit(PartlyCompared, Struct, frozen=True):
     """One change to a physical input line, as reported in `fix.edits`.
 
     Each kind of change is a subclass that says what it does; `repair` decides by the
@@ -96,8 +97,10 @@ class Edit:
     on demand (`content`), so a scan never holds the new text of every changed record.
     """
 
+    uncompared: ClassVar[frozenset[str]] = frozenset({"produce"})
+
     row: int
-    produce: Callable[[], str] | None = field(default=None, repr=False, compare=False)
+    produce: Callable[[], str] | None = None
 
     @property
     def op(self) -> EditOp:
@@ -117,8 +120,7 @@ class Edit:
 # ---- line edits: the plan derives their bytes from the line report -----------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LineEdit(Edit):
+class LineEdit(Edit, frozen=True, kw_only=True):
     """A change to a damaged physical line; `repairs` names the damage it removes."""
 
     repairs: LineIssue | None = None
@@ -129,8 +131,7 @@ class LineEdit(Edit):
         return self.repairs in STRUCTURAL_ISSUES
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ByteEdit(LineEdit):
+class ByteEdit(LineEdit, frozen=True, kw_only=True):
     """A change to some bytes of a damaged line: bytes `start` up to `end` (excluded,
     0-based within the line) become `text`, so the edit carries no copy of the bytes
     it keeps."""
@@ -152,32 +153,27 @@ class ByteEdit(LineEdit):
         return self.start, self.end
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SplitLine(ByteEdit):
+class SplitLine(ByteEdit, frozen=True, kw_only=True):
     """Split a line holding several records into one line per record: the bytes between
     two records become a line break."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StripBytes(ByteEdit):
+class StripBytes(ByteEdit, frozen=True, kw_only=True):
     """Remove bytes around a record (a NUL run, a byte-order mark), keeping the record."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrimDamage(ByteEdit):
+class TrimDamage(ByteEdit, frozen=True, kw_only=True):
     """Keep the complete records of a line and drop its damaged bytes."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JoinLines(ByteEdit):
+class JoinLines(ByteEdit, frozen=True, kw_only=True):
     """Join a line with the later line `rest`: a line break split one record in two. The
     edit removes the line's terminator, bytes `start` up to `end`."""
 
     rest: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DropLine(LineEdit):
+class DropLine(LineEdit, frozen=True, kw_only=True):
     """Drop a whole line that holds no record."""
 
     @property
@@ -185,8 +181,7 @@ class DropLine(LineEdit):
         return EditOp.DELETE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NormaliseTerminator(Edit):
+class NormaliseTerminator(Edit, frozen=True, kw_only=True):
     """End a line with LF instead of CRLF; one decision for every such line of a file.
     The edit removes the carriage return, the byte at offset `cr` of the line."""
 
@@ -201,8 +196,7 @@ class NormaliseTerminator(Edit):
         return self.cr, self.cr + 1
 
 
-@dataclass(frozen=True, slots=True)
-class AddFinalNewline(Edit):
+class AddFinalNewline(Edit, frozen=True):
     """Terminate the file's unterminated last line: one byte appended, so the edit
     carries that byte and not a copy of the record."""
 
@@ -215,8 +209,7 @@ class AddFinalNewline(Edit):
         return "\n"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RebuildHeader(Edit):
+class RebuildHeader(Edit, frozen=True, kw_only=True):
     """Write a new session header over a damaged one, or before the first line."""
 
     replaces: bool
@@ -230,16 +223,14 @@ class RebuildHeader(Edit):
 # ---- record edits: decisions the plan resolves with every reference (rules.md §8) ----
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordEdit(Edit):
+class RecordEdit(Edit, frozen=True, kw_only=True):
     """A decision about one record of the view."""
 
     record: int
     """View index of the record concerned (the anchor of an insertion)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DropRecord(RecordEdit):
+class DropRecord(RecordEdit, frozen=True, kw_only=True):
     """Drop a record; references to it move to its survivor, else on up the tree."""
 
     survivor: int | None = None
@@ -250,15 +241,14 @@ class DropRecord(RecordEdit):
         return EditOp.DELETE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RewriteRecord(RecordEdit):
+class RewriteRecord(RecordEdit, frozen=True, kw_only=True):
     """Change a record's content; it is re-serialised the way its writer does. The edit
     names only the bytes of line `row` that change (`changed`), not the whole record."""
 
-    transform: Transform = field(repr=False, compare=False)
-    changed: Callable[[], tuple[int, int, str]] | None = field(
-        default=None, repr=False, compare=False
-    )
+    uncompared: ClassVar[frozenset[str]] = frozenset({"produce", "transform", "changed"})
+
+    transform: Transform
+    changed: Callable[[], tuple[int, int, str]] | None = None
     """The 0-based byte offsets within the line of the first changed byte and of the
     byte after the last one, and their new text."""
 
@@ -281,18 +271,18 @@ class RewriteRecord(RecordEdit):
         return start, end
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MoveCut(RewriteRecord):
+class MoveCut(RewriteRecord, frozen=True, kw_only=True):
     """Move a compaction's cut: the entry it keeps from changes."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InsertRecord(RecordEdit):
+class InsertRecord(RecordEdit, frozen=True, kw_only=True):
     """Insert a new record after `record`; the entry that followed moves below it."""
 
-    build: Callable[[], dict[str, Any]] = field(repr=False, compare=False)
+    uncompared: ClassVar[frozenset[str]] = frozenset({"produce", "build", "new_id"})
+
+    build: Callable[[], dict[str, Any]]
     """The new record, before its references are resolved."""
-    new_id: str | None = field(default=None, compare=False)
+    new_id: str | None = None
     """For an id-linked session: the id the new record gets."""
 
     @property
@@ -303,13 +293,14 @@ class InsertRecord(RecordEdit):
 # ---- what a preview lists: lines of the written result -----------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WrittenLine(Edit):
+class WrittenLine(Edit, frozen=True, kw_only=True):
     """A line of the repaired file at input line `row`, with its exact bytes."""
 
+    uncompared: ClassVar[frozenset[str]] = frozenset({"produce", "raw", "end"})
+
     placement: EditOp
-    raw: Callable[[], bytes] = field(repr=False, compare=False)
-    end: str = field(compare=False)
+    raw: Callable[[], bytes]
+    end: str
     """The terminator written after the line ("\n", "\r\n", "" for an unterminated last
     line)."""
 
@@ -318,8 +309,7 @@ class WrittenLine(Edit):
         return self.placement
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EndedLine(Edit):
+class EndedLine(Edit, frozen=True, kw_only=True):
     """An unterminated last input line written unchanged but for the terminator `end`
     now after it: listed as that terminator appended, not as the whole line again."""
 
@@ -334,8 +324,7 @@ class EndedLine(Edit):
         return self.end
 
 
-@dataclass(frozen=True, slots=True)
-class RemovedLine(Edit):
+class RemovedLine(Edit, frozen=True):
     """An input line the repaired file no longer holds."""
 
     @property
@@ -343,8 +332,7 @@ class RemovedLine(Edit):
         return EditOp.DELETE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribedEdit(Edit):
+class DescribedEdit(Edit, frozen=True, kw_only=True):
     """An edit as `fix.edits` reports it, its text already made: what a worker process
     hands back (the edits it made hold closures over its open file)."""
 
@@ -369,8 +357,7 @@ class DescribedEdit(Edit):
         return self.span
 
 
-@dataclass(frozen=True, slots=True)
-class Fix:
+class Fix(Struct, frozen=True):
     applicability: Applicability
     message: str
     edits: Sequence[Edit] = ()
@@ -381,9 +368,10 @@ class Fix:
         return Fix(self.applicability, self.message, made)
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
+class Diagnostic(PartlyCompared, Struct, frozen=True):
     """A finding in one session file, located by 1-based physical line."""
+
+    uncompared: ClassVar[frozenset[str]] = frozenset({"span", "source", "excerpt"})
 
     code: str
     name: str
@@ -395,11 +383,11 @@ class Diagnostic:
     entry_id: str | None = None
     fix: Fix | None = None
     format: str = "unknown"
-    span: tuple[int, int] | None = field(default=None, compare=False)
+    span: tuple[int, int] | None = None
     """Byte offset and length of the record in the file, for excerpts."""
-    source: Path | None = field(default=None, compare=False, repr=False)
+    source: Path | None = None
     """The file the span refers to."""
-    excerpt: str | None = field(default=None, compare=False, repr=False)
+    excerpt: str | None = None
     """The start of the record, escaped and bounded, read when the finding was made:
     a report shows it without opening the session again."""
     session_id: str = ""
@@ -421,7 +409,7 @@ class Diagnostic:
         return f"{self.filename}:{self.row}:{self.column}"
 
     def with_fix(self, fix: Fix | None) -> Diagnostic:
-        return dataclasses.replace(self, fix=fix)
+        return msgspec.structs.replace(self, fix=fix)
 
     def detached(self, *, edits: bool) -> Diagnostic:
         """The diagnostic with nothing left to read from its file: its fix's edits made
@@ -430,7 +418,7 @@ class Diagnostic:
 
     def in_store(self, session_id: str, seq: int | None, filename: str) -> Diagnostic:
         """This finding of a store session's transcript, located in the store."""
-        return dataclasses.replace(self, session_id=session_id, seq=seq, filename=filename)
+        return msgspec.structs.replace(self, session_id=session_id, seq=seq, filename=filename)
 
 
 SORT_KEY: Final[Callable[[Diagnostic], tuple[str, str, int, int, str]]] = attrgetter(

@@ -6,9 +6,10 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+
+from msgspec import Struct, field
 
 from sessionfix.formats import Format, detect, is_sibling_file, session_roots
 from sessionfix.read.compressed import SUFFIX, is_compressed, plain_name
@@ -21,8 +22,7 @@ _OWN = re.compile("|".join(fnmatch.translate(pattern) for pattern in _OWN_FILES)
 _SESSION_NAMES = (".jsonl", ".jsonl" + SUFFIX)
 
 
-@dataclass(slots=True)
-class Discovery:
+class Discovery(Struct):
     files: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)
     """Sibling artefacts that look like sessions but are not."""

@@ -9,12 +9,13 @@ bag is built: `import sessionfix` does not need it.
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypedDict
+
+import msgspec
 
 from sessionfix.engine import check_paths
 from sessionfix.report.render import diagnostic_json
@@ -83,7 +84,7 @@ def _per_task(settings: Settings | None) -> Settings:
     a cluster's parallelism is across files, and a worker's threads share its cores."""
     settings = settings or Settings()
     if settings.jobs is None:
-        return dataclasses.replace(settings, jobs=1)
+        return msgspec.structs.replace(settings, jobs=1)
     return settings
 
 

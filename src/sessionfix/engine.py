@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Final
+
+import msgspec
+from msgspec import Struct, field
 
 from sessionfix import stores
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
@@ -37,8 +38,7 @@ from sessionfix.settings import Settings
 from sessionfix.units import human_bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Inapplicable:
+class Inapplicable(Struct, frozen=True):
     """A rule selected by its code that a file's format cannot run: it lacks `missing`."""
 
     rule: Rule
@@ -57,8 +57,7 @@ class Inapplicable:
         )
 
 
-@dataclass(slots=True)
-class FileReport:
+class FileReport(Struct):
     path: Path
     filename: str
     format: str
@@ -209,7 +208,7 @@ def check_paths(
             from sessionfix.scan.workers import OrderedWorkers
 
             tasks = [(path, display(path)) for path in shared]  # in the order of `paths`
-            alone = dataclasses.replace(settings, jobs=1)
+            alone = msgspec.structs.replace(settings, jobs=1)
             workers = OrderedWorkers(
                 partial(_checked_apart, settings=alone, edits=edits),
                 tasks,
@@ -315,7 +314,7 @@ def relocated(
     session_id = transcript.session.id
     row_of = row_of or transcript.row_of
     return [
-        dataclasses.replace(
+        msgspec.structs.replace(
             d.in_store(session_id, row_of(d.row), filename),
             message=_by_row(d.message, row_of),
         )
@@ -378,8 +377,7 @@ def _check_store(
         store.close()
 
 
-@dataclass(slots=True)
-class Selection:
+class Selection(Struct):
     """The files a run reads, and what was refused before reading any."""
 
     files: list[Path]
@@ -501,8 +499,7 @@ def scan_note(
     return note
 
 
-@dataclass(slots=True)
-class CheckRun:
+class CheckRun(Struct):
     """What checking a selection of files found."""
 
     selection: Selection

@@ -6,7 +6,8 @@ import functools
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from sessionfix.diagnostics import Severity
 from sessionfix.errors import UsageError
@@ -17,8 +18,7 @@ DEFAULT_MAX_RECORD_SIZE = 256 * 1024
 _SELECTOR = re.compile(r"^(ALL|SF\d{0,3})$")
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(Struct, frozen=True):
     select: tuple[str, ...] = ("ALL",)
     ignore: tuple[str, ...] = ()
     extend_select: tuple[str, ...] = ()

@@ -15,9 +15,10 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol, cast
+
+from msgspec import Struct, field
 
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.scratch import private_folder
@@ -31,8 +32,7 @@ class StoreRefused(SessionfixError):
     no other session of it is tried."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSession:
+class StoredSession(Struct, frozen=True):
     """One session of a store, as its listing names it."""
 
     id: str
@@ -42,8 +42,7 @@ class StoredSession:
     """Archived out of the live rows: readable, not rewritable in place."""
 
 
-@dataclass(slots=True)
-class Transcript:
+class Transcript(Struct):
     """A store session's lines written to `path`, one per row, and where each came from."""
 
     path: Path
@@ -60,8 +59,7 @@ class Transcript:
         return self.rows[line - 1] if 0 < line <= len(self.rows) else None
 
 
-@dataclass(frozen=True, slots=True)
-class StoreBackup:
+class StoreBackup(Struct, frozen=True):
     """A backup a store rewrite kept, as `sessionfix restore --list` shows it."""
 
     path: Path

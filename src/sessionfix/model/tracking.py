@@ -18,18 +18,19 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 from operator import add
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
+
+from msgspec import Struct, field
 
 from sessionfix.model.view import FileAction, ToolCall
+from sessionfix.structs import PartlyCompared
 
 SUCCEEDED = 1  # mirrors view.Bit.SUCCEEDED
 
 
-@dataclass(slots=True)
-class Group:
+class Group(Struct):
     """One assistant turn's tool calls and the results that answer them."""
 
     assistant: int
@@ -57,8 +58,7 @@ class Group:
         return -1 in self.answers
 
 
-@dataclass(slots=True)
-class ResultEvent:
+class ResultEvent(Struct):
     index: int
     call_id: str | None
     bits: int
@@ -76,13 +76,14 @@ class FileEvent(NamedTuple):
     bits: int
 
 
-@dataclass(slots=True)
-class FileEvents:
+class FileEvents(PartlyCompared, Struct):
     """File reads or writes, column-wise.
 
     A session reads the same few files again and again: each path is held once, however
     many events name it. Call ids are kept only where a finding names the call
     (`names_calls`; else every event's is empty)."""
+
+    uncompared: ClassVar[frozenset[str]] = frozenset({"_held"})
 
     names_calls: bool = True
     index: array[int] = field(default_factory=lambda: array("q"))
@@ -90,7 +91,7 @@ class FileEvents:
     bases: list[str | None] = field(default_factory=list)
     call_ids: list[str] = field(default_factory=list)
     bits: bytearray = field(default_factory=bytearray)
-    _held: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _held: dict[str, str] = field(default_factory=dict)
     """Each distinct path, the one object `paths` holds for it."""
 
     def add(self, index: int, call: ToolCall, bits: int) -> None:
@@ -149,8 +150,7 @@ class UserEvent(NamedTuple):
     boundaries_before: int
 
 
-@dataclass(slots=True)
-class UserEvents:
+class UserEvents(Struct):
     index: array[int] = field(default_factory=lambda: array("q"))
     keys: list[object] = field(default_factory=list)
     assistants_before: array[int] = field(default_factory=lambda: array("q"))
@@ -196,8 +196,7 @@ class UserEvents:
         )
 
 
-@dataclass(slots=True)
-class Tracking:
+class Tracking(Struct):
     """What the trackers found, in path order."""
 
     unanswered: list[Group] = field(default_factory=list)
@@ -216,8 +215,7 @@ class Tracking:
     the earlier call's record)."""
 
 
-@dataclass(slots=True)
-class CleanBlock:
+class CleanBlock(Struct):
     """A block of consecutive messages, described column-wise for `clean_block`.
 
     Positions are relative to the block; `base` is the index of its first record.

@@ -15,11 +15,12 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from itertools import chain, pairwise, repeat
 from operator import add, ge
 from pathlib import Path
 from typing import Final, Protocol, TypeVar, overload
+
+from msgspec import Struct, field
 
 
 class Kind(enum.IntEnum):
@@ -99,8 +100,7 @@ class Bit:
     """Explicitly marked as an error."""
 
 
-@dataclass(slots=True)
-class ToolCall:
+class ToolCall(Struct):
     id: str
     name: str
     action: FileAction = FileAction.NONE
@@ -116,8 +116,7 @@ NO_ORDINAL: Final = -1
 """Stands for an absent field where `None` means an explicit null."""
 
 
-@dataclass(frozen=True, slots=True)
-class PreservedSegment:
+class PreservedSegment(Struct, frozen=True):
     """Records a compaction keeps verbatim, relinked after its summary at load time
     (Claude `preservedSegment` / `preservedMessages`)."""
 
@@ -130,8 +129,7 @@ class PreservedSegment:
     """Every kept record's id, when the boundary lists them."""
 
 
-@dataclass(slots=True)
-class BoundaryFacts:
+class BoundaryFacts(Struct):
     first_kept: str | None
     """Id of the first kept entry; `MISSING` when absent."""
     first_kept_index: int | None = None
@@ -190,8 +188,7 @@ class RefRole(enum.Enum):
     """A list of the records a compaction keeps: dropped ones leave it."""
 
 
-@dataclass(frozen=True, slots=True)
-class Reference:
+class Reference(Struct, frozen=True):
     """A record naming another record by id in a non-structural field."""
 
     field: str
@@ -201,8 +198,7 @@ class Reference:
     """What the reference means to the session (the view asks by role, never by field)."""
 
 
-@dataclass(slots=True)
-class HeaderFacts:
+class HeaderFacts(Struct):
     row: int
     id: object
     version: object
@@ -369,8 +365,7 @@ class Shifted(Sequence[int]):
         raise ValueError(f"{value!r} is not in the sequence")
 
 
-@dataclass(slots=True)
-class SessionView:
+class SessionView(Struct):
     """Compact per-record index of one session file plus its derived tree.
 
     Columns (arrays, bytearrays, lists of shared strings) rather than per-record

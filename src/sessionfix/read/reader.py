@@ -17,9 +17,10 @@ import os
 import re
 import stat
 from array import array
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Final
+
+from msgspec import Struct, field
 
 from sessionfix import jsonutil
 from sessionfix.errors import InputError, NotASessionFile
@@ -55,8 +56,7 @@ class NulPlacement(enum.Enum):
     INSIDE = "inside"
 
 
-@dataclass(slots=True)
-class LineFinding:
+class LineFinding(Struct):
     """One line-level problem, located by physical line and byte span."""
 
     issue: LineIssue
@@ -79,8 +79,7 @@ class LineFinding:
     """For a line that is valid JSON but not an object: what it is ("array", "null"...)."""
 
 
-@dataclass(slots=True)
-class SplitRecord:
+class SplitRecord(Struct):
     """A record recovered by the slow path, with its byte span inside the line."""
 
     value: dict[str, Any]
@@ -88,8 +87,7 @@ class SplitRecord:
     end: int
 
 
-@dataclass(slots=True)
-class SlowLine:
+class SlowLine(Struct):
     """The slow-path classification of one line body."""
 
     records: list[SplitRecord] = field(default_factory=list)
@@ -336,8 +334,7 @@ class _ByteOffsets:
         return len(jsonutil.encode_text(self._text[:char_index]))
 
 
-@dataclass(slots=True)
-class LineReport:
+class LineReport(Struct):
     """Line-level facts of one file: everything the line rules need."""
 
     findings: list[LineFinding] = field(default_factory=list)
@@ -434,8 +431,7 @@ def binary_signature(head: bytes) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class FileInfo:
+class FileInfo(Struct, frozen=True):
     path: Path
     size: int
     mtime_ns: int

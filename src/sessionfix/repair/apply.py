@@ -9,7 +9,6 @@ applies may remain, and no reference may dangle that did not dangle before.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import mmap
 import os
@@ -21,9 +20,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final
+
+import msgspec
+from msgspec import Struct, field
 
 from sessionfix import jsonutil, stores
 from sessionfix.diagnostics import (
@@ -126,8 +127,7 @@ def applies(diagnostic: Diagnostic, settings: Settings) -> bool:
     return fix.applicability is Applicability.SAFE or settings.unsafe_fixes
 
 
-@dataclass(slots=True)
-class RepairResult:
+class RepairResult(Struct):
     """What a repair did to one file."""
 
     path: Path
@@ -336,7 +336,7 @@ class PlannedRepair:
             # The copy is the input byte for byte (nothing applies), which was just
             # checked: checking it again would only find the same.
             self.scanned.parts = None
-            return [dataclasses.replace(d, filename=filename) for d in self.found]
+            return [msgspec.structs.replace(d, filename=filename) for d in self.found]
         before = self.scanned.view
         dangled = _dangling_names(before)
         guard = _Invariants(self.found)
@@ -947,8 +947,7 @@ def repair_in_place(
             original = snapshot(target, allow_hard_links=force)
 
 
-@dataclass(slots=True)
-class _ReplacedFile:
+class _ReplacedFile(Struct):
     """A file an attempt replaced, through the backup link that keeps it: a writer that
     opened it before the rename may still append to it."""
 
@@ -1234,8 +1233,7 @@ def _write_out(fd: int, data: bytes | bytearray) -> None:
             view = view[os.write(fd, view) :]
 
 
-@dataclass(slots=True)
-class RepairRun:
+class RepairRun(Struct):
     """What repairing several files did, and what a report of them shows."""
 
     results: list[RepairResult] = field(default_factory=list)
@@ -1317,8 +1315,7 @@ class RepairRun:
         notices.add(outcome.result.inapplicable)
 
 
-@dataclass(slots=True)
-class FileOutcome:
+class FileOutcome(Struct):
     """One file's repair: its result, or the line that says why there is none, with the
     findings a check of the file still reports."""
 
@@ -1333,7 +1330,7 @@ class FileOutcome:
         unrepaired = [d.detached(edits=True) for d in self.unrepaired]
         result = self.result
         if result is not None:
-            result = dataclasses.replace(
+            result = msgspec.structs.replace(
                 result,
                 found=[d.detached(edits=False) for d in result.found],
                 applied=[d.detached(edits=False) for d in result.applied],
@@ -1421,8 +1418,7 @@ def _outcome(path: Path, settings: Settings, repair: Callable[[], RepairResult])
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _InPlace:
+class _InPlace(Struct, frozen=True):
     """How every file of an in-place run is repaired."""
 
     settings: Settings
@@ -1465,7 +1461,9 @@ def _repair_in_place_all(
     workers: OrderedWorkers[Path, FileOutcome] | None = None
     if tasks:
         workers = OrderedWorkers(
-            dataclasses.replace(repair, settings=dataclasses.replace(settings, jobs=1)).apart,
+            msgspec.structs.replace(
+                repair, settings=msgspec.structs.replace(settings, jobs=1)
+            ).apart,
             tasks,
             default_workers(settings.jobs),
             weights=[size + FILE_COST_BYTES for size in shared.values()],

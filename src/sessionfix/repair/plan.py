@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
+
+from msgspec import Struct
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import (
@@ -39,8 +40,7 @@ COPY_BYTES: Final = 4 << 20
 NO_SURVIVOR: Final = -1
 
 
-@dataclass(slots=True)
-class RowChange:
+class RowChange(Struct):
     """What one physical input line becomes: zero or more output lines."""
 
     row: int

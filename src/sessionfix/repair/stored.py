@@ -8,11 +8,12 @@ one session) or to a stream. After the last rewrite the whole store is checked o
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO
+
+from msgspec import Struct
 
 from sessionfix import stores
 from sessionfix.diagnostics import Diagnostic
@@ -29,8 +30,7 @@ from sessionfix.repair.rowmap import PREFIX_ROW
 from sessionfix.settings import Settings
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SessionRefused:
+class SessionRefused(Struct, frozen=True):
     """A session whose repair failed or was refused, with what a check of it finds."""
 
     error: SessionfixError
@@ -176,8 +176,7 @@ def _origins(preview: RepairPreview) -> stores.Origins:
     return origin
 
 
-@dataclasses.dataclass
-class StoredPreview:
+class StoredPreview(Struct):
     """A preview of one store session's repair, with the transcript it reads."""
 
     preview: RepairPreview

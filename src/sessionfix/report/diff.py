@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import IO, BinaryIO, Final
+
+from msgspec import Struct, field
 
 from sessionfix.diagnostics import escape
 from sessionfix.repair.apply import RepairPreview
@@ -29,8 +30,7 @@ Line = tuple[bytes, bool]
 """A line without its newline, and whether one followed it."""
 
 
-@dataclass(slots=True)
-class _Hunk:
+class _Hunk(Struct):
     old_start: int
     new_start: int
     lines: list[bytes] = field(default_factory=list)

@@ -13,12 +13,12 @@ import io
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 from urllib.parse import quote
 
 import orjson
+from msgspec import Struct
 
 from sessionfix.diagnostics import (
     Applicability,
@@ -44,8 +44,7 @@ class OutputFormat(enum.Enum):
         return self in (OutputFormat.FULL, OutputFormat.CONCISE)
 
 
-@dataclass(frozen=True, slots=True)
-class FixCounts:
+class FixCounts(Struct, frozen=True):
     safe: int
     unsafe: int
 

@@ -6,9 +6,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import chain, compress
 from typing import Final
+
+from msgspec import Struct
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
@@ -72,8 +73,7 @@ def describe(ctx: RuleContext, index: int) -> str:
 # ---- replayed user messages (SF201) ------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Clone:
+class Clone(Struct, frozen=True):
     clone: int
     survivor: int
     answered_between: bool
@@ -146,8 +146,7 @@ def survivor_of(ctx: RuleContext, entry_id: str) -> str:
 # ---- cloned compactions (SF202) ------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class CompactionClone:
+class CompactionClone(Struct, frozen=True):
     clone: int
     survivor: int
     safe: bool
@@ -233,8 +232,7 @@ def damaged_header_row(ctx: RuleContext) -> int | None:
 # ---- re-linking --------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class TreeOrder:
+class TreeOrder(Struct):
     """Depth-first entry and exit times of the parent forest: O(1) descendant tests.
 
     Entries on a parent cycle (or hanging below one) are reached from no root and

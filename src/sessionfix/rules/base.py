@@ -5,10 +5,11 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
+
+from msgspec import Struct
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import (
@@ -31,6 +32,7 @@ from sessionfix.model.tracking import Tracking
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import FileInfo, LineReport, RecordSource
 from sessionfix.settings import Settings
+from sessionfix.structs import PartlyCompared
 
 ALL_FORMATS = frozenset(Format) - {Format.AUTO}
 PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
@@ -75,9 +77,10 @@ class Weight(enum.Enum):
     STALE_READS = "stale reads"
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(PartlyCompared, Struct, frozen=True):
     """A registered rule: identity, defaults, and the check that finds it."""
+
+    uncompared: ClassVar[frozenset[str]] = frozenset({"check"})
 
     code: str
     name: str
@@ -88,7 +91,7 @@ class Rule:
     requires: frozenset[Capability]
     """What a file's format must provide for the rule to run on it."""
     summary: str
-    check: Callable[[RuleContext], Iterable[Diagnostic]] = field(repr=False, compare=False)
+    check: Callable[[RuleContext], Iterable[Diagnostic]]
     invariant: Invariant | None = None
     """What verification of a repair keeps about this rule's findings."""
     prunes_to_leaf: bool = False

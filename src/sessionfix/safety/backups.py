@@ -12,18 +12,18 @@ backup in its turn: a restore can itself be undone.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Final
 
+import msgspec
 import xxhash
+from msgspec import Struct
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats.pi.location import is_openclaw_location
@@ -71,8 +71,7 @@ class Status(enum.Enum):
     """Verified, but dated ahead of the clock: restored only when named."""
 
 
-@dataclass(frozen=True, slots=True)
-class Backup:
+class Backup(Struct, frozen=True):
     """One backup of a session, as found beside it."""
 
     path: Path
@@ -86,8 +85,7 @@ class Backup:
     status: Status
 
 
-@dataclass(frozen=True, slots=True)
-class Restored:
+class Restored(Struct, frozen=True):
     """What a restore did."""
 
     path: Path
@@ -102,8 +100,7 @@ class Restored:
     do not verify were passed over."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Found:
+class _Found(Struct, frozen=True):
     """A file named as a backup of the session, not yet checked."""
 
     path: Path
@@ -155,7 +152,7 @@ def restore(
         )
     except OSError as exc:
         raise WriteFailed(f"{session}: cannot restore ({described(exc)})") from None
-    return dataclasses.replace(restored, warning=warning)
+    return msgspec.structs.replace(restored, warning=warning)
 
 
 def _found(session: Path) -> list[_Found]:

@@ -14,10 +14,11 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
+
+from msgspec import Struct
 
 from sessionfix.errors import SessionfixError, described
 from sessionfix.safety.writing import TEMP_MARK, process_alive, refuse_writers
@@ -93,8 +94,7 @@ def _refuse_busy(
         refuse_writers(session, shown)
 
 
-@dataclass(frozen=True, slots=True)
-class LockState:
+class LockState(Struct, frozen=True):
     path: Path
     exists: bool
     pid: int | None = None

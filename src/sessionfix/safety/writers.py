@@ -9,15 +9,15 @@ without privilege) are skipped.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Final
+
+from msgspec import Struct
 
 PROC: Final = "/proc"
 _WRITE_MODES: Final = frozenset({os.O_WRONLY, os.O_RDWR})
 
 
-@dataclass(frozen=True, slots=True)
-class Writer:
+class Writer(Struct, frozen=True):
     """A process with a descriptor open for writing on the file."""
 
     pid: int

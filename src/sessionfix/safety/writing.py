@@ -18,12 +18,12 @@ import signal
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Final, overload
 
 import xxhash
+from msgspec import Struct
 
 from sessionfix.errors import SessionfixError, described
 from sessionfix.safety.writers import find_writer
@@ -55,8 +55,7 @@ class FileChanged(WriteRefused):
         read are still the file's first bytes may repair the grown file again."""
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(Struct, frozen=True):
     """What a file was when it was read, to keep and to compare against before replacing."""
 
     path: Path
@@ -422,8 +421,7 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
-class BackupRecord:
+class BackupRecord(Struct, frozen=True):
     """What a backup's name records: its first `size` bytes have the `file_digest`
     `digest` (a writer may append to the replaced file later), and `result` is the
     `file_digest` of the content that replaced it."""
@@ -433,8 +431,7 @@ class BackupRecord:
     result: str
 
 
-@dataclass(frozen=True, slots=True)
-class BackupName:
+class BackupName(Struct, frozen=True):
     """A backup's name, read: `<session>.sessionfix-bak-<UTC stamp>[-N][-<size>-<digest>-
     <result>]` (the record is absent from the names of sessionfix 0.1 and earlier)."""
 

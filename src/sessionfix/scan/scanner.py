@@ -15,11 +15,12 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from itertools import repeat
 from operator import add, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final
+
+from msgspec import Struct
 
 from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.formats import Format, FormatAdapter, RecordEditor, detect, make_adapter
@@ -62,8 +63,7 @@ PARALLEL_KEYS_MIN = 1 << 20
 ProgressCallback = Callable[[int], None]
 
 
-@dataclass(slots=True)
-class ScannedFile:
+class ScannedFile(Struct):
     """The result of reading a file: its view, line-level facts, conversation facts,
     and how to edit its records."""
 
@@ -630,8 +630,7 @@ def _replay_path(adapter: FormatAdapter, handle: BinaryIO) -> Tracking:
 # ---- parallel reading ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(Struct, frozen=True):
     fd: int
     """The parent's descriptor of the file, inherited by the forked workers: every
     byte range is read from the file the parent opened, whatever the path names now."""
@@ -642,8 +641,7 @@ class Task:
     context: object
 
 
-@dataclass(slots=True)
-class Chunk:
+class Chunk(Struct):
     view: SessionView
     lines: LineReport
     tracker: PathTracker

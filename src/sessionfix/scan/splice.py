@@ -16,11 +16,11 @@ import pickle
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import xxhash
+from msgspec import Struct, field
 
 from sessionfix.formats import Format
 from sessionfix.read.reader import open_session
@@ -44,8 +44,7 @@ promise more for the whole file, none are kept."""
 DIGEST_BYTES: Final = 1 << 20
 
 
-@dataclass(slots=True)
-class KeptPart:
+class KeptPart(Struct):
     """The part decoded from the lines of input bytes [start, end)."""
 
     start: int
@@ -65,8 +64,7 @@ class KeptPart:
         return chunk
 
 
-@dataclass(slots=True)
-class KeptParts:
+class KeptParts(Struct):
     """The parts of an input read in parallel, in file order, and what every range of
     it after the first was read with."""
 
@@ -105,8 +103,7 @@ class KeptParts:
         return self if self.parts else None
 
 
-@dataclass(frozen=True, slots=True)
-class CopiedRun:
+class CopiedRun(Struct, frozen=True):
     """Input bytes [start, end) that the output repeats from `to` on."""
 
     start: int
@@ -114,8 +111,7 @@ class CopiedRun:
     to: int
 
 
-@dataclass(frozen=True, slots=True)
-class KeptTask:
+class KeptTask(Struct, frozen=True):
     """A byte range for a worker to read into parts to keep."""
 
     task: Task
@@ -152,8 +148,7 @@ def _digest(fd: int, start: int, end: int) -> int | None:
     return state.intdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class _Proof:
+class _Proof(Struct, frozen=True):
     """The output holds a kept part's bytes from `start`, a line start."""
 
     fd: int

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from itertools import compress, repeat
 from operator import attrgetter, eq, is_, not_
@@ -259,8 +258,7 @@ def _key(value: object) -> int:
     return hash(("parentUuid", repr(value)))
 
 
-@dataclass(frozen=True, slots=True)
-class ClaudeContext:
+class ClaudeContext(Struct, frozen=True):
     """Nothing about the start of a Claude file changes how later records read."""
 
 

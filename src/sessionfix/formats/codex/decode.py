@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -208,8 +207,7 @@ def _images(items: list[_Item]) -> tuple[tuple[int, int], ...]:
     return tuple(found)
 
 
-@dataclass(frozen=True, slots=True)
-class CodexContext:
+class CodexContext(Struct, frozen=True):
     """What a reader of a later byte range knows: that it does not start the file."""
 
     later: bool = True

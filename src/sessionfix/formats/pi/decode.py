@@ -15,7 +15,6 @@ import re
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from itertools import accumulate, chain, compress, repeat
 from operator import add, attrgetter, countOf, eq, is_, is_not, mul, sub
@@ -326,8 +325,7 @@ _F_NO_PARENT_KEY = Flag.NO_PARENT_KEY
 _KIND_OF: Final[dict[str, int]] = {name: int(kind) for name, kind in ENTRY_KINDS.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class PiContext:
+class PiContext(Struct, frozen=True):
     """What a reader of a later part of the file must know from its beginning."""
 
     tree: bool
