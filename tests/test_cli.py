@@ -353,6 +353,32 @@ def test_every_command_has_help() -> None:
         assert "Usage:" in result.stdout
 
 
+@pytest.mark.parametrize("command", ["scan", "check", "repair", "context", "restore", "rule"])
+@pytest.mark.parametrize("args", [["--help"], ["--bogus"], []])
+def test_a_command_run_alone_behaves_as_in_the_whole_app(command: str, args: list[str]) -> None:
+    """`main` builds only the command it is asked for; nothing visible may change."""
+    from sessionfix.cli import _app_for
+
+    alone = _app_for([command, *args])
+    assert alone is not app
+    assert len(alone.registered_commands) == 1
+    runner = CliRunner()
+    whole = runner.invoke(app, [command, *args], env=ENV, color=False)
+    trimmed = runner.invoke(alone, [command, *args], env=ENV, color=False)
+    assert (trimmed.exit_code, trimmed.stdout, trimmed.stderr) == (
+        whole.exit_code,
+        whole.stdout,
+        whole.stderr,
+    )
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["--version"], ["chec"], ["-q", "check"]])
+def test_help_options_and_unknown_commands_get_the_whole_app(args: list[str]) -> None:
+    from sessionfix.cli import _app_for
+
+    assert _app_for(args) is app
+
+
 def test_progress_is_only_for_interactive_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
     from sessionfix import cli
     from sessionfix.report.render import OutputFormat

@@ -9,6 +9,7 @@ every command's signature on each run, and evaluating strings then costs more.
 """
 
 import contextlib
+import copy
 import enum
 import os
 import signal
@@ -1253,7 +1254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error("cannot write to standard output (it is closed)")
         return EXIT_ERROR
     try:
-        code = app(
+        code = _app_for(args)(
             args=args,
             prog_name="sessionfix",
             standalone_mode=False,
@@ -1276,6 +1277,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"internal error: {type(exc).__name__}: {exc}")
         return EXIT_ERROR
     return code if isinstance(code, int) else EXIT_OK
+
+
+def _app_for(args: Sequence[str]) -> typer.Typer:
+    """The app with only the command `args` start with: typer builds each command's
+    options from its signature, which for every command takes as long as checking a
+    small file. Help, a global option first, or an unknown command get the whole app."""
+    if not args or args[0].startswith("-"):
+        return app
+    from typer.main import get_command_name
+
+    named = [
+        command
+        for command in app.registered_commands
+        if command.callback is not None
+        and (command.name or get_command_name(command.callback.__name__)) == args[0]
+    ]
+    if not named:
+        return app
+    only = copy.copy(app)
+    only.registered_commands = named
+    return only
 
 
 def _usage_line(error: Exception) -> str:
