@@ -5,7 +5,8 @@ found; 2 usage error, unreadable input or internal error. Every exception is cau
 here and reported as one line on stderr.
 
 Annotations here are evaluated when each command is defined, not postponed: typer reads
-every command's signature on each run, and evaluating strings then costs more.
+the signature of the command run (`_app_for`) on each run, and evaluating strings then
+costs more.
 """
 
 import contextlib

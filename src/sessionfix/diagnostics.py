@@ -245,7 +245,7 @@ class RewriteRecord(RecordEdit, frozen=True, kw_only=True):
     """Change a record's content; it is re-serialised the way its writer does. The edit
     names only the bytes of line `row` that change (`changed`), not the whole record."""
 
-    uncompared: ClassVar[frozenset[str]] = frozenset({"produce", "transform", "changed"})
+    uncompared: ClassVar[frozenset[str]] = Edit.uncompared | {"transform", "changed"}
 
     transform: Transform
     changed: Callable[[], tuple[int, int, str]] | None = None
@@ -278,7 +278,7 @@ class MoveCut(RewriteRecord, frozen=True, kw_only=True):
 class InsertRecord(RecordEdit, frozen=True, kw_only=True):
     """Insert a new record after `record`; the entry that followed moves below it."""
 
-    uncompared: ClassVar[frozenset[str]] = frozenset({"produce", "build", "new_id"})
+    uncompared: ClassVar[frozenset[str]] = Edit.uncompared | {"build", "new_id"}
 
     build: Callable[[], dict[str, Any]]
     """The new record, before its references are resolved."""
@@ -296,7 +296,7 @@ class InsertRecord(RecordEdit, frozen=True, kw_only=True):
 class WrittenLine(Edit, frozen=True, kw_only=True):
     """A line of the repaired file at input line `row`, with its exact bytes."""
 
-    uncompared: ClassVar[frozenset[str]] = frozenset({"produce", "raw", "end"})
+    uncompared: ClassVar[frozenset[str]] = Edit.uncompared | {"raw", "end"}
 
     placement: EditOp
     raw: Callable[[], bytes]

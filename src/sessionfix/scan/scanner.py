@@ -734,7 +734,7 @@ def _read_parallel(
                         kept = kept.within_budget(task.end, info.size)
                     progress(task.end - task.start)
         else:
-            with OrderedWorkers(_read_range, tasks, workers) as chunks:
+            with OrderedWorkers(read_range, tasks, workers) as chunks:
                 for task, chunk in zip(tasks, chunks, strict=True):
                     joined.add(chunk)
                     del chunk
@@ -790,7 +790,7 @@ def _buckets_distinct(buckets: list[array[float]], workers: int) -> bool:
         return all_distinct(buckets)
 
 
-def _read_range(task: Task) -> Chunk:
+def read_range(task: Task) -> Chunk:
     """Worker: decode the lines that start inside [start, end)."""
     return read_parts(task)[0][0]
 

@@ -34,6 +34,7 @@ from sessionfix.scan.scanner import (
     gc_paused,
     peek_format,
     read_parts,
+    read_range,
     settle_last_line,
     worker_count,
 )
@@ -160,7 +161,7 @@ class _Proof(Struct, frozen=True):
 def _splice_task(task: Task | _Proof) -> Chunk | bool:
     """Worker: decode a stretch of the output, or prove a kept part's place in it."""
     if isinstance(task, Task):
-        return read_parts(task)[0][0]
+        return read_range(task)
     if task.start > 0 and os.pread(task.fd, 1, task.start - 1) != b"\n":
         return False
     return _digest(task.fd, task.start, task.start + task.size) == task.digest
