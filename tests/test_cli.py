@@ -10,12 +10,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from sessionfix import RULES, check_file
+from sessionfix import RULES, check_file, cli
 from sessionfix.cli import app, main
+from sessionfix.engine import CheckRun, check_run
 
 from .conftest import FIXTURES
 
@@ -179,6 +181,30 @@ def test_statistics_count_per_rule() -> None:
             "fixable_count": 2,
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("options", "excerpts"),
+    [
+        ((), True),
+        (("--output-format", "concise"), False),
+        (("--output-format", "json"), False),
+        (("--statistics",), False),
+        (("--statistics", "--output-format", "full"), False),
+    ],
+)
+def test_the_check_reads_excerpts_only_for_a_report_that_prints_them(
+    monkeypatch: pytest.MonkeyPatch, options: tuple[str, ...], excerpts: bool
+) -> None:
+    asked: list[bool] = []
+
+    def spy(*args: Any, **kwargs: Any) -> CheckRun:
+        asked.append(kwargs["excerpts"])
+        return check_run(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "check_run", spy)
+    assert run("check", *options, GLUED).exit_code == 1
+    assert asked == [excerpts]
 
 
 def test_fail_on_and_exit_zero() -> None:

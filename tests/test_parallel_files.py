@@ -110,6 +110,19 @@ def test_without_edits_the_fixes_keep_their_kind(sessions: Path) -> None:
     assert all(fix.edits == () for fix in fixes)
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_without_excerpts_the_findings_are_the_same_less_their_excerpts(
+    sessions: Path, jobs: int
+) -> None:
+    selection = select_files([sessions], walk=True, sniff=True)
+    settings = Settings(jobs=jobs, quiescence=0.0)
+    shown = check_run(selection, settings).diagnostics
+    unread = check_run(selection, settings, excerpts=False).diagnostics
+    assert any(d.excerpt for d in shown)
+    assert all(d.excerpt is None for d in unread)
+    assert _plain([msgspec.structs.replace(d, excerpt=None) for d in shown]) == _plain(unread)
+
+
 def test_few_files_or_one_job_stay_in_this_process(sessions: Path) -> None:
     files = select_files([sessions], walk=True, sniff=True).files
     assert shared_files(files[: MIN_SHARED_FILES - 1], Settings(jobs=2)) == {}

@@ -566,7 +566,10 @@ def _run_check(
     presentation = _with_report(presentation, selection.files)
     with _progress(_progress_enabled(presentation) and walk, selection.size) as advance:
         edits = presentation.output_format in (OutputFormat.JSON, OutputFormat.JSON_LINES)
-        run = check_run(selection, settings, progress=advance, edits=edits)
+        excerpts = render.shows_excerpts(
+            presentation.output_format, as_statistics=presentation.statistics
+        )
+        run = check_run(selection, settings, progress=advance, edits=edits, excerpts=excerpts)
     _write_report(run.diagnostics, presentation, settings, len(run.errors))
     for line in run.notices:
         _warning(line)

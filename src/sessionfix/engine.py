@@ -171,14 +171,22 @@ def check_file(
 
 
 def _check(
-    path: Path, settings: Settings, filename: str, progress: ProgressCallback | None
+    path: Path,
+    settings: Settings,
+    filename: str,
+    progress: ProgressCallback | None,
+    *,
+    excerpts: bool = True,
 ) -> tuple[ScannedFile, list[Diagnostic]]:
-    """Read a session file (decompressed first if it is compressed) and run the rules."""
+    """Read a session file (decompressed first if it is compressed) and run the rules;
+    `excerpts`: the diagnostics carry the start of their record."""
     with session_text(path) as readable:
         counted = scaled_progress(progress, path, readable)
         scanned = read_session(readable, settings.format, counted, settings.jobs)
         with gc_paused():
-            diagnostics = run_rules(scanned, settings, filename, hold=is_compressed(path))
+            diagnostics = run_rules(
+                scanned, settings, filename, excerpts=excerpts, hold=is_compressed(path)
+            )
     return scanned, diagnostics
 
 
@@ -189,6 +197,7 @@ def check_paths(
     display: Callable[[Path], str] = str,
     progress: ProgressCallback | None = None,
     edits: bool = True,
+    excerpts: bool = True,
 ) -> Generator[FileReport, None, None]:
     """Check several files, in order; an unreadable one yields a report with `error` set.
     A session store yields a report per session.
@@ -197,8 +206,8 @@ def check_paths(
     when there are enough of them; a large file is read in this process, itself in
     parallel, and so is a store. The reports of files checked by workers hold no open
     file: their fixes' edits are made there (`edits`), or left out where the caller
-    does not report them. Close the iterator when leaving it early: that stops the
-    workers."""
+    does not report them; so are the excerpts of their records (`excerpts`). Close the
+    iterator when leaving it early: that stops the workers."""
     settings = settings or Settings()
     paths = list(paths)
     shared = shared_files(paths, settings)
@@ -210,7 +219,7 @@ def check_paths(
             tasks = [(path, display(path)) for path in shared]  # in the order of `paths`
             alone = msgspec.structs.replace(settings, jobs=1)
             workers = OrderedWorkers(
-                partial(_checked_apart, settings=alone, edits=edits),
+                partial(_checked_apart, settings=alone, edits=edits, excerpts=excerpts),
                 tasks,
                 default_workers(settings.jobs),
                 weights=[size + FILE_COST_BYTES for size in shared.values()],
@@ -223,9 +232,9 @@ def check_paths(
                     progress(shared[path])
                 yield report
             elif stores.is_store(path):
-                yield from _check_store(path, settings, display(path), progress)
+                yield from _check_store(path, settings, display(path), progress, excerpts)
             else:
-                yield _checked(path, settings, display(path), progress)
+                yield _checked(path, settings, display(path), progress, excerpts=excerpts)
 
 
 FILE_COST_BYTES: Final = 32 << 10
@@ -254,10 +263,15 @@ def shared_files(paths: list[Path], settings: Settings) -> dict[Path, int]:
 
 
 def _checked(
-    path: Path, settings: Settings, filename: str, progress: ProgressCallback | None
+    path: Path,
+    settings: Settings,
+    filename: str,
+    progress: ProgressCallback | None,
+    *,
+    excerpts: bool = True,
 ) -> FileReport:
     try:
-        scanned, diagnostics = _check(path, settings, filename, progress)
+        scanned, diagnostics = _check(path, settings, filename, progress, excerpts=excerpts)
     except SessionfixError as exc:
         return FileReport(path, filename, "unknown", error=str(exc))
     return _report_of(path, filename, scanned, diagnostics, settings)
@@ -282,10 +296,12 @@ def _report_of(
     )
 
 
-def _checked_apart(task: tuple[Path, str], *, settings: Settings, edits: bool) -> FileReport:
+def _checked_apart(
+    task: tuple[Path, str], *, settings: Settings, edits: bool, excerpts: bool
+) -> FileReport:
     """`_checked` in a worker process: the report as plain data."""
     path, filename = task
-    report = _checked(path, settings, filename, None)
+    report = _checked(path, settings, filename, None, excerpts=excerpts)
     report.diagnostics = [d.detached(edits=edits) for d in report.diagnostics]
     return report
 
@@ -295,11 +311,13 @@ def check_stored(
     settings: Settings,
     filename: str,
     progress: ProgressCallback | None = None,
+    *,
+    excerpts: bool = True,
 ) -> tuple[ScannedFile, list[Diagnostic]]:
     """Read a store session's transcript and run the rules; findings located in the store."""
     scanned = read_session(transcript.path, Format.AUTO, progress, settings.jobs)
     with gc_paused():
-        found = run_rules(scanned, settings, filename, hold=True)
+        found = run_rules(scanned, settings, filename, excerpts=excerpts, hold=True)
     return scanned, relocated(found, transcript, filename)
 
 
@@ -352,7 +370,11 @@ def _by_row(message: str, row_of: Callable[[int], int | None]) -> str:
 
 
 def _check_store(
-    path: Path, settings: Settings, filename: str, progress: ProgressCallback | None
+    path: Path,
+    settings: Settings,
+    filename: str,
+    progress: ProgressCallback | None,
+    excerpts: bool,
 ) -> Iterator[FileReport]:
     try:
         store = stores.open_store(path)
@@ -368,7 +390,9 @@ def _check_store(
         for session in sessions:
             try:
                 with stores.transcript_of(store, session) as transcript:
-                    scanned, diagnostics = check_stored(transcript, settings, filename, progress)
+                    scanned, diagnostics = check_stored(
+                        transcript, settings, filename, progress, excerpts=excerpts
+                    )
             except SessionfixError as exc:
                 yield FileReport(path, filename, "unknown", error=str(exc), session_id=session.id)
                 continue
@@ -539,16 +563,18 @@ def check_run(
     *,
     progress: ProgressCallback | None = None,
     edits: bool = True,
+    excerpts: bool = True,
 ) -> CheckRun:
     """Check every selected file; an unreadable one becomes an error line, not a failure.
-    `edits`: the diagnostics' fixes keep their edits (`check_paths`)."""
+    `edits`: the diagnostics' fixes keep their edits; `excerpts`: the diagnostics carry
+    the start of their record (`check_paths`)."""
     errors = list(selection.errors)
     diagnostics: list[Diagnostic] = []
     reports: list[FileReport] = []
     notices = Notices()
     # Closed however the loop ends, so that the file workers are reaped at once.
     with contextlib.closing(
-        check_paths(selection.files, settings, progress=progress, edits=edits)
+        check_paths(selection.files, settings, progress=progress, edits=edits, excerpts=excerpts)
     ) as checked:
         for report in checked:
             reports.append(report)

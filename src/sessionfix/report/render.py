@@ -469,6 +469,12 @@ def write_report(
             text.detach()
 
 
+def shows_excerpts(output_format: OutputFormat, *, as_statistics: bool) -> bool:
+    """Whether `write_report` prints the diagnostics' excerpts (a check that is not to
+    print them need not read them)."""
+    return output_format is OutputFormat.FULL and not as_statistics
+
+
 def rules_text(rules: Sequence[Rule], *, as_json: bool, listing: bool) -> bytes:
     """Rule documentation: Markdown, or JSON (a list when `listing`, else one object)
     with the formats each rule covers."""
