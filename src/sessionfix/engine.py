@@ -222,7 +222,6 @@ def check_paths(
                 partial(_checked_apart, settings=alone, edits=edits, excerpts=excerpts),
                 tasks,
                 default_workers(settings.jobs),
-                weights=[size + FILE_COST_BYTES for size in shared.values()],
             )
             results = iter(stack.enter_context(workers))
         for path in paths:
@@ -237,9 +236,6 @@ def check_paths(
                 yield _checked(path, settings, display(path), progress, excerpts=excerpts)
 
 
-FILE_COST_BYTES: Final = 32 << 10
-"""What checking a file costs beyond its bytes (opening it, detecting its format,
-running every rule), in bytes read: weighs the files shared among workers."""
 MIN_SHARED_FILES: Final = 8
 """Fewer small files than this are checked in this process: starting workers would cost
 more than it saves."""

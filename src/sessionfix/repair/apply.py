@@ -42,7 +42,6 @@ from sessionfix.engine import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_PROBLEMS,
-    FILE_COST_BYTES,
     Inapplicable,
     Notices,
     check_file,
@@ -1466,7 +1465,6 @@ def _repair_in_place_all(
             ).apart,
             tasks,
             default_workers(settings.jobs),
-            weights=[size + FILE_COST_BYTES for size in shared.values()],
             finish_started=True,
         )
     here: tuple[Path, tuple[int, int] | None] | None = None

@@ -196,11 +196,10 @@ def read_spliced(
         from sessionfix.scan.workers import OrderedWorkers, WorkerDied
 
         parts = iter(placed)
-        weights = [task.end - task.start if isinstance(task, Task) else 1 for task in tasks]
         try:
             with ExitStack() as stack:
                 outcomes: Iterable[Chunk | bool] = (
-                    stack.enter_context(OrderedWorkers(_splice_task, tasks, workers, weights))
+                    stack.enter_context(OrderedWorkers(_splice_task, tasks, workers))
                     if workers > 1
                     else map(_splice_task, tasks)
                 )

@@ -1,12 +1,14 @@
 """Forked worker processes that compute a fixed list of tasks and hand back results in order.
 
-Not `multiprocessing.Pool`: its workers share a task queue guarded by a lock, and a
-worker that a signal ends while it holds that lock leaves the others blocked for ever
-(and each one that dies prints a traceback). Here each worker computes its own share
-of the tasks in order (every n-th, or the least loaded by weight; inherited through
-`fork`, never sent) and writes each result, pickled, to a pipe of its own; the parent
-reads them in task order. Nothing is shared, so no
-worker can block another. Workers ignore SIGINT (the terminal's Ctrl-C is the
+Not `multiprocessing.Pool`: its workers share a task queue guarded by a semaphore, and
+a worker that a signal ends while it holds it leaves the others blocked for ever (and
+each one that dies prints a traceback). Here the tasks are inherited through `fork`,
+never sent: a worker that is free claims the next task no one has claimed, so that a
+worker slowed down (by its tasks or by the machine) leaves more of them to the others,
+and all finish together. A claim takes a POSIX record lock on a file they share, which
+the kernel releases when its holder dies, so no worker can block another. Each worker
+writes its results, pickled, to a pipe of its own; the parent, which sees who claimed
+each task, reads them in task order. Workers ignore SIGINT (the terminal's Ctrl-C is the
 parent's to handle), die on SIGTERM and SIGHUP, and write nothing to the terminal:
 errors travel back through the pipe. The parent kills and reaps every worker when it
 is done, whether it finished, failed or was interrupted; or, for tasks that must never
@@ -17,10 +19,13 @@ under way and keeps the results they still hand over.
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import select
 import signal
 import sys
+import tempfile
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from typing import Final, Generic, TypeVar
@@ -31,6 +36,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _HEADER_BYTES: Final = 8
+_INDEX_BYTES: Final = 8
 _PIPE_BYTES: Final = 1 << 20
 """Pipe capacity asked for (Linux), so that a worker can hand over a result and go on
 with its next task before the parent gets to it."""
@@ -54,7 +60,7 @@ class OrderedWorkers(Generic[T, R]):
     workers, whatever happened.
 
     A task's exception is raised again in the parent, at its turn; a worker that dies
-    raises `WorkerDied`.
+    during a task raises `WorkerDied` at that task's turn.
 
     `finish_started`: leaving never kills a worker in the middle of a task. The workers
     are told to stop after the task each has under way (a byte on a pipe they look at
@@ -71,14 +77,13 @@ class OrderedWorkers(Generic[T, R]):
         function: Callable[[T], R],
         tasks: Sequence[T],
         count: int,
-        weights: Sequence[int] | None = None,
         *,
         finish_started: bool = False,
     ) -> None:
         self._function = function
         self._tasks = tasks
         self._count = max(1, min(count, len(tasks)))
-        self._owners = _owners(len(tasks), self._count, weights)
+        self._claims: _Claims | None = None
         self._pids: list[int] = []
         self._pipes: list[int] = []
         self._finish_started = finish_started
@@ -97,6 +102,10 @@ class OrderedWorkers(Generic[T, R]):
             # Held, so that no interrupt comes between a fork and the bookkeeping of
             # its pid; one that came meanwhile is raised on leaving, and stops them all.
             with signals_deferred():
+                try:
+                    self._claims = _Claims(len(self._tasks))
+                except OSError as exc:
+                    raise WorkerDied(f"cannot share tasks between processes ({exc})") from None
                 if self._finish_started:
                     self._stop_pipe = os.pipe()
                 # The parent's objects move out of the collector's reach while forking, so
@@ -119,18 +128,41 @@ class OrderedWorkers(Generic[T, R]):
         import pickle
 
         for index in range(len(self._tasks)):
-            pipe = self._pipes[self._owners[index]]
+            pipe = self._pipes[self._claimer(index)]
             if self._finish_started:
                 # Whole or not at all: what is left on the pipe is `_finish`'s.
                 with signals_deferred():
-                    message = _read_message(pipe)
+                    message = _read_result(pipe, index)
                     self._taken = index + 1
             else:
-                message = _read_message(pipe)
+                message = _read_result(pipe, index)
             outcome = pickle.loads(message)
             if isinstance(outcome, _Failure):
                 raise outcome.error
             yield outcome
+
+    def _claimer(self, index: int) -> int:
+        """The worker that claimed task `index`, once one has. Every earlier task's
+        result is taken, so the workers are between tasks and one claims it at once,
+        unless every one of them is gone."""
+        claims = self._claims
+        assert claims is not None
+        poller: select.poll | None = None
+        live = len(self._pipes)
+        while (worker := claims.by(index)) is None:
+            if poller is None:
+                poller = select.poll()
+                for pipe in self._pipes:
+                    poller.register(pipe, select.POLLIN)
+                continue  # looked at again once the poll is set up, then waited for
+            # No pipe holds a result meanwhile: the claimer's next one is this task's.
+            for fd, event in poller.poll():
+                if not event & select.POLLIN:  # ended, nothing left on it
+                    poller.unregister(fd)
+                    live -= 1
+            if not live and claims.by(index) is None:
+                raise WorkerDied("every worker process ended before taking the next task")
+        return worker
 
     def _start(self, worker: int) -> None:
         try:
@@ -164,18 +196,21 @@ class OrderedWorkers(Generic[T, R]):
                 os.close(told)
             with suppress(OSError):
                 _fcntl_pipe_size(writer)
-            for index in (i for i, owner in enumerate(self._owners) if owner == worker):
-                if stop is not None and _readable(stop):
+            claims = self._claims
+            assert claims is not None
+            while not (stop is not None and _readable(stop)):
+                index = claims.claim(worker)
+                if index is None:
                     break
                 try:
                     outcome: object = self._function(self._tasks[index])
                     data = pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL)
                 except Exception as exc:
                     data = pickle.dumps(_transportable(exc), pickle.HIGHEST_PROTOCOL)
-                    _write_message(writer, data)
+                    _write_message(writer, index, data)
                     break
                 del outcome
-                _write_message(writer, data)
+                _write_message(writer, index, data)
                 del data
             status = 0
         finally:
@@ -203,55 +238,103 @@ class OrderedWorkers(Generic[T, R]):
                     for fd in self._stop_pipe:
                         os.close(fd)
                     self._stop_pipe = None
+                if self._claims is not None:
+                    self._claims.close()
+                    self._claims = None
                 self._pids = []
                 self._pipes = []
 
     def _finish(self) -> None:
         """Tell the workers to stop after their task under way, and collect every result
-        they hand over until their pipes end; note the task of a worker that died."""
+        they hand over until their pipes end; note the tasks a worker that died had
+        claimed and not handed over."""
         import pickle
 
         if self._stop_pipe is not None:
             with suppress(OSError):
                 os.write(self._stop_pipe[1], b"x")
+        claims = self._claims
+        assert claims is not None
         finished: list[tuple[int, R | BaseException]] = []
         for worker, pipe in enumerate(self._pipes):
-            left = [
-                index
-                for index in range(self._taken, len(self._tasks))
-                if self._owners[index] == worker
-            ]
-            for index in left:
+            handed: set[int] = set()
+            while True:
                 try:
-                    message = _next_message(pipe)
+                    result = _next_result(pipe)
                 except WorkerDied:
-                    self.cut_short.append(index)
                     break
-                if message is None:
-                    if not _ended_well(self._pids[worker]):
-                        self.cut_short.append(index)
+                if result is None:
                     break
+                index, message = result
+                handed.add(index)
                 outcome = pickle.loads(message)
                 if isinstance(outcome, _Failure):
-                    finished.append((index, outcome.error))
-                    break
+                    outcome = outcome.error
                 finished.append((index, outcome))
+            # Its pipe ended, so it claims nothing more.
+            self.cut_short.extend(
+                index for index in claims.of(worker, self._taken) if index not in handed
+            )
         self.finished = sorted(finished, key=lambda pair: pair[0])
         self.cut_short.sort()
 
 
-def _owners(count: int, workers: int, weights: Sequence[int] | None) -> list[int]:
-    """The worker of each task: in turn, or, given the tasks' weights (their sizes), the
-    least loaded so far, so that workers finish together; each takes its tasks in order."""
-    if weights is None:
-        return [index % workers for index in range(count)]
-    loads = [0] * workers
-    owners: list[int] = []
-    for weight in weights:
-        owner = loads.index(min(loads))
-        owners.append(owner)
-        loads[owner] += max(weight, 1)
-    return owners
+class _Claims:
+    """Which worker claimed which task: the next task to claim, and each task's claimant,
+    in a mapping of an unnamed file the forked workers share. A claim holds the file's
+    POSIX record lock, which the kernel releases if its holder dies."""
+
+    _CLAIMANT_BYTES: Final = 2
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        try:
+            fd = os.memfd_create("sessionfix-claims", getattr(os, "MFD_CLOEXEC", 0))
+        except (AttributeError, OSError):
+            fd = os.dup(tempfile.TemporaryFile().fileno())  # noqa: SIM115
+        self._fd = fd
+        try:
+            size = _INDEX_BYTES + self._CLAIMANT_BYTES * count
+            os.ftruncate(fd, size)
+            self._map = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def claim(self, worker: int) -> int | None:
+        """Claim the next task for `worker`; None when every task is claimed."""
+        import fcntl
+
+        fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        try:
+            index = int.from_bytes(self._map[:_INDEX_BYTES], "little")
+            if index >= self.count:
+                return None
+            at = _INDEX_BYTES + self._CLAIMANT_BYTES * index
+            self._map[at : at + self._CLAIMANT_BYTES] = (worker + 1).to_bytes(
+                self._CLAIMANT_BYTES, "little"
+            )
+            self._map[:_INDEX_BYTES] = (index + 1).to_bytes(_INDEX_BYTES, "little")
+            return index
+        finally:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+
+    def by(self, index: int) -> int | None:
+        """The worker that claimed task `index`, None while no worker has."""
+        at = _INDEX_BYTES + self._CLAIMANT_BYTES * index
+        claimant = int.from_bytes(self._map[at : at + self._CLAIMANT_BYTES], "little")
+        return claimant - 1 if claimant else None
+
+    def of(self, worker: int, start: int) -> list[int]:
+        """The tasks from `start` on that `worker` claimed."""
+        claimants = array("H", self._map[_INDEX_BYTES:])
+        if sys.byteorder != "little":
+            claimants.byteswap()
+        return [index for index in range(start, self.count) if claimants[index] == worker + 1]
+
+    def close(self) -> None:
+        self._map.close()
+        os.close(self._fd)
 
 
 def _become_worker(*, keep_going: bool) -> None:
@@ -289,8 +372,10 @@ def _transportable(error: Exception) -> _Failure:
     return _Failure(error)
 
 
-def _write_message(fd: int, data: bytes) -> None:
-    _write_all(fd, memoryview(len(data).to_bytes(_HEADER_BYTES, "little")))
+def _write_message(fd: int, index: int, data: bytes) -> None:
+    """Hand over task `index`'s result."""
+    header = index.to_bytes(_INDEX_BYTES, "little") + len(data).to_bytes(_HEADER_BYTES, "little")
+    _write_all(fd, memoryview(header))
     _write_all(fd, memoryview(data))
 
 
@@ -299,22 +384,25 @@ def _write_all(fd: int, view: memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _read_message(fd: int) -> bytearray:
-    message = _next_message(fd)
-    if message is None:
+def _read_result(fd: int, index: int) -> bytearray:
+    """Task `index`'s result, the next on `fd`."""
+    result = _next_result(fd)
+    if result is None:
         raise WorkerDied("a worker process ended before handing over its result")
+    got, message = result
+    assert got == index, f"task {got}'s result came where task {index}'s was due"
     return message
 
 
-def _next_message(fd: int) -> bytearray | None:
-    """The next message on `fd`; None when the pipe ends before it starts."""
-    header = _read_exactly(fd, _HEADER_BYTES)
+def _next_result(fd: int) -> tuple[int, bytearray] | None:
+    """The next (task, result) on `fd`; None when the pipe ends before it starts."""
+    header = _read_exactly(fd, _INDEX_BYTES + _HEADER_BYTES)
     if header is None:
         return None
-    body = _read_exactly(fd, int.from_bytes(header, "little"))
+    body = _read_exactly(fd, int.from_bytes(header[_INDEX_BYTES:], "little"))
     if body is None:
         raise WorkerDied("a worker process ended while handing over its result")
-    return body
+    return int.from_bytes(header[:_INDEX_BYTES], "little"), body
 
 
 def _readable(fd: int) -> bool:
@@ -322,15 +410,6 @@ def _readable(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))
-
-
-def _ended_well(pid: int) -> bool:
-    """Reap a worker whose pipe ended; whether it exited of its own accord."""
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return True
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _read_exactly(fd: int, size: int) -> bytearray | None:
