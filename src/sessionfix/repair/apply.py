@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO, Final
 
@@ -287,6 +287,11 @@ class PlannedRepair:
     def pieces(self) -> Iterator[bytes | CopiedRange]:
         return self.plan.pieces()
 
+    def rewriting_ahead(self) -> AbstractContextManager[None]:
+        """Workers rewrite records ahead of `chunks()` and `pieces()` while this is open
+        (`RepairPlan.rewriting_ahead`)."""
+        return self.plan.rewriting_ahead(self.settings.jobs)
+
     def result(self) -> RepairResult:
         return RepairResult(
             path=self.origin,
@@ -421,7 +426,8 @@ class PlannedRepair:
         try:
             with RecordSource(written) as source:
                 plan = RepairPlan(scanned, applied, source, map_rows=self.tracing)
-                _write_new(again, plan.chunks(), mode=stat.S_IMODE(st.st_mode), sync=True)
+                with plan.rewriting_ahead(self.settings.jobs):
+                    _write_new(again, plan.chunks(), mode=stat.S_IMODE(st.st_mode), sync=True)
                 if not plan.rows_written:
                     raise self._failed(_described(applied[0]))
                 rewritten = plan.rewritten_ids()
@@ -566,9 +572,10 @@ def repair_to(
         temp = temp_path(target)
         packed = temp.with_name(temp.name + ".zst")
         try:
-            _write_new(
-                temp, planned.pieces(), mode=planned.mode, shown=output, source=planned.source
-            )
+            with planned.rewriting_ahead():
+                _write_new(
+                    temp, planned.pieces(), mode=planned.mode, shown=output, source=planned.source
+                )
             _check_input_unchanged(planned)
             result.remaining = planned.verify(temp, str(output))
             result.output_size = temp.stat().st_size
@@ -837,7 +844,8 @@ def _verified_in_temp(planned: PlannedRepair, result: RepairResult, filename: st
     os.close(handle)
     temp = Path(name)
     try:
-        _write_new(temp, planned.chunks(), exclusive=False)
+        with planned.rewriting_ahead():
+            _write_new(temp, planned.chunks(), exclusive=False)
         _check_input_unchanged(planned)
         result.remaining = planned.verify(temp, filename)
         result.output_size = temp.stat().st_size
@@ -1115,13 +1123,15 @@ class _InPlaceAttempt:
 
                 # A backup is taken even when not asked for, and dropped at the end:
                 # until then, lines written to the old file late are only there.
-                result.backup = replace_file(
-                    original,
-                    compressed_chunks(planned.chunks()) if planned.compressed else planned.chunks(),
-                    verify=verify_compressed if planned.compressed else verify,
-                    original_digest=self.digest,
-                    allow_writers=self.allow_writers,
-                )
+                with planned.rewriting_ahead():
+                    chunks = planned.chunks()
+                    result.backup = replace_file(
+                        original,
+                        compressed_chunks(chunks) if planned.compressed else chunks,
+                        verify=verify_compressed if planned.compressed else verify,
+                        original_digest=self.digest,
+                        allow_writers=self.allow_writers,
+                    )
             finally:
                 planned.close()
         result.output_size = sizes[0]

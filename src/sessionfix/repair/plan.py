@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, NamedTuple
 
 from msgspec import Struct
@@ -37,6 +38,10 @@ from sessionfix.scan.scanner import ScannedFile
 from sessionfix.scan.splice import CopiedRun
 
 COPY_BYTES: Final = 4 << 20
+REWRITES_AHEAD: Final = 1024
+"""Records to rewrite from which forked workers rewrite them while the output is written
+(each rewrite parses and serialises a whole record)."""
+REWRITE_BATCH: Final = 128
 NO_SURVIVOR: Final = -1
 
 
@@ -106,7 +111,7 @@ class RepairPlan:
         self._rewrites: set[int] = set()
         self._shifts: list[tuple[int, int, int]] = []
         """(position, change in output position from there on, cause), by position."""
-        self._record_causes: dict[int, set[int]] = {}
+        self._record_causes: dict[int, frozenset[int]] = {}
         """Records the last `changes()` rewrote → the causes of their new content."""
         self._dropped_ids: set[str | None] = set()
         """Ids of dropped records: a reference to any other id needs no resolving."""
@@ -119,6 +124,7 @@ class RepairPlan:
         """With `map_rows`: how the last `chunks()` turned input rows into output rows."""
         self.copied_runs: list[CopiedRun] | None = None
         """Where the output of the last `chunks()`, read to its end, repeats the input."""
+        self._ahead: _RewritesAhead | None = None
         self._resolve()
 
     # ---- collecting decisions ------------------------------------------------------------
@@ -619,6 +625,51 @@ class RepairPlan:
         return lines
 
     def _rewritten(self, index: int) -> bytes:
+        ahead = self._ahead
+        line, causes = self._rewrite(index) if ahead is None else ahead.take(index)
+        if causes is not None:
+            self._reserialised.add(index)
+            self._record_causes[index] = causes
+        return line
+
+    @contextmanager
+    def rewriting_ahead(self, jobs: int | None) -> Iterator[None]:
+        """While open, a plan with many records to rewrite has forked workers rewrite
+        them (`jobs`, default one per core), in file order, as far ahead of `chunks()` as
+        their pipes hold: the writer then mostly copies."""
+        from sessionfix.scan.cores import default_workers
+
+        workers = default_workers(jobs)
+        if workers < 2 or len(self._rewrites) < REWRITES_AHEAD:
+            yield
+            return
+        from sessionfix.scan.workers import OrderedWorkers, WorkerDied
+
+        indexes = sorted(self._rewrites.difference(self.dropped))
+        batches = [
+            indexes[start : start + REWRITE_BATCH]
+            for start in range(0, len(indexes), REWRITE_BATCH)
+        ]
+        rewriters = OrderedWorkers(self._rewrite_batch, batches, workers)
+        try:
+            rewriters.__enter__()
+        except WorkerDied:  # none could start: rewritten here
+            yield
+            return
+        try:
+            self._ahead = _RewritesAhead(self, iter(rewriters))
+            yield
+        finally:
+            self._ahead = None
+            rewriters.__exit__(None, None, None)
+
+    def _rewrite_batch(self, indexes: list[int]) -> list[tuple[int, bytes, frozenset[int] | None]]:
+        """Worker: `_rewrite` of each record."""
+        return [(index, *self._rewrite(index)) for index in indexes]
+
+    def _rewrite(self, index: int) -> tuple[bytes, frozenset[int] | None]:
+        """A record's output line, and the decisions that changed its content (None when
+        it comes out as it was)."""
         raw = self.source.read(*self.view.span(index))
         record = jsonutil.loads_preserving(raw)
         causes: set[int] = set()
@@ -633,10 +684,8 @@ class RepairPlan:
             causes.add(self._override_causes[index])
         record, remapped = self._remap_record(record, index, causes)
         if not (transforms or override is not None or remapped):
-            return raw
-        self._reserialised.add(index)
-        self._record_causes[index] = causes
-        return jsonutil.stringify_preserved(record)
+            return raw, None
+        return jsonutil.stringify_preserved(record), frozenset(causes)
 
     def _inserted(self, anchor: int, edit: InsertRecord) -> bytes:
         return jsonutil.stringify_bytes(self._remap_record(edit.build(), anchor)[0])
@@ -718,6 +767,40 @@ class RepairPlan:
             copied.append(CopiedRun(position, self.lines.size, written))
             yield CopiedRange(position, self.lines.size)
         self.copied_runs = copied
+
+
+class _RewritesAhead:
+    """The workers' rewrites, taken in file order."""
+
+    def __init__(
+        self,
+        plan: RepairPlan,
+        batches: Iterator[list[tuple[int, bytes, frozenset[int] | None]]],
+    ) -> None:
+        self.plan = plan
+        self.batches: Iterator[list[tuple[int, bytes, frozenset[int] | None]]] | None = batches
+        self.ready: dict[int, tuple[bytes, frozenset[int] | None]] = {}
+        self.last = -1
+        """The last record of the batches taken so far."""
+
+    def take(self, index: int) -> tuple[bytes, frozenset[int] | None]:
+        """`plan._rewrite(index)`, from the workers while they are ahead (a record the
+        writer asks for again, in a later `chunks()`, is rewritten here)."""
+        ready = self.ready
+        while index > self.last and self.batches is not None:
+            try:
+                batch = next(self.batches, None)
+            except Exception:  # a worker died, or a rewrite failed: done here, if asked for
+                batch = None
+            if batch is None:
+                self.batches = None
+                break
+            # The writer goes forward: what it passed over is never asked for.
+            ready.clear()
+            ready.update((record, (line, causes)) for record, line, causes in batch)
+            self.last = batch[-1][0]
+        taken = ready.pop(index, None)
+        return self.plan._rewrite(index) if taken is None else taken
 
 
 class CopiedRange(NamedTuple):
