@@ -950,10 +950,8 @@ def _run_repair(
 
 
 def _note(message: str) -> None:
-    if sys.stderr is None:
-        return
-    with suppress(OSError, ValueError):
-        _stderr_console().print(escape(message), markup=False, highlight=False)
+    """A summary line, plain: importing rich to print it took longer than some scans."""
+    _to_stderr(f"{escape(message)}\n")
 
 
 @app.command()
