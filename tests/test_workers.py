@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -13,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from sessionfix.errors import InputError
+from sessionfix.scan import workers as workers_module
 from sessionfix.scan.workers import OrderedWorkers, WorkerDied
+
+SOURCE = Path(__file__).resolve().parent.parent / "src"
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are counted through /proc"
@@ -273,3 +277,97 @@ def test_finishing_workers_leave_sigterm_to_their_parent(no_worker_left: None) -
     to the whole process group must not kill a worker in the middle of one."""
     with OrderedWorkers(graceful_dispositions, [0, 1], 2, finish_started=True) as results:
         assert list(results) == [(signal.SIG_IGN, signal.SIG_IGN)] * 2
+
+
+def test_without_memfd_the_claims_live_in_an_unnamed_file(
+    monkeypatch: pytest.MonkeyPatch, no_worker_left: None
+) -> None:
+    def unsupported(name: str, flags: int = 0) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "memfd_create", unsupported)
+    with OrderedWorkers(square, list(range(9)), 2) as results:
+        assert list(results) == [n * n for n in range(9)]
+
+
+@pytest.mark.parametrize("finish_started", [False, True])
+def test_workers_that_cannot_share_their_tasks_are_reported_as_such(
+    monkeypatch: pytest.MonkeyPatch, finish_started: bool, no_worker_left: None
+) -> None:
+    def no_room(self: object, count: int) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(workers_module._Claims, "__init__", no_room)
+    workers = OrderedWorkers(square, [1, 2], 2, finish_started=finish_started)
+    with pytest.raises(WorkerDied, match="cannot share tasks"), workers:
+        pass
+    assert workers.finished == workers.cut_short == []
+
+
+def test_a_claim_its_worker_did_not_complete_is_no_claim() -> None:
+    """A worker dying between naming itself a task's claimant and moving the count of
+    claims on leaves a claimant past that count: no one holds that task yet."""
+    claims = workers_module._Claims(3)
+    try:
+        assert claims.claim(1) == 0
+        at = workers_module._INDEX_BYTES + 2 * 1
+        claims._map[at : at + 2] = (1 + 1).to_bytes(2, "little")  # claimant, count not moved
+        assert claims.by(0) == 1
+        assert claims.by(1) is None
+        assert claims.of(1, 0) == [0]
+        assert claims.claim(0) == 1
+        assert claims.by(1) == 0
+        assert claims.of(1, 0) == [0]
+    finally:
+        claims.close()
+
+
+COLLECTING_FAILS = """
+import os, sys, time
+from sessionfix.scan.workers import OrderedWorkers
+
+PARENT = os.getpid()
+
+
+def rebuilt(value):
+    if os.getpid() == PARENT and value == 1:
+        raise ValueError("cannot be rebuilt here")
+    return value
+
+
+class FailsInParent:
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce__(self):
+        return (rebuilt, (self.value,))
+
+
+def task(value):
+    # Larger than a pipe holds: its worker waits to hand it over.
+    return [FailsInParent(value), b"x" * (2 << 20)]
+
+
+try:
+    with OrderedWorkers(task, list(range(6)), 2, finish_started=True) as results:
+        next(iter(results))
+        time.sleep(0.2)
+except ValueError as exc:
+    print(exc)
+"""
+
+
+def test_a_failure_while_collecting_the_last_results_does_not_hang(tmp_path: Path) -> None:
+    """Workers blocked handing over results that will not be read (one cannot be
+    unpickled here) are let go: their pipes close, and the parent does not wait on them
+    for ever."""
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTING_FAILS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(SOURCE)},
+    )
+    assert done.stdout == "cannot be rebuilt here\n"

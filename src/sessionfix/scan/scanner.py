@@ -704,7 +704,7 @@ def _read_parallel(
     fmt, context = peeked
     from sessionfix.scan.workers import OrderedWorkers, WorkerDied  # only a large file needs them
 
-    # As many tasks for each worker, since each works through a fixed share of them.
+    # Ranges of at most TASK_BYTES, as many for each worker; a free worker claims the next.
     count = workers * -(-info.size // (workers * TASK_BYTES))
     bounds = [info.size * k // count for k in range(count + 1)]
     fd = handle.fileno()

@@ -37,6 +37,7 @@ R = TypeVar("R")
 
 _HEADER_BYTES: Final = 8
 _INDEX_BYTES: Final = 8
+_ENDED: Final = select.POLLHUP | select.POLLERR | select.POLLNVAL
 _PIPE_BYTES: Final = 1 << 20
 """Pipe capacity asked for (Linux), so that a worker can hand over a result and go on
 with its next task before the parent gets to it."""
@@ -157,7 +158,7 @@ class OrderedWorkers(Generic[T, R]):
                 continue  # looked at again once the poll is set up, then waited for
             # No pipe holds a result meanwhile: the claimer's next one is this task's.
             for fd, event in poller.poll():
-                if not event & select.POLLIN:  # ended, nothing left on it
+                if event & _ENDED:  # its worker is gone (its last result, if any, is read later)
                     poller.unregister(fd)
                     live -= 1
             if not live and claims.by(index) is None:
@@ -228,6 +229,12 @@ class OrderedWorkers(Generic[T, R]):
                     for pid in self._pids:
                         with suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)
+            except BaseException:
+                # Workers blocked handing over results no one will read end on a closed pipe.
+                for fd in self._pipes:
+                    os.close(fd)
+                self._pipes = []
+                raise
             finally:
                 for pid in self._pids:
                     with suppress(ChildProcessError):
@@ -254,10 +261,11 @@ class OrderedWorkers(Generic[T, R]):
             with suppress(OSError):
                 os.write(self._stop_pipe[1], b"x")
         claims = self._claims
-        assert claims is not None
+        if claims is None:  # none was started
+            return
         finished: list[tuple[int, R | BaseException]] = []
-        for worker, pipe in enumerate(self._pipes):
-            handed: set[int] = set()
+        handed: set[int] = set()
+        for pipe in self._pipes:
             while True:
                 try:
                     result = _next_result(pipe)
@@ -271,7 +279,8 @@ class OrderedWorkers(Generic[T, R]):
                 if isinstance(outcome, _Failure):
                     outcome = outcome.error
                 finished.append((index, outcome))
-            # Its pipe ended, so it claims nothing more.
+        # Every pipe ended, so every claim is final.
+        for worker in range(len(self._pipes)):
             self.cut_short.extend(
                 index for index in claims.of(worker, self._taken) if index not in handed
             )
@@ -291,7 +300,8 @@ class _Claims:
         try:
             fd = os.memfd_create("sessionfix-claims", getattr(os, "MFD_CLOEXEC", 0))
         except (AttributeError, OSError):
-            fd = os.dup(tempfile.TemporaryFile().fileno())  # noqa: SIM115
+            with tempfile.TemporaryFile() as unnamed:
+                fd = os.dup(unnamed.fileno())
         self._fd = fd
         try:
             size = _INDEX_BYTES + self._CLAIMANT_BYTES * count
@@ -319,8 +329,19 @@ class _Claims:
         finally:
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
+    def _claimed(self) -> int:
+        """How many tasks are claimed: a claimant written at or past it is of a worker
+        that died before its claim was complete. Read without the lock, until two reads
+        agree (a worker may be writing it)."""
+        counter = self._map[:_INDEX_BYTES]
+        while (again := self._map[:_INDEX_BYTES]) != counter:
+            counter = again
+        return int.from_bytes(counter, "little")
+
     def by(self, index: int) -> int | None:
         """The worker that claimed task `index`, None while no worker has."""
+        if index >= self._claimed():
+            return None
         at = _INDEX_BYTES + self._CLAIMANT_BYTES * index
         claimant = int.from_bytes(self._map[at : at + self._CLAIMANT_BYTES], "little")
         return claimant - 1 if claimant else None
@@ -330,7 +351,8 @@ class _Claims:
         claimants = array("H", self._map[_INDEX_BYTES:])
         if sys.byteorder != "little":
             claimants.byteswap()
-        return [index for index in range(start, self.count) if claimants[index] == worker + 1]
+        claimed = min(self._claimed(), self.count)
+        return [index for index in range(start, claimed) if claimants[index] == worker + 1]
 
     def close(self) -> None:
         self._map.close()
