@@ -16,6 +16,7 @@ from sessionfix.repair.apply import PlannedRepair, plan_repair
 from sessionfix.repair.plan import RepairPlan
 
 from .conftest import FIXTURES
+from .test_workers import _children
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are forked"
@@ -36,18 +37,24 @@ def _written(
     with its count of lines and its causes."""
     plan = planned.plan
     plan.map_rows = True
+    before = _children()
     with planned.rewriting_ahead() if ahead else nullcontext():
         data = b"".join(plan.chunks())
+        assert _children() <= before, "the workers outlived the writing"
     rows = plan.row_map
     assert rows is not None
     changed = [(rows.rows[k], rows.counts[k], rows.causes[k]) for k in range(len(rows.rows))]
     return data, plan.rewritten_ids(), changed
 
 
+@pytest.mark.parametrize("batch_bytes", [1, 600])
 @pytest.mark.parametrize("path", REWRITING, ids=lambda path: path.parent.name)
-def test_rewritten_ahead_is_rewritten_alike(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plan_module, "REWRITES_AHEAD", 1)
-    monkeypatch.setattr(plan_module, "REWRITE_BATCH", 2)
+def test_rewritten_ahead_is_rewritten_alike(
+    path: Path, batch_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of one record each, and of a few records."""
+    monkeypatch.setattr(plan_module, "REWRITES_AHEAD_BYTES", 0)
+    monkeypatch.setattr(plan_module, "REWRITE_BATCH_BYTES", batch_bytes)
     parent = os.getpid()
     here: list[int] = []
     rewrite = RepairPlan._rewrite
@@ -76,7 +83,7 @@ def test_records_the_workers_could_not_rewrite_are_rewritten_here(
 ) -> None:
     """A worker's failure (here every batch) leaves the rewriting to the writer, which
     meets any error of its own where it would have anyway."""
-    monkeypatch.setattr(plan_module, "REWRITES_AHEAD", 1)
+    monkeypatch.setattr(plan_module, "REWRITES_AHEAD_BYTES", 0)
 
     def failing(self: RepairPlan, indexes: list[int]) -> object:
         raise RuntimeError("a worker's failure")

@@ -10,7 +10,7 @@ copied byte for byte; a changed record is re-serialised the way its writer does.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, NamedTuple
 
@@ -38,10 +38,12 @@ from sessionfix.scan.scanner import ScannedFile
 from sessionfix.scan.splice import CopiedRun
 
 COPY_BYTES: Final = 4 << 20
-REWRITES_AHEAD: Final = 1024
-"""Records to rewrite from which forked workers rewrite them while the output is written
-(each rewrite parses and serialises a whole record)."""
-REWRITE_BATCH: Final = 128
+REWRITES_AHEAD_BYTES: Final = 8 << 20
+"""Bytes of records to rewrite from which forked workers rewrite them while the output is
+written (each rewrite parses and serialises a whole record: 6 ms a MiB)."""
+REWRITE_BATCH_BYTES: Final = 1 << 20
+"""Bytes of records a worker rewrites at a time (one record at least), and so about how
+far ahead of the writer each one gets."""
 NO_SURVIVOR: Final = -1
 
 
@@ -635,21 +637,28 @@ class RepairPlan:
     @contextmanager
     def rewriting_ahead(self, jobs: int | None) -> Iterator[None]:
         """While open, a plan with many records to rewrite has forked workers rewrite
-        them (`jobs`, default one per core), in file order, as far ahead of `chunks()` as
-        their pipes hold: the writer then mostly copies."""
+        them (`jobs`, default one per core) in file order, a batch of about
+        `REWRITE_BATCH_BYTES` each at a time, for the next `chunks()` or `pieces()`: the
+        writer then mostly copies. The workers go once that writing ends, or once one
+        of them fails (the writer then rewrites the rest itself)."""
         from sessionfix.scan.cores import default_workers
 
+        sizes = self.view.sizes
+        indexes = sorted(self._rewrites.difference(self.dropped))
         workers = default_workers(jobs)
-        if workers < 2 or len(self._rewrites) < REWRITES_AHEAD:
+        if workers < 2 or sum(map(sizes.__getitem__, indexes)) < REWRITES_AHEAD_BYTES:
             yield
             return
         from sessionfix.scan.workers import OrderedWorkers, WorkerDied
 
-        indexes = sorted(self._rewrites.difference(self.dropped))
-        batches = [
-            indexes[start : start + REWRITE_BATCH]
-            for start in range(0, len(indexes), REWRITE_BATCH)
-        ]
+        batches: list[list[int]] = [[]]
+        held = 0
+        for index in indexes:
+            if held >= REWRITE_BATCH_BYTES:
+                batches.append([])
+                held = 0
+            batches[-1].append(index)
+            held += sizes[index]
         rewriters = OrderedWorkers(self._rewrite_batch, batches, workers)
         try:
             rewriters.__enter__()
@@ -657,7 +666,9 @@ class RepairPlan:
             yield
             return
         try:
-            self._ahead = _RewritesAhead(self, iter(rewriters))
+            self._ahead = _RewritesAhead(
+                self, iter(rewriters), lambda: rewriters.__exit__(None, None, None)
+            )
             yield
         finally:
             self._ahead = None
@@ -767,6 +778,8 @@ class RepairPlan:
             copied.append(CopiedRun(position, self.lines.size, written))
             yield CopiedRange(position, self.lines.size)
         self.copied_runs = copied
+        if self._ahead is not None:
+            self._ahead.done()
 
 
 class _RewritesAhead:
@@ -776,9 +789,12 @@ class _RewritesAhead:
         self,
         plan: RepairPlan,
         batches: Iterator[list[tuple[int, bytes, frozenset[int] | None]]],
+        stop: Callable[[], None],
     ) -> None:
         self.plan = plan
         self.batches: Iterator[list[tuple[int, bytes, frozenset[int] | None]]] | None = batches
+        self.stop = stop
+        """Ends the workers (they have nothing more to give)."""
         self.ready: dict[int, tuple[bytes, frozenset[int] | None]] = {}
         self.last = -1
         """The last record of the batches taken so far."""
@@ -793,7 +809,7 @@ class _RewritesAhead:
             except Exception:  # a worker died, or a rewrite failed: done here, if asked for
                 batch = None
             if batch is None:
-                self.batches = None
+                self.done()
                 break
             # The writer goes forward: what it passed over is never asked for.
             ready.clear()
@@ -801,6 +817,12 @@ class _RewritesAhead:
             self.last = batch[-1][0]
         taken = ready.pop(index, None)
         return self.plan._rewrite(index) if taken is None else taken
+
+    def done(self) -> None:
+        """No more is taken from the workers: they go."""
+        self.batches = None
+        self.ready.clear()
+        self.stop()
 
 
 class CopiedRange(NamedTuple):

@@ -138,6 +138,7 @@ class OrderedWorkers(Generic[T, R]):
             else:
                 message = _read_result(pipe, index)
             outcome = pickle.loads(message)
+            del message  # not held beside the outcome while the caller has it
             if isinstance(outcome, _Failure):
                 raise outcome.error
             yield outcome
