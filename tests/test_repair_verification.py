@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sessionfix import Settings
+from sessionfix import Settings, check_file
 from sessionfix.repair.apply import VerificationFailed, repair_in_place, repair_to
 from sessionfix.repair.plan import CopiedRange, RepairPlan
 from sessionfix.safety.writing import WriteFailed
@@ -224,3 +224,24 @@ def test_a_copy_whose_digest_differs_is_read_again(
     repair_to(REPORT_ONLY, out, SETTINGS)
     assert len(reads) == 2
     assert reads[1] != REPORT_ONLY
+
+
+FOREIGN = FIXTURES / "SF110-claude-records-from-another-session"
+SESSION_NAME = "073bec07-cd99-4bec-9a10-1a6bf21804be.jsonl"
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_what_is_left_is_what_a_later_check_of_the_session_finds(tmp_path: Path, jobs: int) -> None:
+    """The result is verified under the session's name, not its temporary one: a Claude
+    Code session named after its id still reports the records of another session once
+    its missing final newline is fixed, as a check of it then does."""
+    session = tmp_path / SESSION_NAME
+    session.write_bytes((FOREIGN / "input.jsonl").read_bytes().rstrip(b"\n"))
+    settings = Settings(quiescence=0.0, jobs=jobs)
+    before = {d.code for d in check_file(session, settings)}
+    assert before == {"SF110", "SF009"}
+    copy = repair_to(session, tmp_path / "copy.jsonl", settings)
+    result = repair_in_place(session, settings, backup=False)
+    later = [(d.code, d.row) for d in check_file(session, settings)]
+    assert [(d.code, d.row) for d in result.remaining] == later == [("SF110", 3)]
+    assert [(d.code, d.row) for d in copy.remaining] == later

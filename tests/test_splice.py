@@ -106,7 +106,10 @@ def _repaired(source: Path, settings: Settings) -> tuple[PlannedRepair, Path]:
 
 
 def _fresh(planned: PlannedRepair, out: Path) -> ScannedFile:
-    return read_session(out, Format(planned.format), None, 1, session_only=False)
+    """A read of the result in one process, under the name of the session."""
+    return read_session(
+        out, Format(planned.format), None, 1, session_only=False, named_as=planned.path
+    )
 
 
 def _spliced_against_fresh(
@@ -121,7 +124,7 @@ def _spliced_against_fresh(
         assert copied is not None
         if kept is None:  # read in one process: an empty file, or no record up front
             return None
-        spliced = read_spliced(out, kept, copied, 2)
+        spliced = read_spliced(out, kept, copied, 2, named_as=source)
         if spliced is not None:
             assert model(spliced, settings) == model(_fresh(planned, out), settings)
         return spliced
@@ -197,18 +200,22 @@ def test_spliced_read_of_each_fixture_repair_is_a_fresh_read(
 
 
 REUSED = [
-    "SF001-codex-glued-call-and-output",
-    "SF001-claude-glued-assistant-and-summary",
-    "SF001-glued-assistant-and-user",
+    ("SF001-codex-glued-call-and-output", "session.jsonl"),
+    ("SF001-claude-glued-assistant-and-summary", "session.jsonl"),
+    # Named after a session, as Claude Code names them: the result is read under that
+    # name, not its temporary one, so what the name tells is the same in both reads.
+    ("SF001-claude-glued-assistant-and-summary", "5d9a4f0e-2b7c-4e8a-9f31-6c0b8d2e7a14.jsonl"),
+    ("SF110-claude-records-from-another-session", "073bec07-cd99-4bec-9a10-1a6bf21804be.jsonl"),
+    ("SF001-glued-assistant-and-user", "session.jsonl"),
 ]
 
 
-@pytest.mark.parametrize("name", REUSED)
+@pytest.mark.parametrize(("name", "filename"), REUSED)
 def test_a_repair_far_from_a_part_reuses_it(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, filename: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each format: a repair that splits one line keeps the parts before and after it."""
-    source = tmp_path / "session.jsonl"
+    source = tmp_path / filename
     shutil.copyfile(Path(__file__).parent / "fixtures" / name / "input.jsonl", source)
     _force_parts(monkeypatch)
     placed = []

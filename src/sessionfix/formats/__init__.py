@@ -161,7 +161,12 @@ class FormatPackage(Protocol):
         """Whether an object recovered from damaged bytes looks like one of its records."""
         ...
 
-    def make_adapter(self, fmt: Format, path: Path, context: object) -> FormatAdapter: ...
+    def make_adapter(
+        self, fmt: Format, path: Path, context: object, named_as: Path
+    ) -> FormatAdapter:
+        """A reader of `path` for `fmt`; what the file's name and folder tell it comes
+        from `named_as` (a repair's result is read under the name of its session)."""
+        ...
 
     def capabilities(self, fmt: Format, tree: bool) -> frozenset[Capability]: ...
 
@@ -249,9 +254,12 @@ def configured_folder(env: Mapping[str, str], variable: str, home: Path, default
     return Path(value)
 
 
-def make_adapter(fmt: Format, path: Path, context: object = None) -> FormatAdapter:
-    """A reader for `fmt`; `context` comes from the start of the file when reading a later part."""
-    return package_of(fmt).make_adapter(fmt, path, context)
+def make_adapter(
+    fmt: Format, path: Path, context: object = None, named_as: Path | None = None
+) -> FormatAdapter:
+    """A reader for `fmt`; `context` comes from the start of the file when reading a later
+    part; what the file's name tells comes from `named_as`, default `path`."""
+    return package_of(fmt).make_adapter(fmt, path, context, named_as or path)
 
 
 def has_record_shape(fmt: Format, value: Any) -> bool:

@@ -40,7 +40,7 @@ def has_record_shape(value: dict[str, Any]) -> bool:
     return False
 
 
-def make_adapter(fmt: Format, path: Path, context: object) -> OpaqueAdapter:
+def make_adapter(fmt: Format, path: Path, context: object, named_as: Path) -> OpaqueAdapter:
     return OpaqueAdapter(path, fmt)
 
 

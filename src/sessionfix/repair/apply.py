@@ -383,19 +383,23 @@ class PlannedRepair:
         raise self._failed(_described(left[0]))
 
     def _read_result(self, written: Path) -> ScannedFile:
-        """The written result as a session. The first pass reuses the kept parts of the
-        input's read (taking them, so that they go before a full read) for the byte
-        ranges the result copied, once their digests prove them there; later passes,
-        with no parts left, read a result rewritten since, all of it."""
+        """The written result as a session, read under the name of the session (what a
+        format reads from a file's name, such as a Claude Code session id, is what a
+        later check of the session finds: not what a temporary name gives). The first
+        pass reuses the kept parts of the input's read (taking them, so that they go
+        before a full read) for the byte ranges the result copied, once their digests
+        prove them there; later passes, with no parts left, read a result rewritten
+        since, all of it."""
         kept, self.scanned.parts = self.scanned.parts, None
         runs = self.plan.copied_runs
+        jobs = self.settings.jobs
         if kept is not None and runs:
-            spliced = read_spliced(written, kept, runs, self.settings.jobs)
+            spliced = read_spliced(written, kept, runs, jobs, named_as=self.path)
             if spliced is not None:
                 return spliced
         del kept
         return read_session(
-            written, Format(self.format), None, self.settings.jobs, session_only=False
+            written, Format(self.format), None, jobs, session_only=False, named_as=self.path
         )
 
     def _check_detected(self, written: Path, filename: str) -> None:
@@ -407,7 +411,9 @@ class PlannedRepair:
         if detected in (same, Format.UNKNOWN) or (detected.is_pi_family and same.is_pi_family):
             return
         with gc_paused():
-            scanned = read_session(written, detected, None, self.settings.jobs, session_only=False)
+            scanned = read_session(
+                written, detected, None, self.settings.jobs, session_only=False, named_as=self.path
+            )
             later = run_rules(scanned, self.settings, filename, origin=self.path, excerpts=False)
         left = [d for d in later if applies(d, self.settings)]
         if left:

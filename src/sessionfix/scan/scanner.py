@@ -84,8 +84,17 @@ class _Pass:
     handled line by line, with the reader's slow path for lines that do not decode.
     """
 
-    def __init__(self, adapter: FormatAdapter | None, path: Path, *, give_up: bool = False) -> None:
+    def __init__(
+        self,
+        adapter: FormatAdapter | None,
+        path: Path,
+        *,
+        give_up: bool = False,
+        named_as: Path | None = None,
+    ) -> None:
         self.path = path
+        self.named_as = named_as
+        """The name the file is read under (`make_adapter`), default its own."""
         self.lines = LineReport()
         self.adapter = adapter
         self.row = 0
@@ -206,7 +215,7 @@ class _Pass:
         lines.size = offset - self.part_start
         lines.last_row = self.last_row
         self.parts.append((_chunk_of(self.adapter, lines), self.part_start, self.part_digest()))
-        self.adapter = make_adapter(self.cut_format, self.path, self.cut_context)
+        self.adapter = make_adapter(self.cut_format, self.path, self.cut_context, self.named_as)
         self.lines = LineReport()
         self.row = self.last_row = 0
         self.part_start = offset
@@ -345,7 +354,7 @@ class _Pass:
             self.lines.findings.append(finding)
         for record in outcome.records:
             if self.adapter is None:
-                self.adapter = make_adapter(detect(record.value), self.path)
+                self.adapter = make_adapter(detect(record.value), self.path, None, self.named_as)
             column = _column(body, record.start)
             data = body[record.start : record.end]
             self.adapter.add_object(record.value, data, row, column, offset + record.start)
@@ -526,17 +535,21 @@ def read_session(
     *,
     session_only: bool = True,
     keep_parts: bool = False,
+    named_as: Path | None = None,
 ) -> ScannedFile:
     """Stream a file into its view and line report (no rules run). Unless not
     `session_only` (a repair's own result, checked by the rules instead), bytes that are
     not a session file are refused with `NotASessionFile`. With `keep_parts`, a file
-    read in parallel keeps its byte ranges' parts (`ScannedFile.parts`)."""
+    read in parallel keeps its byte ranges' parts (`ScannedFile.parts`). What the
+    file's name and folder tell the reader comes from `named_as`, default `path`."""
     handle, info = open_session(path)
     with handle, gc_paused():
         workers = worker_count(info.size, jobs)
         counted = _CountedProgress(progress)
         parallel = (
-            _read_parallel(handle, info, forced, workers, counted, keep=keep_parts)
+            _read_parallel(
+                handle, info, forced, workers, counted, keep=keep_parts, named_as=named_as
+            )
             if workers > 1
             else None
         )
@@ -545,16 +558,17 @@ def read_session(
             adapter, lines, tracker, kept = parallel
         else:
             state = _Pass(
-                None if forced is Format.AUTO else make_adapter(forced, path),
+                None if forced is Format.AUTO else make_adapter(forced, path, None, named_as),
                 path,
                 give_up=session_only and forced is Format.AUTO,
+                named_as=named_as,
             )
             try:
                 state.run(handle.fileno(), 0, None, counted.again())
             except OSError as exc:
                 raise InputError(f"{path}: read failed ({exc.strerror or exc})") from None
             lines = state.lines
-            adapter = state.adapter or make_adapter(Format.UNKNOWN, path)
+            adapter = state.adapter or make_adapter(Format.UNKNOWN, path, None, named_as)
             tracker = adapter.tracker
         settle_last_line(lines)
         if session_only and forced is Format.AUTO:
@@ -639,6 +653,8 @@ class Task(Struct, frozen=True):
     end: int
     format: Format
     context: object
+    named_as: Path | None = None
+    """The name the file is read under, default `path`."""
 
 
 class Chunk(Struct):
@@ -694,6 +710,7 @@ def _read_parallel(
     progress: ProgressCallback,
     *,
     keep: bool = False,
+    named_as: Path | None = None,
 ) -> tuple[FormatAdapter, LineReport, PathTracker, KeptParts | None] | None:
     """Read byte ranges in forked workers and join their results in file order; None
     when the file is to be read in one process (no format found up front, or a worker
@@ -709,10 +726,10 @@ def _read_parallel(
     bounds = [info.size * k // count for k in range(count + 1)]
     fd = handle.fileno()
     tasks = [
-        Task(fd, info.path, bounds[k], bounds[k + 1], fmt, None if k == 0 else context)
+        Task(fd, info.path, bounds[k], bounds[k + 1], fmt, None if k == 0 else context, named_as)
         for k in range(count)
     ]
-    joined = JoinedParts(fmt, info.path, context)
+    joined = JoinedParts(fmt, info.path, context, named_as)
     kept: KeptParts | None = None
     try:
         if keep:
@@ -748,8 +765,10 @@ def _read_parallel(
 class JoinedParts:
     """The parts of a file read as byte ranges, joined in file order."""
 
-    def __init__(self, fmt: Format, path: Path, context: object) -> None:
-        self.adapter = make_adapter(fmt, path, context)
+    def __init__(
+        self, fmt: Format, path: Path, context: object, named_as: Path | None = None
+    ) -> None:
+        self.adapter = make_adapter(fmt, path, context, named_as)
         self.lines = LineReport()
         self.tracker: PathTracker | None = None
 
@@ -802,8 +821,8 @@ def read_parts(
     as one for each line of `LONG_LINE_BYTES` or more and one for each stretch between
     (those after the first read with `cut_context`); each with the offset of its first
     line (it covers `lines.size` bytes from there)."""
-    adapter = make_adapter(task.format, task.path, task.context)
-    state = _Pass(adapter, task.path)
+    adapter = make_adapter(task.format, task.path, task.context, task.named_as)
+    state = _Pass(adapter, task.path, named_as=task.named_as)
     if cut:
         import xxhash
 

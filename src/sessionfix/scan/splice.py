@@ -168,12 +168,17 @@ def _splice_task(task: Task | _Proof) -> Chunk | bool:
 
 
 def read_spliced(
-    path: Path, kept: KeptParts, copied: Sequence[CopiedRun], jobs: int | None
+    path: Path,
+    kept: KeptParts,
+    copied: Sequence[CopiedRun],
+    jobs: int | None,
+    named_as: Path | None = None,
 ) -> ScannedFile | None:
     """Read the session at `path`, a repair's output whose `copied` runs repeat input
     bytes, reusing the input's kept parts where it proves them; None when it reuses
     none (the format, context or name differ, no part lies in a run, a proof fails or
-    a worker died), for a full read to decide."""
+    a worker died), for a full read to decide. It is read under the name `named_as`
+    (`read_session`)."""
     handle, info = open_session(path)
     with handle, gc_paused():
         if peek_format(handle, path, kept.format) != (kept.format, kept.context):
@@ -185,12 +190,12 @@ def read_spliced(
         tasks: list[Task | _Proof] = []
         position = 0
         for to, part in placed:
-            tasks.extend(_stretch(fd, path, position, to, kept))
+            tasks.extend(_stretch(fd, path, position, to, kept, named_as))
             tasks.append(_Proof(fd, to, part.end - part.start, part.digest))
             position = to + part.end - part.start
-        tasks.extend(_stretch(fd, path, position, info.size, kept))
+        tasks.extend(_stretch(fd, path, position, info.size, kept, named_as))
         workers = worker_count(info.size, jobs)
-        joined = JoinedParts(kept.format, path, kept.context)
+        joined = JoinedParts(kept.format, path, kept.context, named_as)
         if joined.adapter.named != kept.named:
             return None
         from sessionfix.scan.workers import OrderedWorkers, WorkerDied
@@ -239,13 +244,23 @@ def _placed(
         yield to, part
 
 
-def _stretch(fd: int, path: Path, start: int, end: int, kept: KeptParts) -> list[Task]:
+def _stretch(
+    fd: int, path: Path, start: int, end: int, kept: KeptParts, named_as: Path | None
+) -> list[Task]:
     """Tasks decoding the output's lines that start in [start, end)."""
     if start >= end:
         return []
     count = -(-(end - start) // scanner.TASK_BYTES)
     bounds = [start + (end - start) * k // count for k in range(count + 1)]
     return [
-        Task(fd, path, bounds[k], bounds[k + 1], kept.format, kept.context if bounds[k] else None)
+        Task(
+            fd,
+            path,
+            bounds[k],
+            bounds[k + 1],
+            kept.format,
+            kept.context if bounds[k] else None,
+            named_as,
+        )
         for k in range(count)
     ]

@@ -63,8 +63,8 @@ def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
     return [config / TRANSCRIPTS_FOLDER]
 
 
-def make_adapter(fmt: Format, path: Path, context: object) -> ClaudeAdapter:
-    return ClaudeAdapter(path)
+def make_adapter(fmt: Format, path: Path, context: object, named_as: Path) -> ClaudeAdapter:
+    return ClaudeAdapter(path, named_as)
 
 
 def capabilities(fmt: Format, tree: bool) -> frozenset[Capability]:

@@ -270,9 +270,10 @@ class ClaudeAdapter:
     tracker only when the scanner walks the chain (`replay`).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, named_as: Path | None = None) -> None:
         self.path = path
-        self._session_id = path.name.removesuffix(".jsonl") if _is_uuid(path.name) else None
+        name = (named_as or path).name
+        self._session_id = name.removesuffix(".jsonl") if _is_uuid(name) else None
         """The session the file is named after (sub-agent and renamed files have none)."""
         self.view = SessionView(
             path=path, format=FORMAT_NAME, policy=ClaudeChain(), may_start_mid_session=True

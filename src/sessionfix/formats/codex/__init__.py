@@ -48,7 +48,7 @@ def has_record_shape(value: dict[str, Any]) -> bool:
     return value.keys() >= _ENVELOPE
 
 
-def make_adapter(fmt: Format, path: Path, context: object) -> CodexAdapter:
+def make_adapter(fmt: Format, path: Path, context: object, named_as: Path) -> CodexAdapter:
     return CodexAdapter(path, context)
 
 

@@ -347,14 +347,17 @@ class PiAdapter:
         forced_openclaw: bool = False,
         context: PiContext | None = None,
         tracker: PathTracker | None = None,
+        named_as: Path | None = None,
     ) -> None:
         self.path = path
+        self._location = named_as or path
+        """Where the file is taken to lie (OpenClaw keeps its sessions in known folders)."""
         self.view = view = SessionView(path=path, format=Format.PI.value)
         self.editor = PiEditor()
         self.tracker = tracker if tracker is not None else PathTracker(head=context is not None)
         if forced_openclaw:
             view.notes.append("--format openclaw")
-        elif is_openclaw_location(path):
+        elif is_openclaw_location(self._location):
             view.notes.append("lives in an OpenClaw sessions directory")
         self._cwd: str | None = None
         self._tree_decided = False
@@ -381,7 +384,7 @@ class PiAdapter:
     @property
     def named(self) -> bool:
         """Whether the file lies where OpenClaw keeps its sessions."""
-        return is_openclaw_location(self.path)
+        return is_openclaw_location(self._location)
 
     # ---- streaming entry points --------------------------------------------------
 
@@ -1071,11 +1074,12 @@ def has_record_shape(value: dict[str, Any]) -> bool:
     return isinstance(value.get("type"), str)
 
 
-def make_adapter(fmt: Format, path: Path, context: object) -> PiAdapter:
+def make_adapter(fmt: Format, path: Path, context: object, named_as: Path) -> PiAdapter:
     return PiAdapter(
         path,
         forced_openclaw=fmt is Format.OPENCLAW,
         context=context if isinstance(context, PiContext) else None,
+        named_as=named_as,
     )
 
 
