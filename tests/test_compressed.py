@@ -220,6 +220,31 @@ def test_scan_of_a_compressed_session_equals_that_of_its_text(
     ]
 
 
+GLUED = FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl"
+
+
+def test_a_compressed_session_is_read_as_lying_where_it_lies(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    """Its text is read from a private copy, yet a compressed session in an OpenClaw
+    sessions folder is OpenClaw's, as its plain text there is; a repair of it reports
+    what is left as a check of it afterwards does."""
+    folder = tmp_path / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    plain = plain_copy(GLUED, folder / "s.jsonl")
+    packed = compressed_copy(GLUED, folder / "p.jsonl.zst")
+    assert {d.format for d in check_file(plain, SETTINGS)} == {"openclaw"}
+    assert [(d.code, d.row, d.format) for d in check_file(packed, SETTINGS)] == [
+        (d.code, d.row, d.format) for d in check_file(plain, SETTINGS)
+    ]
+    result = repair_in_place(packed, SETTINGS, backup=False)
+    assert result.format == "openclaw"
+    assert result.remaining
+    assert [(d.code, d.format) for d in result.remaining] == [
+        (d.code, d.format) for d in check_file(packed, SETTINGS)
+    ]
+
+
 @pytest.mark.parametrize("at_rest", [True, False], ids=["at rest", "just written"])
 def test_a_compressed_session_is_at_rest_when_its_file_is(
     tmp_path: Path, private_tmp: Path, at_rest: bool

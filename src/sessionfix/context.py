@@ -23,7 +23,7 @@ from sessionfix import stores
 from sessionfix.formats import Format, package_of
 from sessionfix.model.loaded import LoadRefused, Sent
 from sessionfix.model.view import Flag, Kind, SessionView
-from sessionfix.read.compressed import plain_name, session_text
+from sessionfix.read.compressed import plain_name, session_name, session_text
 from sessionfix.read.reader import LineIssue, RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Weight
@@ -125,7 +125,9 @@ def context_of(
     settings = settings or Settings()
     name = filename or str(path)
     with session_text(path) as readable:
-        scanned = read_session(readable, settings.format, None, settings.jobs)
+        scanned = read_session(
+            readable, settings.format, None, settings.jobs, named_as=session_name(path)
+        )
         view = scanned.view
         weighed = msgspec.structs.replace(
             settings,

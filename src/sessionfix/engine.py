@@ -22,7 +22,7 @@ from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, capabilities
 from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.model.view import SessionView
-from sessionfix.read.compressed import is_compressed, scaled_progress, session_text
+from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
@@ -182,7 +182,9 @@ def _check(
     `excerpts`: the diagnostics carry the start of their record."""
     with session_text(path) as readable:
         counted = scaled_progress(progress, path, readable)
-        scanned = read_session(readable, settings.format, counted, settings.jobs)
+        scanned = read_session(
+            readable, settings.format, counted, settings.jobs, named_as=session_name(path)
+        )
         with gc_paused():
             diagnostics = run_rules(
                 scanned, settings, filename, excerpts=excerpts, hold=is_compressed(path)

@@ -43,6 +43,13 @@ def plain_name(name: str) -> str:
     return name.removesuffix(SUFFIX)
 
 
+def session_name(path: Path) -> Path:
+    """The name and folder a session is read under: its own, less `.zst` when it is
+    compressed (its text is then read from a private copy, whose folder says nothing
+    of where the session lies)."""
+    return path.with_name(plain_name(path.name) or "session.jsonl") if is_compressed(path) else path
+
+
 @contextmanager
 def session_text(
     path: Path, *, compressed: bool | None = None, name: str | None = None

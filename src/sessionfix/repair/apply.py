@@ -59,6 +59,7 @@ from sessionfix.read.compressed import (
     compressed_chunks,
     is_compressed,
     scaled_progress,
+    session_name,
     session_text,
 )
 from sessionfix.read.reader import RecordSource
@@ -223,6 +224,8 @@ class PlannedRepair:
                 st = os.stat(path)
                 self.stored = (st.st_size, st.st_mtime_ns)
                 self._stored_mode = stat.S_IMODE(st.st_mode)
+        self.named_as = session_name(path)
+        """The name and folder the session is read under, its results too."""
         with ExitStack() as text:
             self.path = text.enter_context(session_text(path))
             with gc_paused():
@@ -232,6 +235,7 @@ class PlannedRepair:
                     scaled_progress(progress, path, self.path),
                     settings.jobs,
                     keep_parts=True,
+                    named_as=self.named_as,
                 )
                 self.found = run_rules(self.scanned, settings, self.filename)
             self.applied = [d for d in self.found if applies(d, settings)]
@@ -394,12 +398,12 @@ class PlannedRepair:
         runs = self.plan.copied_runs
         jobs = self.settings.jobs
         if kept is not None and runs:
-            spliced = read_spliced(written, kept, runs, jobs, named_as=self.path)
+            spliced = read_spliced(written, kept, runs, jobs, named_as=self.named_as)
             if spliced is not None:
                 return spliced
         del kept
         return read_session(
-            written, Format(self.format), None, jobs, session_only=False, named_as=self.path
+            written, Format(self.format), None, jobs, session_only=False, named_as=self.named_as
         )
 
     def _check_detected(self, written: Path, filename: str) -> None:
@@ -412,7 +416,12 @@ class PlannedRepair:
             return
         with gc_paused():
             scanned = read_session(
-                written, detected, None, self.settings.jobs, session_only=False, named_as=self.path
+                written,
+                detected,
+                None,
+                self.settings.jobs,
+                session_only=False,
+                named_as=self.named_as,
             )
             later = run_rules(scanned, self.settings, filename, origin=self.path, excerpts=False)
         left = [d for d in later if applies(d, self.settings)]
