@@ -5,13 +5,17 @@ their loaders in `test_pi_loader.py`, `test_claude_loader.py` and `test_codex_lo
 from __future__ import annotations
 
 import json
+from contextlib import chdir
 from pathlib import Path
 
 import pytest
+import zstandard
 from typer.testing import CliRunner
 
+from sessionfix import Settings, check_file
 from sessionfix.cli import app
 from sessionfix.context import IMAGE_TOKENS, Part, context_after_repair, context_of
+from sessionfix.formats import Format
 from sessionfix.model.loaded import Sent
 from sessionfix.report.context import bar
 
@@ -180,3 +184,36 @@ def test_after_repair_reads_the_copy_as_the_sessions_format(tmp_path: Path) -> N
     after = context_after_repair(path)
     assert now.format == after.format == "openclaw"
     assert (now.messages, after.messages) == (7, 5)
+
+
+@pytest.mark.parametrize("fmt", [Format.AUTO, Format.PI])
+def test_after_repair_the_copy_reads_as_lying_where_the_session_lies(
+    tmp_path: Path, fmt: Format
+) -> None:
+    """The repaired copy is written to a private folder, yet measured as the session it
+    stands for: a session in an OpenClaw sessions folder stays OpenClaw's."""
+    folder = tmp_path / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    session = folder / "s.jsonl"
+    session.write_bytes((FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl").read_bytes())
+    settings = Settings(format=fmt, quiescence=0.0)
+    before = context_of(session, settings)
+    after = context_after_repair(session, settings)
+    assert before.format == after.format == "openclaw"
+
+
+def test_a_link_to_a_session_reads_as_lying_where_the_session_lies(tmp_path: Path) -> None:
+    """Named by a relative or an absolute path, plain or compressed, a link to a session
+    in an OpenClaw sessions folder reads as OpenClaw's."""
+    folder = tmp_path / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    data = (FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl").read_bytes()
+    (folder / "s.jsonl").write_bytes(data)
+    (folder / "p.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
+    (tmp_path / "link.jsonl").symlink_to(folder / "s.jsonl")
+    (tmp_path / "plink.jsonl.zst").symlink_to(folder / "p.jsonl.zst")
+    settings = Settings(quiescence=0.0)
+    for name in ("link.jsonl", "plink.jsonl.zst"):
+        assert {d.format for d in check_file(tmp_path / name, settings)} == {"openclaw"}
+        with chdir(tmp_path):
+            assert {d.format for d in check_file(Path(name), settings)} == {"openclaw"}

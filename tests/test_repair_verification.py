@@ -18,6 +18,7 @@ from sessionfix.safety.writing import WriteFailed
 
 from .conftest import FIXTURES
 from .sessions import Session
+from .test_splice import _force_parts
 
 CLONES = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
 SETTINGS = Settings(quiescence=0.0)
@@ -230,18 +231,47 @@ FOREIGN = FIXTURES / "SF110-claude-records-from-another-session"
 SESSION_NAME = "073bec07-cd99-4bec-9a10-1a6bf21804be.jsonl"
 
 
+def _found(path: Path, settings: Settings) -> list[tuple[str, int]]:
+    return [(d.code, d.row) for d in check_file(path, settings)]
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_what_is_left_is_what_a_later_check_of_the_session_finds(tmp_path: Path, jobs: int) -> None:
-    """The result is verified under the session's name, not its temporary one: a Claude
-    Code session named after its id still reports the records of another session once
-    its missing final newline is fixed, as a check of it then does."""
+def test_what_is_left_is_what_a_later_check_of_the_result_finds(
+    tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result is checked under the name it is to have, not its temporary one: a
+    Claude Code session named after its id still reports the records of another session
+    once its missing final newline is fixed, as a check of it then does; a copy under
+    another name does not, nor does a check of it. With two jobs, read in parallel."""
+    if jobs > 1:
+        _force_parts(monkeypatch)
     session = tmp_path / SESSION_NAME
     session.write_bytes((FOREIGN / "input.jsonl").read_bytes().rstrip(b"\n"))
     settings = Settings(quiescence=0.0, jobs=jobs)
-    before = {d.code for d in check_file(session, settings)}
-    assert before == {"SF110", "SF009"}
+    assert {code for code, _ in _found(session, settings)} == {"SF110", "SF009"}
     copy = repair_to(session, tmp_path / "copy.jsonl", settings)
+    assert [(d.code, d.row) for d in copy.remaining] == _found(tmp_path / "copy.jsonl", settings)
+    assert copy.remaining == []
+    renamed = tmp_path / "renamed" / SESSION_NAME
+    renamed.parent.mkdir()
+    again = repair_to(tmp_path / "copy.jsonl", renamed, settings)
+    assert [(d.code, d.row) for d in again.remaining] == _found(renamed, settings)
     result = repair_in_place(session, settings, backup=False)
-    later = [(d.code, d.row) for d in check_file(session, settings)]
+    later = _found(session, settings)
     assert [(d.code, d.row) for d in result.remaining] == later == [("SF110", 3)]
-    assert [(d.code, d.row) for d in copy.remaining] == later
+    assert _found(renamed, settings) == later
+
+
+def test_a_copy_into_an_openclaw_folder_is_checked_as_openclaw_checks_it(tmp_path: Path) -> None:
+    """Where the copy is to lie decides what is left: in an OpenClaw sessions folder, a
+    header id that is not the file's name is refused by OpenClaw's import."""
+    folder = tmp_path / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    source = tmp_path / "x.jsonl"
+    source.write_bytes((FIXTURES / "SF001-glued-assistant-and-user" / "input.jsonl").read_bytes())
+    settings = Settings(quiescence=0.0)
+    assert _found(source, settings) == [("SF001", 3)]
+    copy = repair_to(source, folder / "other.jsonl", settings)
+    assert {d.format for d in copy.remaining} == {"openclaw"}
+    assert [(d.code, d.row) for d in copy.remaining] == _found(folder / "other.jsonl", settings)
+    assert [d.code for d in copy.remaining] == ["SF101"]

@@ -108,7 +108,7 @@ def _repaired(source: Path, settings: Settings) -> tuple[PlannedRepair, Path]:
 def _fresh(planned: PlannedRepair, out: Path) -> ScannedFile:
     """A read of the result in one process, under the name of the session."""
     return read_session(
-        out, Format(planned.format), None, 1, session_only=False, named_as=planned.path
+        out, Format(planned.format), None, 1, session_only=False, named_as=planned.named_as
     )
 
 
@@ -124,7 +124,7 @@ def _spliced_against_fresh(
         assert copied is not None
         if kept is None:  # read in one process: an empty file, or no record up front
             return None
-        spliced = read_spliced(out, kept, copied, 2, named_as=source)
+        spliced = read_spliced(out, kept, copied, 2, named_as=planned.named_as)
         if spliced is not None:
             assert model(spliced, settings) == model(_fresh(planned, out), settings)
         return spliced

@@ -115,9 +115,11 @@ def context_of(
     settings: Settings | None = None,
     *,
     filename: str | None = None,
+    named_as: Path | None = None,
 ) -> SessionContext:
-    """What the agent of the session at `path` loads on resume (`*.zst`: compressed).
-    Raises `InputError` when it cannot be read."""
+    """What the agent of the session at `path` loads on resume (`*.zst`: compressed),
+    read as named `named_as` when it stands for a file named so. Raises `InputError`
+    when it cannot be read."""
     from sessionfix.engine import run_rules
     from sessionfix.scan.scanner import read_session
 
@@ -126,7 +128,7 @@ def context_of(
     name = filename or str(path)
     with session_text(path) as readable:
         scanned = read_session(
-            readable, settings.format, None, settings.jobs, named_as=session_name(path)
+            readable, settings.format, None, settings.jobs, named_as=named_as or session_name(path)
         )
         view = scanned.view
         weighed = msgspec.structs.replace(
@@ -257,8 +259,10 @@ def context_after_repair(
             settings = msgspec.structs.replace(settings, format=Format(original.format))
     with private_folder(f"{path}: cannot write the repaired copy") as folder:
         target = folder / plain_name(path.name)
-        repair_to(path, target, settings, filename=filename or str(path))
-        result = context_of(target, settings, filename=filename or str(path))
+        # Read under the session's name and folder: the copy stands for the session.
+        named = session_name(path)
+        repair_to(path, target, settings, filename=filename or str(path), named_as=named)
+        result = context_of(target, settings, filename=filename or str(path), named_as=named)
     result.repaired = True
     return result
 

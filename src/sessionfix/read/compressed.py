@@ -44,10 +44,13 @@ def plain_name(name: str) -> str:
 
 
 def session_name(path: Path) -> Path:
-    """The name and folder a session is read under: its own, less `.zst` when it is
-    compressed (its text is then read from a private copy, whose folder says nothing
-    of where the session lies)."""
-    return path.with_name(plain_name(path.name) or "session.jsonl") if is_compressed(path) else path
+    """The name and folder a session is read under: its own; a compressed one's name
+    less `.zst`, in the folder it really lies in (its text is read from a private copy,
+    whose folder says nothing of where the session lies, and a link to it is followed
+    as a reader of a plain one follows it)."""
+    if not is_compressed(path):
+        return path
+    return Path(os.path.realpath(path)).parent / (plain_name(path.name) or "session.jsonl")
 
 
 @contextmanager

@@ -51,7 +51,7 @@ from sessionfix.engine import (
     shared_files,
 )
 from sessionfix.errors import InputError, SessionfixError, described
-from sessionfix.formats import Format
+from sessionfix.formats import Format, make_adapter
 from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.model.view import SessionView
 from sessionfix.read.compressed import (
@@ -225,7 +225,9 @@ class PlannedRepair:
                 self.stored = (st.st_size, st.st_mtime_ns)
                 self._stored_mode = stat.S_IMODE(st.st_mode)
         self.named_as = session_name(path)
-        """The name and folder the session is read under, its results too."""
+        """The name and folder the session is read under."""
+        self._result_name = self.named_as
+        """The name and folder the result under verification is read under."""
         with ExitStack() as text:
             self.path = text.enter_context(session_text(path))
             with gc_paused():
@@ -325,8 +327,12 @@ class PlannedRepair:
         except OSError:
             return False
 
-    def verify(self, written: Path, filename: str) -> list[Diagnostic]:
-        """Check repaired bytes at `written`; return what a check of them reports.
+    def verify(
+        self, written: Path, filename: str, named_as: Path | None = None
+    ) -> list[Diagnostic]:
+        """Check repaired bytes at `written`, read under the name and folder `named_as`
+        (where they are to lie; default the session's); return what a check of them
+        reports there.
 
         A fix can make another one applicable (a re-linked entry becomes a clone of its
         new parent; a dropped root leaves a root mid-file, which a later fix re-links): then
@@ -340,11 +346,21 @@ class PlannedRepair:
         rule's `invariant`.
         """
         settings = self.settings
-        if self.plan.is_empty() and not self.tracing and self._copied_exactly(written):
-            # The copy is the input byte for byte (nothing applies), which was just
-            # checked: checking it again would only find the same.
+        self._result_name = named_as or self.named_as
+        if (
+            self.plan.is_empty()
+            and not self.tracing
+            and self._reads_alike(self._result_name)
+            and self._copied_exactly(written)
+        ):
+            # The copy is the input byte for byte (nothing applies), and its name tells
+            # its reader what the session's tells: it reads as the input just did. Only
+            # the rules, some of which read the name itself, run again if it differs.
             self.scanned.parts = None
-            return [msgspec.structs.replace(d, filename=filename) for d in self.found]
+            if self._result_name == self.named_as:
+                return [msgspec.structs.replace(d, filename=filename) for d in self.found]
+            with gc_paused():
+                return run_rules(self.scanned, settings, filename, origin=self._result_name)
         before = self.scanned.view
         dangled = _dangling_names(before)
         guard = _Invariants(self.found)
@@ -359,7 +375,12 @@ class PlannedRepair:
                 # Held: the written file's name goes (renamed over the session, linked to
                 # the output, or removed) before a report reads the fixes' edits.
                 diagnostics = run_rules(
-                    scanned, settings, filename, origin=self.path, excerpts=False, hold=True
+                    scanned,
+                    settings,
+                    filename,
+                    origin=self._result_name,
+                    excerpts=False,
+                    hold=True,
                 )
             view = scanned.view
             if settings.format is Format.AUTO:
@@ -387,9 +408,9 @@ class PlannedRepair:
         raise self._failed(_described(left[0]))
 
     def _read_result(self, written: Path) -> ScannedFile:
-        """The written result as a session, read under the name of the session (what a
-        format reads from a file's name, such as a Claude Code session id, is what a
-        later check of the session finds: not what a temporary name gives). The first
+        """The written result as a session, read under the name it is to have (what a
+        format reads from a file's name and folder, such as a Claude Code session id, is
+        what a later check of it finds: not what a temporary name gives). The first
         pass reuses the kept parts of the input's read (taking them, so that they go
         before a full read) for the byte ranges the result copied, once their digests
         prove them there; later passes, with no parts left, read a result rewritten
@@ -398,13 +419,38 @@ class PlannedRepair:
         runs = self.plan.copied_runs
         jobs = self.settings.jobs
         if kept is not None and runs:
-            spliced = read_spliced(written, kept, runs, jobs, named_as=self.named_as)
+            spliced = read_spliced(written, kept, runs, jobs, named_as=self._result_name)
             if spliced is not None:
                 return spliced
         del kept
         return read_session(
-            written, Format(self.format), None, jobs, session_only=False, named_as=self.named_as
+            written,
+            self._result_format(),
+            None,
+            jobs,
+            session_only=False,
+            named_as=self._result_name,
         )
+
+    def _reads_alike(self, name: Path) -> bool:
+        """Whether what the format takes from a file's name and folder is the same for
+        `name` as for the session's."""
+        if name == self.named_as:
+            return True
+        fmt = self._result_format()
+        return bool(
+            make_adapter(fmt, name, None, name).named
+            == make_adapter(fmt, self.named_as, None, self.named_as).named
+        )
+
+    def _result_format(self) -> Format:
+        """The format the result is read as: the one asked for, else the input's, where
+        pi's family is told apart again by the result's own signs (its content, and the
+        folder it is to lie in), as a later check would."""
+        if self.settings.format is not Format.AUTO:
+            return self.settings.format
+        detected = Format(self.format)
+        return Format.PI if detected.is_pi_family else detected
 
     def _check_detected(self, written: Path, filename: str) -> None:
         """The result must be a fixed point for a later run too, which may read it as
@@ -421,9 +467,11 @@ class PlannedRepair:
                 None,
                 self.settings.jobs,
                 session_only=False,
-                named_as=self.named_as,
+                named_as=self._result_name,
             )
-            later = run_rules(scanned, self.settings, filename, origin=self.path, excerpts=False)
+            later = run_rules(
+                scanned, self.settings, filename, origin=self._result_name, excerpts=False
+            )
         left = [d for d in later if applies(d, self.settings)]
         if left:
             raise self._failed(
@@ -552,9 +600,12 @@ def repair_to(
     replace: bool = False,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
+    named_as: Path | None = None,
 ) -> RepairResult:
     """Write the repaired copy of `path` to `output`, a new file (or, if `replace`, a
     file that exists and is replaced); zstd-compressed when its name ends in `.zst`.
+    The copy is checked as it reads under its own name and folder (what some formats
+    read from them), or under `named_as` when it stands for a file named so.
 
     The copy is written beside `output` under a temporary name, verified, then renamed
     into place, so `output` never holds unverified bytes. A symbolic link is written
@@ -592,7 +643,9 @@ def repair_to(
                     temp, planned.pieces(), mode=planned.mode, shown=output, source=planned.source
                 )
             _check_input_unchanged(planned)
-            result.remaining = planned.verify(temp, str(output))
+            result.remaining = planned.verify(
+                temp, str(output), named_as=named_as or session_name(target)
+            )
             result.output_size = temp.stat().st_size
             if is_compressed(output):
                 try:
