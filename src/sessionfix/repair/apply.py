@@ -226,8 +226,6 @@ class PlannedRepair:
                 self._stored_mode = stat.S_IMODE(st.st_mode)
         self.named_as = session_name(path)
         """The name and folder the session is read under."""
-        self._result_name = self.named_as
-        """The name and folder the result under verification is read under."""
         with ExitStack() as text:
             self.path = text.enter_context(session_text(path))
             with gc_paused():
@@ -346,21 +344,21 @@ class PlannedRepair:
         rule's `invariant`.
         """
         settings = self.settings
-        self._result_name = named_as or self.named_as
+        named = named_as or self.named_as
         if (
             self.plan.is_empty()
             and not self.tracing
-            and self._reads_alike(self._result_name)
+            and self._reads_alike(named)
             and self._copied_exactly(written)
         ):
             # The copy is the input byte for byte (nothing applies), and its name tells
             # its reader what the session's tells: it reads as the input just did. Only
             # the rules, some of which read the name itself, run again if it differs.
             self.scanned.parts = None
-            if self._result_name == self.named_as:
+            if named == self.named_as:
                 return [msgspec.structs.replace(d, filename=filename) for d in self.found]
             with gc_paused():
-                return run_rules(self.scanned, settings, filename, origin=self._result_name)
+                return run_rules(self.scanned, settings, filename, origin=named)
         before = self.scanned.view
         dangled = _dangling_names(before)
         guard = _Invariants(self.found)
@@ -371,20 +369,20 @@ class PlannedRepair:
             self.traced = [(d, d.row) for d in self.plan.diagnostics]
         for _ in range(MAX_PASSES):
             with gc_paused():
-                scanned = self._read_result(written)
+                scanned = self._read_result(written, named)
                 # Held: the written file's name goes (renamed over the session, linked to
                 # the output, or removed) before a report reads the fixes' edits.
                 diagnostics = run_rules(
                     scanned,
                     settings,
                     filename,
-                    origin=self._result_name,
+                    origin=named,
                     excerpts=False,
                     hold=True,
                 )
             view = scanned.view
             if settings.format is Format.AUTO:
-                self._check_detected(written, filename)
+                self._check_detected(written, filename, named)
             dangling = {
                 key: owner for key, owner in _dangling_names(view).items() if key not in dangled
             }
@@ -407,10 +405,10 @@ class PlannedRepair:
             rewritten |= self._repair_again(written, scanned, left)
         raise self._failed(_described(left[0]))
 
-    def _read_result(self, written: Path) -> ScannedFile:
-        """The written result as a session, read under the name it is to have (what a
-        format reads from a file's name and folder, such as a Claude Code session id, is
-        what a later check of it finds: not what a temporary name gives). The first
+    def _read_result(self, written: Path, name: Path) -> ScannedFile:
+        """The written result as a session, read under `name`, the one it is to have
+        (what a format reads from a file's name and folder, such as a Claude Code session
+        id, is what a later check of it finds: not what a temporary name gives). The first
         pass reuses the kept parts of the input's read (taking them, so that they go
         before a full read) for the byte ranges the result copied, once their digests
         prove them there; later passes, with no parts left, read a result rewritten
@@ -419,7 +417,7 @@ class PlannedRepair:
         runs = self.plan.copied_runs
         jobs = self.settings.jobs
         if kept is not None and runs:
-            spliced = read_spliced(written, kept, runs, jobs, named_as=self._result_name)
+            spliced = read_spliced(written, kept, runs, jobs, named_as=name)
             if spliced is not None:
                 return spliced
         del kept
@@ -429,7 +427,7 @@ class PlannedRepair:
             None,
             jobs,
             session_only=False,
-            named_as=self._result_name,
+            named_as=name,
         )
 
     def _reads_alike(self, name: Path) -> bool:
@@ -452,7 +450,7 @@ class PlannedRepair:
         detected = Format(self.format)
         return Format.PI if detected.is_pi_family else detected
 
-    def _check_detected(self, written: Path, filename: str) -> None:
+    def _check_detected(self, written: Path, filename: str, name: Path) -> None:
         """The result must be a fixed point for a later run too, which may read it as
         another format than the input (dropping a first record, or salvaging one, can
         change the detection): then none of that format's fixes may apply to it."""
@@ -467,11 +465,9 @@ class PlannedRepair:
                 None,
                 self.settings.jobs,
                 session_only=False,
-                named_as=self._result_name,
+                named_as=name,
             )
-            later = run_rules(
-                scanned, self.settings, filename, origin=self._result_name, excerpts=False
-            )
+            later = run_rules(scanned, self.settings, filename, origin=name, excerpts=False)
         left = [d for d in later if applies(d, self.settings)]
         if left:
             raise self._failed(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Final, NamedTuple
 
 from msgspec import Struct
@@ -659,20 +659,19 @@ class RepairPlan:
                 held = 0
             batches[-1].append(index)
             held += sizes[index]
-        rewriters = OrderedWorkers(self._rewrite_batch, batches, workers)
-        try:
-            rewriters.__enter__()
-        except WorkerDied:  # none could start: rewritten here
-            yield
-            return
-        try:
-            self._ahead = _RewritesAhead(
-                self, iter(rewriters), lambda: rewriters.__exit__(None, None, None)
-            )
-            yield
-        finally:
-            self._ahead = None
-            rewriters.__exit__(None, None, None)
+        with ExitStack() as stack:
+            try:
+                rewriters = stack.enter_context(
+                    OrderedWorkers(self._rewrite_batch, batches, workers)
+                )
+            except WorkerDied:  # none could start: rewritten here
+                yield
+                return
+            self._ahead = _RewritesAhead(self, iter(rewriters), stack.close)
+            try:
+                yield
+            finally:
+                self._ahead = None
 
     def _rewrite_batch(self, indexes: list[int]) -> list[tuple[int, bytes, frozenset[int] | None]]:
         """Worker: `_rewrite` of each record."""

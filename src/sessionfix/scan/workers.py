@@ -321,14 +321,18 @@ class _Claims:
             index = int.from_bytes(self._map[:_INDEX_BYTES], "little")
             if index >= self.count:
                 return None
-            at = _INDEX_BYTES + self._CLAIMANT_BYTES * index
-            self._map[at : at + self._CLAIMANT_BYTES] = (worker + 1).to_bytes(
+            self._map[self._claimant_at(index)] = (worker + 1).to_bytes(
                 self._CLAIMANT_BYTES, "little"
             )
             self._map[:_INDEX_BYTES] = (index + 1).to_bytes(_INDEX_BYTES, "little")
             return index
         finally:
             fcntl.lockf(self._fd, fcntl.LOCK_UN)
+
+    def _claimant_at(self, index: int) -> slice:
+        """Where task `index`'s claimant (its worker plus one, 0 for none) is kept."""
+        at = _INDEX_BYTES + self._CLAIMANT_BYTES * index
+        return slice(at, at + self._CLAIMANT_BYTES)
 
     def _claimed(self) -> int:
         """How many tasks are claimed: a claimant written at or past it is of a worker
@@ -343,8 +347,7 @@ class _Claims:
         """The worker that claimed task `index`, None while no worker has."""
         if index >= self._claimed():
             return None
-        at = _INDEX_BYTES + self._CLAIMANT_BYTES * index
-        claimant = int.from_bytes(self._map[at : at + self._CLAIMANT_BYTES], "little")
+        claimant = int.from_bytes(self._map[self._claimant_at(index)], "little")
         return claimant - 1 if claimant else None
 
     def of(self, worker: int, start: int) -> list[int]:
