@@ -433,7 +433,7 @@ def test_the_demo_folder_shows_every_kind_of_finding() -> None:
 
 def test_console_entry_point_flushes_before_exiting() -> None:
     """`run()` skips interpreter teardown; everything written must still arrive."""
-    command = "from sessionfix.cli import run; run()"
+    command = "from sessionfix.entry import run; run()"
     args = [sys.executable, "-c", command, "scan", "--output-format", "json", str(GLUED)]
     result = subprocess.run(args, capture_output=True, env={**os.environ, **ENV}, check=False)
     assert result.returncode == 1

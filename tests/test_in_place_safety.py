@@ -614,7 +614,7 @@ def slow(self, written, filename):
     return verify(self, written, filename)
 PlannedRepair.verify = slow
 sys.argv = ["sessionfix", "repair", "--in-place", "--quiescence", "0", sys.argv[1]]
-from sessionfix.cli import run
+from sessionfix.entry import run
 run()
 """
 

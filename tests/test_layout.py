@@ -35,6 +35,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
     ("report",),
     ("config", "distributed"),
     ("__init__", "cli"),
+    ("entry",),
     ("__main__",),
 )
 """The stages, lowest first. A module may import from its own folder (or itself) and from

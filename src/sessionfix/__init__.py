@@ -14,20 +14,26 @@ restores::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from importlib import import_module
 
-from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
-from sessionfix.engine import CheckRun, FileReport, check_file, check_paths, check_run, select_files
-from sessionfix.errors import InputError, SessionfixError, UsageError
-from sessionfix.formats import Format
-from sessionfix.rules import RULES, Rule, get_rule
-from sessionfix.scan.scanner import read_session
-from sessionfix.settings import Settings
-from sessionfix.stores import SessionStore, StoredSession, open_store
-from sessionfix.version import __version__
+TYPE_CHECKING = False
+"""Not typing's: the package imports nothing when it loads, so that the console entry
+point (`sessionfix.entry`) handles an interrupt before any heavy module starts loading."""
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from sessionfix.diagnostics import Applicability, Diagnostic, Edit, EditOp, Fix, Severity
+    from sessionfix.engine import (
+        CheckRun,
+        FileReport,
+        check_file,
+        check_paths,
+        check_run,
+        select_files,
+    )
+    from sessionfix.errors import InputError, SessionfixError, UsageError
+    from sessionfix.formats import Format
     from sessionfix.repair.apply import (
         RepairResult,
         RepairRun,
@@ -38,9 +44,39 @@ if TYPE_CHECKING:
         repair_to,
         repair_to_stream,
     )
+    from sessionfix.rules import RULES, Rule, get_rule
     from sessionfix.safety.backups import list_backups, restore
+    from sessionfix.scan.scanner import read_session
+    from sessionfix.settings import Settings
+    from sessionfix.stores import SessionStore, StoredSession, open_store
+    from sessionfix.version import __version__
 
 _LAZY = {
+    "Applicability": "diagnostics",
+    "Diagnostic": "diagnostics",
+    "Edit": "diagnostics",
+    "EditOp": "diagnostics",
+    "Fix": "diagnostics",
+    "Severity": "diagnostics",
+    "CheckRun": "engine",
+    "FileReport": "engine",
+    "check_file": "engine",
+    "check_paths": "engine",
+    "check_run": "engine",
+    "select_files": "engine",
+    "InputError": "errors",
+    "SessionfixError": "errors",
+    "UsageError": "errors",
+    "Format": "formats",
+    "RULES": "rules",
+    "Rule": "rules",
+    "get_rule": "rules",
+    "read_session": "scan.scanner",
+    "Settings": "settings",
+    "SessionStore": "stores",
+    "StoredSession": "stores",
+    "open_store": "stores",
+    "__version__": "version",
     "RepairResult": "repair.apply",
     "RepairRun": "repair.apply",
     "plan_repair": "repair.apply",
@@ -52,14 +88,21 @@ _LAZY = {
     "list_backups": "safety.backups",
     "restore": "safety.backups",
 }
-"""Repairing and restoring load only when first used: a check need not pay for them."""
+"""Each name of the API loads its module when first used: a check need not pay for
+repairing, and the command line starts before any of it."""
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sessionfix' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"sessionfix.{module}"), name)
+    value = getattr(import_module(f"sessionfix.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -1,5 +1,5 @@
 """`python -m sessionfix`."""
 
-from sessionfix.cli import run
+from sessionfix.entry import run
 
 run()

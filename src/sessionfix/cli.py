@@ -13,7 +13,6 @@ import contextlib
 import copy
 import enum
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -244,7 +243,7 @@ def _show_version(value: bool) -> None:
             out.write(f"sessionfix {__version__}\n".encode())
             out.flush()
     except SessionfixError as exc:
-        _error(str(exc))
+        print_error(str(exc))
         raise typer.Exit(EXIT_ERROR) from None
     raise typer.Exit(EXIT_OK)
 
@@ -354,7 +353,7 @@ def _warning(message: str) -> None:
     _to_stderr(f"sessionfix: warning: {escape(message)}\n")
 
 
-def _error(message: str) -> None:
+def print_error(message: str) -> None:
     _to_stderr(f"sessionfix: error: {escape(message)}\n")
 
 
@@ -533,15 +532,15 @@ def _guard(action: Callable[[], int]) -> int:
     try:
         return action()
     except SessionfixError as exc:
-        _error(str(exc))
+        print_error(str(exc))
     except KeyboardInterrupt:
-        _error("interrupted")
+        print_error("interrupted")
     except BrokenPipeError:
         # The reader of stdout went away (e.g. `| head`): silence the final flush.
         with suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except Exception as exc:
-        _error(f"internal error: {type(exc).__name__}: {exc}")
+        print_error(f"internal error: {type(exc).__name__}: {exc}")
     return EXIT_ERROR
 
 
@@ -574,7 +573,7 @@ def _run_check(
     for line in run.notices:
         _warning(line)
     for message in run.errors:
-        _error(message)
+        print_error(message)
     if not presentation.quiet and walk:
         if looked and not paths:
             looked_in = ", ".join(shown(path, home) for path in looked)
@@ -904,7 +903,7 @@ def _run_diff(
     for line in run.notices:
         _warning(line)
     for message in run.errors:
-        _error(message)
+        print_error(message)
     note = run.note(len(would_fix))
     if not presentation.quiet and note is not None:
         _note(note)
@@ -934,7 +933,7 @@ def _run_repair(
     for line in run.notices:
         _warning(line)
     for message in run.errors:
-        _error(message)
+        print_error(message)
     note = run.note(in_place=target.in_place)
     if not presentation.quiet and note is not None:
         _note(note)
@@ -1019,11 +1018,11 @@ def _context_command(
         try:
             measured.extend(contexts([path], settings, after_repair=after_repair))
         except SessionfixError as exc:
-            _error(str(exc))
+            print_error(str(exc))
             failed += 1
     if settings.sessions and not any(stores.is_store(path) for path in paths):
         for line in stores.unmatched_sessions(settings.sessions, ()):
-            _error(line)
+            print_error(line)
             failed += 1
     shown_first = [after or now for now, after in measured]
     befores = [now if after is not None else None for now, after in measured]
@@ -1253,7 +1252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = list(argv) if argv is not None else sys.argv[1:]
     if sys.stdout is None and any(arg in ("-h", "--help") for arg in args):
-        _error("cannot write to standard output (it is closed)")
+        print_error("cannot write to standard output (it is closed)")
         return EXIT_ERROR
     try:
         code = _app_for(args)(
@@ -1270,15 +1269,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if type(exc).__name__ == "NoArgsIsHelpError":
             exc.show()  # type: ignore[attr-defined] # prints the help, as asked
         else:
-            _error(_usage_line(exc))
+            print_error(_usage_line(exc))
         return EXIT_ERROR
     except (typer.Abort, KeyboardInterrupt):
-        _error("interrupted")
+        print_error("interrupted")
         return EXIT_ERROR
     except Exception as exc:
-        _error(f"internal error: {type(exc).__name__}: {exc}")
+        print_error(f"internal error: {type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+    if code == TYPER_INTERRUPTED:
+        print_error("interrupted")
         return EXIT_ERROR
     return code if isinstance(code, int) else EXIT_OK
+
+
+TYPER_INTERRUPTED = 130
+"""What typer returns, saying nothing, for an interrupt outside a command's body (while
+it reads the options); no command of sessionfix exits with it."""
 
 
 def _app_for(args: Sequence[str]) -> typer.Typer:
@@ -1310,48 +1317,3 @@ def _usage_line(error: Exception) -> str:
     context = getattr(error, "ctx", None)
     command = getattr(context, "command_path", None)
     return f"{text} (see '{command} --help')" if command else text
-
-
-_M_MMAP_THRESHOLD = -3
-_MMAP_THRESHOLD = 1 << 20
-
-
-def _pin_mmap_threshold() -> None:
-    """glibc's malloc raises its threshold for mapping a block of its own to the largest
-    block freed so far; after the first large result is freed, growing index columns
-    are copied around the heap, and freed blocks stay resident (a third more memory
-    when a file is read in parallel). A fixed threshold keeps large blocks mapped."""
-    import ctypes
-
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError):  # not glibc
-        return
-    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-
-
-def run() -> None:
-    """Console entry point. Exits without tearing down the interpreter's objects: after
-    a scan of a large file, freeing them one by one takes a noticeable time.
-
-    SIGTERM (and SIGHUP) end a run like Ctrl-C does: the temp file is removed, the locks
-    are released, the session is left as it was."""
-    _pin_mmap_threshold()
-    for name in ("SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        if number is not None:
-            signal.signal(number, signal.default_int_handler)
-    code = main()
-    try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
-    except BrokenPipeError:
-        pass
-    except (OSError, ValueError) as exc:
-        if code != EXIT_ERROR:
-            _error(f"cannot write to standard output ({exc})")
-            code = EXIT_ERROR
-    if sys.stderr is not None:
-        with suppress(OSError, ValueError):
-            sys.stderr.flush()
-    os._exit(code)

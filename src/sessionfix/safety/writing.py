@@ -264,9 +264,12 @@ def refuse_writers(path: Path, shown: Path | None = None) -> None:
 
 
 HELD_SIGNALS: Final = frozenset(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM")
+    if hasattr(signal, name)
 )
-"""The signals that end a run (the command turns SIGTERM and SIGHUP into interrupts)."""
+"""The signals that end a run: the command turns SIGTERM and SIGHUP into interrupts, and
+raises on SIGALRM an interrupt that came while a module loaded (`sessionfix.entry`)."""
 
 
 @contextmanager

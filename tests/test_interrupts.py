@@ -1,0 +1,119 @@
+"""An interrupt at any moment of a run's start ends it with one line and exit 2: never a
+traceback, never a crash. The interrupt is sent as each module starts loading, which is
+where start-up spends its time, from the moment sessionfix has taken over SIGINT (before
+that, Python's own start-up handles it): every load of a `check`, and the loads that
+`context` and `repair` add during their run (lazy imports, msgspec building decoders)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SESSION = Path(__file__).resolve().parent.parent / "examples" / "sessions" / "torn-and-glued.jsonl"
+
+COMMANDS = {
+    "check": ["check", str(SESSION)],
+    "context": ["context", str(SESSION)],
+    "repair": ["repair", "--quiescence", "0", "-o", "repaired.jsonl", str(SESSION)],
+}
+
+INTERRUPT_AT_LOAD = """
+import os, runpy, signal, sys
+
+target = int(sys.argv.pop(1))
+loads = 0
+main = os.getpid()
+
+
+def interrupt_at_the_target_load(event, args):
+    global loads
+    if event != "import" or os.getpid() != main:
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        return
+    loads += 1
+    if target == 0:
+        os.write(3, args[0].encode() + b"\\n")
+    elif loads == target:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+sys.addaudithook(interrupt_at_the_target_load)
+sys.argv[0] = "sessionfix"
+runpy.run_module("sessionfix", run_name="__main__", alter_sys=True)
+"""
+"""`python -m sessionfix ARGS`, interrupted as the `target`th module starts loading in
+the main process (workers are its to stop) once sessionfix handles SIGINT; with `target`
+0, the name of each such module to fd 3."""
+
+INTERRUPTED = "sessionfix: error: interrupted\n"
+
+IN_FLIGHT = 4
+
+
+def _start(target: int, command: str, cwd: Path, **options: Any) -> subprocess.Popen[bytes]:
+    cwd.mkdir(parents=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", INTERRUPT_AT_LOAD, str(target), *COMMANDS[command]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1"},
+        **options,
+    )
+
+
+@cache
+def _loads(command: str, cwd: Path) -> tuple[str, ...]:
+    """The modules a run of `command` loads, in order, once sessionfix handles SIGINT."""
+    read, write = os.pipe()
+    process = _start(0, command, cwd / command, pass_fds=(3,), preexec_fn=lambda: os.dup2(write, 3))
+    os.close(write)
+    with os.fdopen(read, "rb") as names:
+        loads = tuple(names.read().decode().split())
+    process.communicate(timeout=120)
+    return loads
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("counted")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_interrupt_at_any_module_load_ends_the_run_in_one_line(
+    command: str, counted: Path, tmp_path: Path
+) -> None:
+    loads = _loads(command, counted)
+    assert len(loads) > 100, "sessionfix never took over SIGINT"
+    started_alike = set(_loads("check", counted)) if command != "check" else set()
+    targets = [place for place, name in enumerate(loads, 1) if name not in started_alike]
+    assert targets
+    outcomes: dict[int, tuple[int, str]] = {}
+    running: list[tuple[int, subprocess.Popen[bytes]]] = []
+
+    def collect(target: int, process: subprocess.Popen[bytes]) -> None:
+        _, stderr = process.communicate(timeout=120)
+        outcomes[target] = (process.returncode, stderr.decode(errors="replace"))
+
+    for target in targets:
+        if len(running) == IN_FLIGHT:
+            collect(*running.pop(0))
+        running.append((target, _start(target, command, tmp_path / str(target))))
+    for target, process in running:
+        collect(target, process)
+    wrong = {
+        f"{loads[target - 1]} ({target})": (code, stderr)
+        for target, (code, stderr) in outcomes.items()
+        if code != 2 or "Traceback" in stderr or not stderr.endswith(INTERRUPTED)
+    }
+    assert wrong == {}
+    left = {path.name for path in tmp_path.glob("*/*")}
+    assert left <= {"repaired.jsonl"}, "an interrupted run left files behind"
+
