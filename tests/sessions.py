@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import strategies as st
@@ -22,6 +23,12 @@ def stamp(n: int) -> str:
     return f"2026-07-24T06:{21 + seconds // 60 % 38:02d}:{seconds % 60:02d}.000Z"
 
 
+def iso_stamp(ms: int) -> str:
+    """The entry timestamp pi writes (`toISOString()`) for `ms` after the epoch."""
+    moment = datetime.fromtimestamp(ms // 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+
+
 @dataclass
 class Session:
     """Appends pi v3 records; `lines` are JSON texts without terminators."""
@@ -30,6 +37,9 @@ class Session:
     ids: list[str] = field(default_factory=list)
     leaf: str | None = None
     serial: int = 0
+    clock: int | None = None
+    """Milliseconds after `BASE_MS` that entries are stamped with; None: one second
+    apart, by their serial number."""
 
     def __post_init__(self) -> None:
         header = {
@@ -41,14 +51,25 @@ class Session:
         }
         self.lines.append(dumps(header))
 
-    def _entry(self, kind: str, fields: dict[str, Any], parent: str | bool | None = True) -> str:
+    def _entry(
+        self,
+        kind: str,
+        fields: dict[str, Any],
+        parent: str | bool | None = True,
+        leading: dict[str, Any] | None = None,
+    ) -> str:
+        """Append an entry: `leading` fields before its id (where pi writes them), the
+        others after its timestamp."""
         self.serial += 1
         entry_id = f"{0xA0000000 + self.serial:08x}"
         record = {
             "type": kind,
+            **(leading or {}),
             "id": entry_id,
             "parentId": self.leaf if parent is True else parent,
-            "timestamp": stamp(self.serial),
+            "timestamp": stamp(self.serial)
+            if self.clock is None
+            else iso_stamp(BASE_MS + self.clock),
         }
         record.update(fields)
         self.lines.append(dumps(record))
@@ -109,8 +130,10 @@ class Session:
         }
         return self._entry("message", {"message": message}, parent)
 
-    def compaction(self, kept: str | None, tokens: int) -> str:
-        fields: dict[str, Any] = {"summary": "Summary of the work so far."}
+    def compaction(
+        self, kept: str | None, tokens: int, summary: str = "Summary of the work so far."
+    ) -> str:
+        fields: dict[str, Any] = {"summary": summary}
         if kept is not None:
             fields["firstKeptEntryId"] = kept
         fields["tokensBefore"] = tokens
@@ -118,6 +141,13 @@ class Session:
 
     def label(self, target: str) -> str:
         return self._entry("label", {"targetId": target, "label": "mark"})
+
+    def custom(self, custom_type: str) -> str:
+        """Extension data that never reaches the model."""
+        return self._entry("custom", {}, leading={"customType": custom_type, "data": {}})
+
+    def session_info(self, name: str) -> str:
+        return self._entry("session_info", {"name": name})
 
     def setting(self, kind: str) -> str:
         """A model or thinking-level change: an entry on the chain that pairs nothing."""
@@ -279,6 +309,109 @@ def damaged(draw: st.DrawFn, data: bytes) -> bytes:
     if draw(st.booleans()):
         text += b'{"type":"message","id":"ffffffff","parentId":"a00'
     return text
+
+
+# ---- compactions: copies, near-copies, heartbeats ----------------------------------------
+
+HEARTBEAT = "Read HEARTBEAT.md if it exists. If nothing needs attention, reply HEARTBEAT_OK."
+EMPTY_SUMMARY = "Since there is no conversation provided, there is nothing to summarize yet."
+SUMMARIES = [EMPTY_SUMMARY, "Parser built."]
+COMPACTION_GAPS_MS = [0, 50, 134, 1_600, 2_600, 29_999, 30_000, 30_001, 240_000, 1_800_000]
+"""Delays before a compaction: at once (50 to 134 ms in #3645, 1.6 s in #7594, #71691's
+loop every 2.6 s), around the 30 s bound, minutes later, a heartbeat's half hour."""
+METADATA = ["label", "session_info", "custom", "model_change", "thinking_level_change"]
+
+
+@dataclass
+class CompactionSequence:
+    data: bytes
+    clones: set[str]
+    """Ids of the compactions that copy the compaction just before them: the same
+    summary, tokensBefore and kept entry (a copied user message counting as its
+    original), nothing but metadata between, written at most `moment_ms` after it."""
+
+
+@st.composite
+def compaction_sequences(draw: st.DrawFn, moment_ms: int) -> CompactionSequence:
+    """A pi v3 session of turns (some with an overflow copy of their prompt), heartbeats
+    that compact an empty conversation into the same summary every half hour, compactions
+    drawn from few payloads at various delays, copies of the last compaction, and metadata
+    rows, with the clones among its compactions worked out as they are written."""
+    session = Session(clock=0)
+    clones: set[str] = set()
+    kept_choices: list[str] = []
+    copied: dict[str, str] = {}
+    last: tuple[tuple[str, int, str | None], str | None, int] | None = None
+    only_metadata_since_last = False
+
+    def turn(text: str, delay: int) -> None:
+        assert session.clock is not None
+        session.clock += delay
+        user = session.user(text, ts=BASE_MS + session.clock)
+        kept_choices.append(user)
+        if draw(st.integers(0, 3)) == 0:
+            copy = session.user(text, ts=BASE_MS + session.clock)
+            copied[copy] = user
+            kept_choices.append(copy)
+        session.clock += 1_000
+        session.assistant([])
+
+    def compact(summary: str, tokens: int, kept: str | None, delay: int) -> None:
+        nonlocal last, only_metadata_since_last
+        assert session.clock is not None
+        session.clock += delay
+        entry = session.compaction(kept, tokens, summary)
+        payload = (summary, tokens, copied.get(kept, kept) if kept is not None else None)
+        if (
+            only_metadata_since_last
+            and last is not None
+            and last[0] == payload
+            and session.clock - last[2] <= moment_ms
+        ):
+            clones.add(entry)
+        last = (payload, kept, session.clock)
+        only_metadata_since_last = True
+
+    turn("Build the parser.", 0)
+    for _ in range(draw(st.integers(1, 30))):
+        action = draw(
+            st.sampled_from(["turn", "heartbeat", "compaction", "copy", "copy", "metadata"])
+        )
+        if action == "turn":
+            turn(draw(st.sampled_from(TEXTS)), draw(st.sampled_from([1_000, 60_000])))
+            only_metadata_since_last = False
+        elif action == "heartbeat":
+            turn(HEARTBEAT, 1_800_000)
+            only_metadata_since_last = False
+            compact(EMPTY_SUMMARY, 12_873, kept_choices[0], 9_000)
+        elif action == "compaction" or last is None:
+            compact(
+                draw(st.sampled_from(SUMMARIES)),
+                draw(st.sampled_from([12_873, 12_874])),
+                draw(st.sampled_from([kept_choices[0], kept_choices[-1], None])),
+                draw(st.sampled_from(COMPACTION_GAPS_MS)),
+            )
+        elif action == "copy":
+            (summary, tokens, original), kept, _ = last
+            compact(
+                summary,
+                tokens,
+                draw(st.sampled_from([kept, original])),
+                draw(st.sampled_from(COMPACTION_GAPS_MS)),
+            )
+        else:
+            assert session.clock is not None
+            session.clock += draw(st.integers(0, 5))
+            kind = draw(st.sampled_from(METADATA))
+            if kind == "label":
+                session.label(draw(st.sampled_from(session.ids)))
+            elif kind == "session_info":
+                session.session_info("heartbeat")
+            elif kind == "custom":
+                session.custom("openclaw:bootstrap-context:full")
+            else:
+                session.setting(kind)
+    return CompactionSequence(session.text().encode(), clones)
 
 
 # ---- Codex rollouts --------------------------------------------------------------------

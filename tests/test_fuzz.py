@@ -80,7 +80,7 @@ SOURCES: Final = (
 """Small real sessions from the shared corpus (< 200 KB each; see SOURCES.md there)."""
 PI_FIXTURES: Final = (
     "SF201-three-back-to-back-copies",
-    "SF202-clone-after-new-messages",
+    "SF202-trap-copy-after-new-messages",
     "SF301-several-reads-before-the-write",
     "SF205-mostly-abandoned-branches",
     "SF105-cycle-through-a-duplicate-id",

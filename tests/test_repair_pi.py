@@ -34,7 +34,7 @@ import msgspec
 import pytest
 
 from sessionfix import Settings
-from sessionfix.diagnostics import Applicability, RewriteRecord
+from sessionfix.diagnostics import RewriteRecord
 from sessionfix.jsonutil import loads
 from sessionfix.read.reader import LineIssue
 from sessionfix.repair.apply import plan_repair, repair_to
@@ -71,8 +71,6 @@ class Repaired:
     records_on_row: Counter[int] = field(default_factory=Counter)
     net_records: dict[bool, int] = field(default_factory=dict)
     """Inserted minus dropped records."""
-    recut: dict[bool, bool] = field(default_factory=dict)
-    """An unsafe SF202 fix applied: the kept range changes by design."""
     passes: dict[bool, int] = field(default_factory=dict)
     """1, or 2 when fixes applied to the first result (a re-linked entry became a clone,
     a dropped orphan left a dangling parent a re-link can now fix)."""
@@ -97,7 +95,6 @@ class Repaired:
         return (
             self.pi_reads_whole
             and self.codes[unsafe] <= EXACT_CONTEXT_CODES
-            and not self.recut[unsafe]
             and self.passes[unsafe] == 1
         )
 
@@ -188,10 +185,6 @@ def _record_plan(item: Repaired, planned: Any, unsafe: bool) -> None:
         for index, code in plan.drop_codes.items()
         if view.in_context(index) and _leaves_context(view, plan.dropped[index], code)
     ]
-    item.recut[unsafe] = any(
-        d.code == "SF202" and d.fix is not None and d.fix.applicability is Applicability.UNSAFE
-        for d in planned.applied
-    )
     changed = []
     for diagnostic in planned.applied:
         assert diagnostic.fix is not None

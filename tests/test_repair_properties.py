@@ -1,6 +1,6 @@
 """Properties of `repair` over generated pi sessions (rules.md §9.7): branches,
 compactions, tool calls, repeated texts, corrupted with clones, glued and split lines,
-torn tails and dangling parents."""
+torn tails and dangling parents; and sequences of compactions, copied or not."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionfix import Settings
+from sessionfix import Settings, check_file
 from sessionfix.jsonutil import canonical, loads
 from sessionfix.model.view import Kind
 from sessionfix.repair.apply import plan_repair, repair_to
+from sessionfix.rules.analysis import CLONE_MOMENT_MS
 
-from .sessions import sessions
+from .sessions import CompactionSequence, compaction_sequences, sessions
 
 PROVEN_COPIES = {"SF104", "SF201", "SF202"}
 """Drops of a record whose survivor stays: the survivor must be equal where it counts."""
@@ -159,3 +160,29 @@ def test_repair_of_a_clean_session_is_a_copy(tmp_path: Path, data: bytes) -> Non
     else:
         assert {d.code for d in planned.applied} == {"SF301"}
         assert repaired.count(b"\n") == data.count(b"\n")
+
+
+@given(sequence=compaction_sequences(CLONE_MOMENT_MS), unsafe=st.booleans())
+def test_cloned_compactions_are_the_copies_and_their_repair_converges(
+    tmp_path: Path, sequence: CompactionSequence, unsafe: bool
+) -> None:
+    """SF202 finds exactly the compactions that copy the one before them at once (not a
+    heartbeat's repeat, not one after a turn or minutes later, not a near-copy), and its
+    repair drops exactly those in one pass: no fix creates what it removes, so a second
+    repair changes nothing and a check of the result finds no clone."""
+    data = sequence.data
+    source = tmp_path / "sequence.jsonl"
+    source.write_bytes(data)
+    settings = Settings(quiescence=0.0, unsafe_fixes=unsafe)
+    found = {d.entry_id for d in check_file(source, settings) if d.code == "SF202"}
+    assert found == sequence.clones
+
+    repaired, planned, result = _repair(tmp_path, data, unsafe, "once")
+    assert len(result.applied) == len(planned.applied)
+    compactions = {r["id"] for r in _records(data) if r.get("type") == "compaction"}
+    assert compactions - {r.get("id") for r in _records(repaired)} == sequence.clones
+
+    again, _, _ = _repair(tmp_path, repaired, unsafe, "twice")
+    assert again == repaired
+    source.write_bytes(repaired)
+    assert not [d for d in check_file(source, settings) if d.code == "SF202"]

@@ -138,6 +138,9 @@ class BoundaryFacts(Struct):
     identity: bytes | None = None
     """Digest of the exact bytes of the summary payload (summary, details, fromHook,
     tokensBefore), for bucketing clones."""
+    written_ms: int | None = None
+    """When the boundary was written, in milliseconds since the epoch (pi: its entry
+    `timestamp`); None when the format records no time or it does not parse."""
     logical_parent: object = MISSING
     """Where the conversation stood when the boundary cut it (Claude
     `logicalParentUuid`); `MISSING` when the format has none."""

@@ -145,40 +145,77 @@ def survivor_of(ctx: RuleContext, entry_id: str) -> str:
 
 # ---- cloned compactions (SF202) ------------------------------------------------------
 
+CLONE_MOMENT_MS: Final = 30_000
+"""How far apart a compaction and its copy may be written and still count as written at
+one moment. Overflow recovery appends its copies within milliseconds; a compaction run
+again at once repeats within seconds (50 to 134 ms in #3645, 1.6 s in #7594; #71691's
+loop wrote 9 in 21 s). The same summary written again by a later scheduled turn (an
+OpenClaw heartbeat, every 30 minutes by default) comes minutes apart."""
+
+_BETWEEN_COPIES: Final = frozenset(
+    int(kind) for kind in (Kind.LABEL, Kind.SESSION_INFO, Kind.SETTING, Kind.CUSTOM)
+)
+"""What may lie between a compaction and its copy: metadata that never reaches the model
+(labels, session names, model and thinking-level changes, extension data)."""
+
 
 class CompactionClone(Struct, frozen=True):
     clone: int
     survivor: int
-    safe: bool
 
 
 def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
-    """Later compactions on the path equal to an earlier one (rules.md §4.2): the same
-    kept entry, and a summary payload that repeats the earlier one byte for byte."""
+    """Compactions on the path that copy the compaction just before them (rules.md §4.2):
+    the same kept entry and a summary payload that repeats it byte for byte, with nothing
+    but metadata between the two, written at one moment (`CLONE_MOMENT_MS`). A run of
+    copies collapses into its first. Dropping a copy leaves the model's context as it
+    was (the same summary, the same kept range), and leaves no pair that the same test
+    would call a copy: the fix converges."""
     view = ctx.view
     found: dict[int, CompactionClone] = {}
-    first_seen: dict[tuple[str | None, bytes], int] = {}
-    positions = view.path_positions
+    moved: dict[str, str] = {}  # a copy's id → its survivor's, for later kept entries
+    previous: int | None = None
+    previous_key: tuple[str | None, bytes] | None = None
+    previous_ms: int | None = None
     for index in view.in_path_order(view.records_of_kind(Kind.COMPACTION)):
-        position = positions[index]
         facts = view.boundary(index)
-        if facts is None or facts.identity is None:
-            continue
-        kept = facts.first_kept
-        # An explicit null and an absent field keep the same (nothing), but a replayed
-        # copy repeats the record as it was: they are not copies of each other.
-        kept_ref = kept if kept is None or kept == MISSING else survivor_of(ctx, kept)
-        key = (kept_ref, facts.identity)
-        survivor = first_seen.get(key)
-        if survivor is None:
-            first_seen[key] = index
-            continue
-        if not _same_payload(ctx, survivor, index):
-            continue
-        found[index] = CompactionClone(
-            index, survivor, _context_unchanged(ctx, survivor, position, kept_ref)
-        )
+        key = None
+        written_ms = None
+        if facts is not None and facts.identity is not None:
+            kept = facts.first_kept
+            # An explicit null and an absent field keep the same (nothing), but a replayed
+            # copy repeats the record as it was: they are not copies of each other.
+            if kept is not None and kept != MISSING:
+                kept = moved.get(kept) or survivor_of(ctx, kept)
+            key = (kept, facts.identity)
+            written_ms = facts.written_ms
+        if (
+            previous is not None
+            and key is not None
+            and key == previous_key
+            and written_ms is not None
+            and previous_ms is not None
+            and abs(written_ms - previous_ms) <= CLONE_MOMENT_MS
+            and _only_metadata_between(view, previous, index)
+            and _same_payload(ctx, previous, index)
+        ):
+            run = found.get(previous)
+            survivor = previous if run is None else run.survivor
+            found[index] = CompactionClone(index, survivor)
+            clone_id, survivor_id = view.entry_id(index), view.entry_id(survivor)
+            if clone_id is not None and survivor_id is not None:
+                moved[clone_id] = survivor_id
+        previous, previous_key, previous_ms = index, key, written_ms
     return found
+
+
+def _only_metadata_between(view: SessionView, first: int, second: int) -> bool:
+    """Nothing but `_BETWEEN_COPIES` entries lies between two records on the path."""
+    kinds, path, positions = view.kinds, view.active_path, view.path_positions
+    return all(
+        kinds[path[position]] in _BETWEEN_COPIES
+        for position in range(positions[first] + 1, positions[second])
+    )
 
 
 def _same_payload(ctx: RuleContext, first: int, second: int) -> bool:
@@ -188,24 +225,6 @@ def _same_payload(ctx: RuleContext, first: int, second: int) -> bool:
         return False
     payload = copied_bytes(first)
     return payload is not None and payload == copied_bytes(second)
-
-
-def _context_unchanged(
-    ctx: RuleContext, survivor: int, position: int, kept_ref: str | None
-) -> bool:
-    """Dropping the clone leaves the model context as it was (rules.md §4.2 fix safety)."""
-    view = ctx.view
-    survivor_position = view.path_positions[survivor]
-    between = view.active_path[survivor_position + 1 : position]
-    if any(view.kinds[i] in (Kind.COMPACTION, Kind.RESET) for i in between):
-        # Another boundary in between would become the last one.
-        return False
-    kept_index = None if kept_ref is None or kept_ref == MISSING else view.resolve(kept_ref)
-    if kept_index is not None:
-        kept_position = view.path_positions[kept_index]
-        if 0 <= kept_position <= survivor_position:
-            return True
-    return not any(view.flags[i] & Flag.CONTEXT or view.kinds[i] == Kind.MESSAGE for i in between)
 
 
 # ---- damaged header ----------------------------------------------------------------

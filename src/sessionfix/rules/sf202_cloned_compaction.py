@@ -1,4 +1,4 @@
-"""SF202 cloned-compaction: a compaction entry repeated with only its id changed."""
+"""SF202 cloned-compaction: a compaction entry copied at once, only its id changed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.analysis import compaction_clones
-from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -18,12 +18,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             f"compaction repeats entry {survivor_id} (line {view.rows[clone.survivor]}): same "
             "summary, tokensBefore and kept entry, only the id differs"
         )
-        remap = f"drop the clone; references to it move to {survivor_id}"
-        edit = ctx.drop(index, clone.survivor)
-        if clone.safe:
-            fix = safe(remap, edit)
-        else:
-            fix = unsafe(remap + " (the kept range of the context changes)", edit)
+        fix = safe(
+            f"drop the clone; references to it move to {survivor_id}",
+            ctx.drop(index, clone.survivor),
+        )
         yield ctx.entry_diagnostic(RULE, index, message, fix=fix)
 
 
@@ -31,8 +29,8 @@ RULE = Rule(
     code="SF202",
     name="cloned-compaction",
     severity=Severity.WARNING,
-    fix="safe / unsafe",
+    fix="safe",
     requires=frozenset({Capability.BOUNDARIES, Capability.TREE, Capability.RETRY_COPIES}),
-    summary="A compaction entry repeated with only its id changed",
+    summary="A compaction entry copied at once, only its id changed",
     check=check,
 )

@@ -18,12 +18,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     clones = ctx.shared(compaction_clones) if view.tree else {}
     compactions = view.in_path_order(view.records_of_kind(Kind.COMPACTION))
     for previous, index in pairwise(compactions):
-        clone = clones.get(index)
-        # A copy of the compaction just before it is SF202's; a copy of an earlier one
-        # after a different compaction is still a loop.
-        if (clone is not None and clone.survivor == previous) or _user_between(
-            ctx, previous, index
-        ):
+        # A copy of the compaction before it (or of its survivor) is SF202's, not a loop.
+        if index in clones or _user_between(ctx, previous, index):
             continue
         yield ctx.entry_diagnostic(
             RULE,

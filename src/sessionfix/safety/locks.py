@@ -22,6 +22,7 @@ from msgspec import Struct
 
 from sessionfix.errors import SessionfixError, described
 from sessionfix.safety.writing import TEMP_MARK, process_alive, refuse_writers
+from sessionfix.units import iso_seconds
 
 try:
     import fcntl
@@ -139,7 +140,7 @@ def lock_state(session: Path, *, now: float | None = None) -> LockState:
         reasons.append("recycled-pid")
     elif pid == os.getpid() and not isinstance(starttime, int) and path not in _held:
         reasons.append("orphan-self-pid")
-    created = _parse_iso(payload.get("createdAt"))
+    created = iso_seconds(payload.get("createdAt"))
     if created is None:
         reasons.append("invalid-createdAt")
     elif now - created > STALE_AFTER_SECONDS:
@@ -189,15 +190,6 @@ def _start_time(pid: int) -> int | None:
     try:
         return int(fields[19])
     except (IndexError, ValueError):
-        return None
-
-
-def _parse_iso(value: object) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
         return None
 
 

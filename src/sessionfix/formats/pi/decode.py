@@ -50,6 +50,7 @@ from sessionfix.model.view import (
     ToolCall,
 )
 from sessionfix.read.reader import LineReport, RecordSource
+from sessionfix.units import iso_seconds
 
 _NO_RAW: Final = Raw(b"")
 
@@ -840,9 +841,11 @@ class PiAdapter:
             kept = "\x00" + repr(first_kept)
         index = record.firstKeptEntryIndex
         identity = None
+        written_ms = None
         if kind is Kind.COMPACTION:
             payload = _copied_bytes(data)
             identity = None if payload is None else xxhash.xxh3_128_digest(payload)
+            written_ms = _written_ms(data)
         facts = BoundaryFacts(
             first_kept=kept,
             first_kept_index=index
@@ -850,6 +853,7 @@ class PiAdapter:
             else None,
             tokens_before=record.tokensBefore,
             identity=identity,
+            written_ms=written_ms,
         )
         references: tuple[Reference, ...] = ()
         if isinstance(kept, str) and kept != MISSING:
@@ -874,6 +878,29 @@ _COPIED_DECODER: Final = msgspec.json.Decoder(_Copied)
 _PAYLOAD_NAMES: Final = ("summary", "details", "fromHook", "tokensBefore")
 _COPIED_NAMES: Final = ("message", *_PAYLOAD_NAMES)
 _COPIED_OF: Final = attrgetter(*_COPIED_NAMES)
+
+
+class _Stamped(Struct, gc=False):
+    """An entry's own `timestamp`: when the writer appended it (a copy gets a new one)."""
+
+    timestamp: Any = None
+
+
+_STAMPED_DECODER: Final = msgspec.json.Decoder(_Stamped)
+
+
+def _written_ms(data: bytes) -> int | None:
+    """When an entry was appended, in milliseconds since the epoch; None when its
+    `timestamp` is not an ISO time (or the record decodes only loosely)."""
+    try:
+        stamp = _STAMPED_DECODER.decode(data).timestamp
+    except (ValueError, RecursionError):
+        try:
+            stamp = jsonutil.loads(jsonutil.member_bytes(data).get("timestamp", b"null"))
+        except ValueError:
+            return None
+    seconds = iso_seconds(stamp)
+    return None if seconds is None else round(seconds * 1000)
 
 
 def _copied_bytes(data: bytes) -> bytes | None:
