@@ -34,7 +34,14 @@ from sessionfix.stores import open_store, transcript_of
 
 from .conftest import FIXTURES, ROOT
 from .openclaw_loader import build_store, require_openclaw_at_collection
-from .store_fixtures import NAVIGATION, add_session, fill_session, store_from_file, transcript_lines
+from .store_fixtures import (
+    NAVIGATION,
+    add_session,
+    fill_session,
+    hide_from_index,
+    store_from_file,
+    transcript_lines,
+)
 
 require_openclaw_at_collection()
 
@@ -773,3 +780,197 @@ def test_quoted_session_text_is_not_renumbered(damaged: tuple[Path, str]) -> Non
     )
     (label,) = [d for d in found if d["code"] == "SF108"]
     assert "'see line 3'" in label["message"]
+
+
+# ---- hostile stores: schemas, foreign keys, triggers, bombs, damage, interrupts ----------
+
+
+def _one_line_refusal(store: Path, argv: list[str]) -> str:
+    """`argv` on the store exits 2 with one error line (and at most `scan`'s note) and
+    changes nothing."""
+    before = _digest(store)
+    outcome = CliRunner().invoke(app, argv, env=ENV)
+    assert outcome.exit_code == 2, outcome.output
+    lines = [line for line in outcome.stderr.splitlines() if not line.startswith("Scanned ")]
+    assert len(lines) == 1, outcome.stderr
+    assert "Traceback" not in outcome.output
+    assert "internal error" not in outcome.stderr
+    assert _digest(store) == before
+    return lines[0]
+
+
+def _set_versions(store: Path, header: int, recorded: int) -> None:
+    db = apsw.Connection(str(store))
+    try:
+        with db:
+            db.execute(
+                "UPDATE schema_meta SET schema_version = ? WHERE role = 'agent'", (recorded,)
+            )
+        db.execute(f"PRAGMA user_version = {header}")
+    finally:
+        db.close()
+
+
+def _add_column(store: Path, session_id: str) -> list[Any]:
+    """A column sessionfix does not know, `origin`, holding a value in every row of the
+    session (text and bytes, some text not UTF-8); returns them in seq order."""
+    db = apsw.Connection(str(store))
+    try:
+        with db:
+            db.execute("ALTER TABLE transcript_events ADD COLUMN origin ANY")
+            seqs = [
+                row[0]
+                for row in db.execute(
+                    "SELECT seq FROM transcript_events WHERE session_id = ? ORDER BY seq",
+                    (session_id,),
+                )
+            ]
+            for seq in seqs:
+                value = (
+                    f"CAST(x'ff{0x41 + seq:02x}' AS TEXT)",  # text that is not UTF-8
+                    f"x'{seq:04x}'",
+                    f"'origin {seq}'",
+                )[seq % 3]
+                db.execute(
+                    f"UPDATE transcript_events SET origin = {value} "
+                    "WHERE session_id = ? AND seq = ?",
+                    (session_id, seq),
+                )
+        return [
+            row[0]
+            for row in db.execute(
+                "SELECT typeof(origin) || ':' || hex(origin) FROM transcript_events "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            )
+        ]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize(
+    ("header", "recorded", "said"),
+    [
+        (24, 24, "schema version 24 is not one sessionfix knows"),
+        (22, 22, "schema version 22 is older than OpenClaw 2026.9's (23)"),
+        (24, 23, "schema versions disagree (24 in its header, 23 in schema_meta)"),
+    ],
+)
+def test_a_schema_it_does_not_know_is_refused_by_every_command(
+    damaged: tuple[Path, str], header: int, recorded: int, said: str
+) -> None:
+    """A store of another agent schema (a newer OpenClaw's, with a column more) may hold
+    its events otherwise: every command refuses it on one line, reading nothing wrong
+    and writing nothing."""
+    store, session_id = damaged
+    _add_column(store, session_id)
+    _set_versions(store, header, recorded)
+    for argv in (
+        ["check", str(store)],
+        ["scan", str(store.parents[3])],
+        ["context", str(store)],
+        ["repair", "--diff", str(store)],
+        ["repair", "--in-place", "--quiescence", "0", str(store)],
+        ["restore", str(store)],
+    ):
+        line = _one_line_refusal(store, argv)
+        assert said in line, line
+        assert str(store) in line
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+
+
+BOMB = 1 << 30
+"""What the hostile row expands to: 1 GiB."""
+MEMORY_LIMIT = 1 << 30
+"""The address space a run on it is given: the expansion cannot fit."""
+
+
+def _bomb() -> bytes:
+    """About 32 KiB of zstd that expands to `BOMB` bytes, made in 1 MiB steps."""
+    packer = zstandard.ZstdCompressor(level=3).compressobj()
+    zeros = bytes(1 << 20)
+    packed = b"".join(packer.compress(zeros) for _ in range(BOMB >> 20)) + packer.flush()
+    assert len(packed) < 64 << 10
+    return packed
+
+
+def test_a_compressed_row_that_expands_without_bound_is_one_line(
+    damaged: tuple[Path, str],
+) -> None:
+    """A small compressed row that records 100 bytes and expands to 1 GiB is read no
+    further than its size: one line, the same as any row that does not hold what it
+    records, in a run whose memory could not hold the expansion."""
+    store, session_id = damaged
+    db = apsw.Connection(str(store))
+    with db:
+        db.execute(
+            "UPDATE transcript_events SET event_json = NULL, event_zstd = ?, "
+            "event_utf8_bytes = 100, navigation_json = ? WHERE session_id = ? AND seq = 2",
+            (_bomb(), NAVIGATION, session_id),
+        )
+    db.close()
+    before = _digest(store)
+    script = (
+        "import resource, sys, runpy;"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT}));"
+        f"sys.argv = ['sessionfix', 'check', '--no-progress', {str(store)!r}];"
+        "runpy.run_module('sessionfix', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ENV},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"session {session_id}, seq 2: the compressed row expands past the 100 bytes" in line
+    assert _digest(store) == before
+
+
+def test_a_store_whose_events_index_misses_rows_is_refused(damaged: tuple[Path, str]) -> None:
+    """Rows missing from the events' index are missed by every read through it: a
+    repair would drop what refers to them and write their seqs again. The store is
+    refused on one line by reads and rewrites alike, and left as it is."""
+    store, session_id = damaged
+    hide_from_index(store, session_id, [4, 5])
+    for argv in (
+        ["check", str(store)],
+        ["repair", "--in-place", "--quiescence", "0", str(store)],
+    ):
+        line = _one_line_refusal(store, argv)
+        assert "events fail SQLite's quick check (wrong # of entries in index" in line, line
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+
+
+def test_a_hot_journal_is_refused_clearly_and_left_alone(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """A store in rollback-journal mode whose writer died mid-transaction (its journal
+    hot, its database file part-written) cannot be read without rolling the journal
+    back, which a read never does: one line saying so, the files left as they are."""
+    store, _ = _store_for(template_store, tmp_path, EXAMPLE.read_bytes())
+    db = apsw.Connection(str(store))
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.close()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            writer = apsw.Connection(str(store))
+            writer.execute("PRAGMA cache_size = 1")
+            writer.execute("BEGIN IMMEDIATE")
+            writer.execute("CREATE TABLE filler (data BLOB)")
+            writer.execute("INSERT INTO filler VALUES (zeroblob(4000000))")
+            writer.execute("UPDATE transcript_events SET created_at = created_at + 1")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    journal = store.with_name(store.name + "-journal")
+    assert journal.stat().st_size > 0
+    for argv in (["check", str(store)], ["context", str(store)]):
+        line = _one_line_refusal(store, argv)
+        assert "has a hot journal (a write to it was cut short)" in line, line
+        assert "open it with OpenClaw or sqlite3 first" in line
+    assert journal.exists()
