@@ -21,6 +21,7 @@ from typing import Any
 import apsw
 import orjson
 import pytest
+import xxhash
 import zstandard
 from typer.testing import CliRunner
 
@@ -785,6 +786,21 @@ def test_quoted_session_text_is_not_renumbered(damaged: tuple[Path, str]) -> Non
 # ---- hostile stores: schemas, foreign keys, triggers, bombs, damage, interrupts ----------
 
 
+def _all_rows(store: Path, session_id: str) -> list[tuple[Any, ...]]:
+    """Every column of every row of the session, each value by its type and bytes (text
+    that is not UTF-8 included)."""
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(transcript_events)")]
+        values = ", ".join(f'typeof("{c}"), hex("{c}")' for c in columns)
+        return db.execute(
+            f"SELECT {values} FROM transcript_events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+    finally:
+        db.close()
+
+
 def _one_line_refusal(store: Path, argv: list[str]) -> str:
     """`argv` on the store exits 2 with one error line (and at most `scan`'s note) and
     changes nothing."""
@@ -879,6 +895,123 @@ def test_a_schema_it_does_not_know_is_refused_by_every_command(
     assert not list(store.parent.glob("*.sessionfix-bak-*"))
 
 
+def test_every_column_of_every_kept_row_is_kept_and_backed_up(
+    damaged: tuple[Path, str],
+) -> None:
+    """A column the rewrite does not know keeps its value, as stored, in every row the
+    repair keeps, changed or not (a changed row keeps its row's); the backup holds it
+    for every row, and a restore puts every value back."""
+    store, session_id = damaged
+    before = _all_rows(store, session_id)
+    origins = dict(zip(_event_ids(store, session_id), _add_column(store, session_id), strict=True))
+    with_origin = _all_rows(store, session_id)
+    assert with_origin != before
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    kept = _kept_origins(store, session_id)
+    assert len(kept) == len(before) - 4
+    assert all(origins[event_id] == origin for event_id, origin in kept), kept
+    (backup,) = store.parent.glob("*.sessionfix-bak-*")
+    db = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        backed_up = [
+            row[0]
+            for row in db.execute(
+                "SELECT typeof(origin) || ':' || hex(origin) FROM events ORDER BY seq"
+            )
+        ]
+    finally:
+        db.close()
+    assert backed_up == list(origins.values())
+    restored = CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    assert restored.exit_code == 0, restored.output
+    assert _all_rows(store, session_id) == with_origin
+    _assert_consistent(store)
+
+
+def _event_ids(store: Path, session_id: str) -> list[str]:
+    return [
+        orjson.loads(line)["id"]
+        for line in transcript_lines(_session_text(store, session_id, store))
+    ]
+
+
+def _kept_origins(store: Path, session_id: str) -> list[tuple[str, str]]:
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        origins = [
+            row[0]
+            for row in db.execute(
+                "SELECT typeof(origin) || ':' || hex(origin) FROM transcript_events "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            )
+        ]
+    finally:
+        db.close()
+    return list(zip(_event_ids(store, session_id), origins, strict=True))
+
+
+UNKNOWN_WRITERS = {
+    "cascade": (
+        "CREATE TABLE notes (session_id TEXT NOT NULL, seq INTEGER NOT NULL, note TEXT, "
+        "FOREIGN KEY (session_id, seq) REFERENCES transcript_events (session_id, seq) "
+        "ON DELETE CASCADE);"
+        "INSERT INTO notes SELECT session_id, seq, 'note ' || seq FROM transcript_events;",
+        "table notes refers to transcript_events by a foreign key sessionfix does not know",
+    ),
+    "trigger": (
+        "CREATE TABLE notes (note TEXT);"
+        "INSERT INTO notes VALUES ('kept');"
+        "CREATE TRIGGER forget AFTER DELETE ON transcript_events BEGIN DELETE FROM notes; END;",
+        "trigger forget on transcript_events is not one sessionfix knows",
+    ),
+    "trigger on the search index": (
+        "CREATE TABLE notes (note TEXT);"
+        "INSERT INTO notes VALUES ('kept');"
+        "CREATE TRIGGER forget AFTER DELETE ON session_transcript_fts_rows "
+        "BEGIN DELETE FROM notes; END;",
+        "trigger forget on session_transcript_fts_rows is not one sessionfix knows",
+    ),
+    "update cascade": (
+        "CREATE UNIQUE INDEX windows_updated ON session_windows (transcript_updated_at);"
+        "CREATE TABLE notes (updated INTEGER REFERENCES session_windows (transcript_updated_at) "
+        "ON UPDATE CASCADE, note TEXT);"
+        "INSERT INTO notes SELECT transcript_updated_at, 'kept' FROM session_windows;",
+        "table notes refers to session_windows by a foreign key sessionfix does not know",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", UNKNOWN_WRITERS, ids=list(UNKNOWN_WRITERS))
+def test_a_foreign_key_or_trigger_it_does_not_know_refuses_the_rewrite(
+    damaged: tuple[Path, str], kind: str
+) -> None:
+    """A table that refers to the rewritten rows with ON DELETE CASCADE, or a trigger
+    on a rewritten table, would lose or change rows elsewhere with the session's: the
+    rewrite (and a restore) is refused on one line; a read is not."""
+    store, session_id = damaged
+    schema, said = UNKNOWN_WRITERS[kind]
+    db = apsw.Connection(str(store))
+    db.execute(schema)
+    notes = db.execute("SELECT * FROM notes").fetchall()
+    db.close()
+    assert notes
+    before = _state(store, session_id)
+    line = _one_line_refusal(store, ["repair", "--in-place", "--quiescence", "0", str(store)])
+    assert said in line, line
+    assert "nothing changed" in line
+    assert _state(store, session_id) == before
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+    checked = CliRunner().invoke(app, ["check", str(store)], env=ENV)
+    assert checked.exit_code == 1, checked.output
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    assert db.execute("SELECT * FROM notes").fetchall() == notes
+    db.close()
+
+
 BOMB = 1 << 30
 """What the hostile row expands to: 1 GiB."""
 MEMORY_LIMIT = 1 << 30
@@ -945,6 +1078,29 @@ def test_a_store_whose_events_index_misses_rows_is_refused(damaged: tuple[Path, 
     assert not list(store.parent.glob("*.sessionfix-bak-*"))
 
 
+def test_a_store_whose_touched_tables_fail_the_integrity_check_is_not_written(
+    damaged: tuple[Path, str],
+) -> None:
+    """An index of a table the rewrite writes (the event identities') that does not
+    match its rows: read as it is (the events are sound), never written."""
+    store, session_id = damaged
+    db = apsw.Connection(str(store))
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute(
+        "UPDATE sqlite_schema SET sql = replace(sql, '(session_id, seq)', "
+        "'(session_id, seq DESC)') WHERE name = 'idx_agent_transcript_event_identity_sequence'"
+    )
+    db.close()
+    checked = CliRunner().invoke(app, ["check", str(store)], env=ENV)
+    assert checked.exit_code == 1, checked.output
+    before = _state(store, session_id)
+    line = _one_line_refusal(store, ["repair", "--in-place", "--quiescence", "0", str(store)])
+    assert "the store fails SQLite's integrity check (" in line, line
+    assert "idx_agent_transcript_event_identity_sequence" in line
+    assert _state(store, session_id) == before
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+
+
 def test_a_hot_journal_is_refused_clearly_and_left_alone(
     template_store: Path, tmp_path: Path
 ) -> None:
@@ -974,3 +1130,54 @@ def test_a_hot_journal_is_refused_clearly_and_left_alone(
         assert "has a hot journal (a write to it was cut short)" in line, line
         assert "open it with OpenClaw or sqlite3 first" in line
     assert journal.exists()
+
+
+def test_a_backup_of_the_six_columns_is_still_restored(damaged: tuple[Path, str]) -> None:
+    """A backup written before backups recorded their columns (the six of schema 23, the
+    event as bytes) is still verified and restored, bytes and types as they were."""
+    store, session_id = damaged
+    before = _all_rows(store, session_id)
+    source = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    original = source.execute(
+        "SELECT seq, CAST(event_json AS BLOB), created_at, event_zstd, event_utf8_bytes, "
+        "navigation_json FROM transcript_events WHERE session_id = ? ORDER BY seq",
+        (session_id,),
+    ).fetchall()
+    source.close()
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    (backup,) = store.parent.glob("*.sessionfix-bak-*")
+    backup.unlink()
+    old = apsw.Connection(str(backup))
+    with old:
+        old.execute(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) STRICT;"
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY, event_json BLOB, "
+            "created_at INTEGER NOT NULL, event_zstd BLOB, event_utf8_bytes INTEGER, "
+            "navigation_json TEXT)"
+        )
+        old.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", original)
+        digest = xxhash.xxh3_64()
+        for row in original:
+            digest.update(orjson.dumps([v.hex() if isinstance(v, bytes) else v for v in row]))
+        old.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [
+                ("session_id", session_id),
+                ("store", str(store)),
+                ("taken", "2026-11-01T00:00:00+00:00"),
+                ("rows", str(len(original))),
+                ("digest", digest.hexdigest()),
+            ],
+        )
+    old.close()
+    listing = CliRunner().invoke(
+        app, ["restore", "--list", "--output-format", "json", str(store)], env=ENV
+    )
+    assert [b["status"] for b in orjson.loads(listing.stdout)] == ["ok"]
+    restored = CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    assert restored.exit_code == 0, restored.output
+    assert _all_rows(store, session_id) == before
+    _assert_consistent(store)
