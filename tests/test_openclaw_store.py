@@ -1101,6 +1101,23 @@ def test_a_store_whose_touched_tables_fail_the_integrity_check_is_not_written(
     assert not list(store.parent.glob("*.sessionfix-bak-*"))
 
 
+def test_the_database_file_itself_holds_the_repair(
+    damaged: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The rewrite is checkpointed into the database file when it is committed: a copy
+    of the file alone (as a backup tool takes it) holds the repair, not the rows before."""
+    store, session_id = damaged
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    repaired = _rows(store, session_id)
+    alone = tmp_path / "alone" / store.name
+    alone.parent.mkdir()
+    shutil.copyfile(store, alone)
+    assert _rows(alone, session_id) == repaired
+
+
 def test_a_hot_journal_is_refused_clearly_and_left_alone(
     template_store: Path, tmp_path: Path
 ) -> None:

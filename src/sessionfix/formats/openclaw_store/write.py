@@ -18,7 +18,8 @@ sessionfix does not know); a new or changed row takes the `created_at` and the u
 columns of the row it came from (a line written before the first row, that of the row
 before it). Before the commit the new rows are read back and must be the verified repair
 byte for byte, and `foreign_key_check` must be empty; any failure rolls everything
-back. After the commit the whole store must pass `PRAGMA integrity_check`.
+back. A passive checkpoint then moves the commit into the database file. After the
+commit the whole store must pass `PRAGMA integrity_check`.
 
 The backup is the session's own rows, every column as stored, in a small SQLite file
 beside the store (`openclaw-agent.sqlite.sessionfix-bak-<stamp>-<session>.sqlite`):
@@ -199,8 +200,18 @@ def _rewrite(store: OpenClawStore, where: str, attach: Path | None = None) -> It
             if isinstance(exc, apsw.Error):
                 raise _write_failed(where, exc) from None
             raise
+        _checkpoint(db)
     finally:
         _close(db)
+
+
+def _checkpoint(db: apsw.Connection) -> None:
+    """Move what the commit wrote from the write-ahead log into the database file
+    (`PASSIVE`: never waits for a reader), so the file itself holds it: the run's
+    read-only connections cannot checkpoint when they close. What a reader still uses
+    stays in the log, where SQLite finds it."""
+    with suppress(apsw.Error):
+        db.execute("PRAGMA main.wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _check_writable(db: apsw.Connection, store: OpenClawStore, where: str) -> tuple[str, ...]:
