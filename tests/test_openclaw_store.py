@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ import zstandard
 from typer.testing import CliRunner
 
 from sessionfix import Settings, check_file
-from sessionfix.cli import app
+from sessionfix.cli import app, main
 from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
@@ -41,6 +42,7 @@ from .store_fixtures import (
     fill_session,
     hide_from_index,
     store_from_file,
+    store_session,
     transcript_lines,
 )
 
@@ -521,7 +523,7 @@ def test_full_disk_leaves_the_store(template_store: Path, tmp_path: Path) -> Non
         assert "Traceback" not in done.stderr
         if done.returncode == 2:
             assert after == before
-            assert not list(store.parent.glob("*.sessionfix-bak-*"))
+            assert not list(store.parent.glob("*.sessionfix-bak-*")), done.stderr
             lines = done.stderr.strip().splitlines()
             assert len(lines) == 1, done.stderr
             outcomes.append("write" if "cannot write the store" in lines[0] else "read")
@@ -1147,6 +1149,163 @@ def test_a_hot_journal_is_refused_clearly_and_left_alone(
         assert "has a hot journal (a write to it was cut short)" in line, line
         assert "open it with OpenClaw or sqlite3 first" in line
     assert journal.exists()
+
+
+# ---- an interrupt anywhere: the backup is kept whenever the rows are the rewrite ---------
+
+
+def _backup_rows(backup: Path) -> list[tuple[Any, ...]]:
+    """A backup's rows as `_all_rows` shows a session's, less its `session_id`."""
+    db = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(events)")]
+        values = ", ".join(f'typeof("{c}"), hex("{c}")' for c in columns)
+        return db.execute(f"SELECT {values} FROM events ORDER BY seq").fetchall()
+    finally:
+        db.close()
+
+
+def _interrupted(argv: list[str], at: int | None) -> tuple[int, int]:
+    """Run `argv` in a forked child that sends itself SIGINT at its `at`-th point: before
+    each SQL statement any of its connections runs, and as each commit to a write-ahead
+    log completes (SQLite's WAL hook, inside COMMIT, once the commit is made). Returns
+    the child's exit status and how many points it passed."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            os.close(read)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            count = 0
+
+            def point() -> None:
+                nonlocal count
+                count += 1
+                if count == at:
+                    os.kill(os.getpid(), signal.SIGINT)
+
+            def traced(*_: object) -> bool:
+                point()
+                return True
+
+            def committed(*_: object) -> int:
+                point()
+                return apsw.SQLITE_OK
+
+            def hooked(connection: apsw.Connection) -> None:
+                connection.exec_trace = traced
+                connection.set_wal_hook(committed)
+
+            apsw.connection_hooks.append(hooked)
+            code = main(argv)
+            os.write(write, f"{count}\n".encode())
+        finally:
+            os._exit(code)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    return status, int(said) if said else 0
+
+
+def _sweep(argv: list[str], fresh: Any, judge: Any) -> dict[str, int]:
+    """Run `argv` uninterrupted, then interrupted at each of its points in turn, on a
+    fresh state each time; `judge` names what each run left."""
+    fresh()
+    status, points = _interrupted(argv, None)
+    assert os.WIFEXITED(status), status
+    assert points >= 50
+    outcomes: dict[str, int] = {}
+    for at in range(1, points + 1):
+        fresh()
+        status, _ = _interrupted(argv, at)
+        assert os.WIFEXITED(status), f"point {at}: {status}"
+        assert os.WEXITSTATUS(status) in (1, 2), f"point {at}: exit {os.WEXITSTATUS(status)}"
+        outcome = judge(at)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_an_interrupt_anywhere_keeps_the_backup_of_a_rewrite(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """SIGINT at every point of `repair --in-place` (COMMIT included) and of `restore`:
+    the session's rows are those before or those of the rewrite; whenever they are the
+    rewrite, the backup of the rows it replaced exists, intact; whenever they are not,
+    no backup is left of a rewrite that never was."""
+    work = tmp_path / "work"
+    store = work / "state" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    data = EXAMPLE.read_bytes()
+
+    def fresh_store() -> None:
+        shutil.rmtree(work, ignore_errors=True)
+        store_from_file(template_store, store, data, compress={3})
+
+    fresh_store()
+    session_id = store_session(store)
+    before = _all_rows(store, session_id)
+    repair = ["repair", "--in-place", "--no-progress", "--quiescence", "0", str(store)]
+    assert main(repair) == 1
+    repaired = _all_rows(store, session_id)
+    (first,) = store.parent.glob("*.sessionfix-bak-*")
+    golden = tmp_path / "golden"
+    golden.mkdir()
+    _copy_database(store, golden / store.name)
+    shutil.copyfile(first, golden / first.name)
+
+    def judge_repair(at: int) -> str:
+        rows = _all_rows(store, session_id)
+        backups = list(store.parent.glob("*.sessionfix-bak-*"))
+        _assert_consistent(store)
+        if rows == before:
+            assert backups == [], f"point {at}: a backup of no rewrite"
+            return "before"
+        assert rows == repaired, f"point {at}: the rows are neither"
+        assert len(backups) == 1, f"point {at}: the rows are the repair, the backup is gone"
+        assert _backup_rows(backups[0]) == [row[2:] for row in before], f"point {at}"
+        return "rewritten"
+
+    outcomes = _sweep(repair, fresh_store, judge_repair)
+    assert set(outcomes) == {"before", "rewritten"}, outcomes
+
+    def repaired_store() -> None:
+        shutil.rmtree(work, ignore_errors=True)
+        store.parent.mkdir(parents=True)
+        _copy_database(golden / store.name, store)
+        shutil.copyfile(golden / first.name, first)
+
+    def judge_restore(at: int) -> str:
+        rows = _all_rows(store, session_id)
+        backups = set(store.parent.glob("*.sessionfix-bak-*"))
+        _assert_consistent(store)
+        if rows == repaired:
+            assert backups == {first}, f"point {at}: a backup of no restore"
+            return "before"
+        assert rows == before, f"point {at}: the rows are neither"
+        kept = backups - {first}
+        assert len(kept) == 1, f"point {at}: the rows are restored, the backup is gone"
+        assert _backup_rows(kept.pop()) == [row[2:] for row in repaired], f"point {at}"
+        return "rewritten"
+
+    restore = ["restore", str(store)]
+    outcomes = _sweep(restore, repaired_store, judge_restore)
+    assert set(outcomes) == {"before", "rewritten"}, outcomes
+
+
+def _copy_database(source: Path, destination: Path) -> None:
+    """A copy of a database, whatever its write-ahead log holds (SQLite's backup API)."""
+    db = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        out = apsw.Connection(str(destination))
+        try:
+            with out.backup("main", db, "main") as backup:
+                backup.step()
+        finally:
+            out.close()
+    finally:
+        db.close()
 
 
 def test_a_backup_of_the_six_columns_is_still_restored(damaged: tuple[Path, str]) -> None:

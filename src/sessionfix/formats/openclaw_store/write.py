@@ -18,8 +18,9 @@ sessionfix does not know); a new or changed row takes the `created_at` and the u
 columns of the row it came from (a line written before the first row, that of the row
 before it). Before the commit the new rows are read back and must be the verified repair
 byte for byte, and `foreign_key_check` must be empty; any failure rolls everything
-back. A passive checkpoint then moves the commit into the database file. After the
-commit the whole store must pass `PRAGMA integrity_check`.
+back. The commit runs with the run's signals held, and once it may have been made the
+backup stays whatever follows; a passive checkpoint then moves it into the database
+file. After the commit the whole store must pass `PRAGMA integrity_check`.
 
 The backup is the session's own rows, every column as stored, in a small SQLite file
 beside the store (`openclaw-agent.sqlite.sessionfix-bak-<stamp>-<session>.sqlite`):
@@ -52,6 +53,7 @@ from sessionfix.formats.openclaw_store.store import (
     read_only_uri,
     schema_problem,
 )
+from sessionfix.interrupts import signals_deferred
 from sessionfix.stores import Origins, StoreBackup, StoreRefused, Transcript
 
 if TYPE_CHECKING:
@@ -151,7 +153,7 @@ def replace_session(
             f"{where}: a row holds a line break, so its lines cannot be written back row by "
             "row; repair it to a file with -o"
         )
-    with _rewrite(store, where) as rewrite:
+    with _rewrite(store, session_id, where) as rewrite:
         db = rewrite.db
         _check_unchanged(db, transcript, where)
         if backup:
@@ -165,33 +167,65 @@ def replace_session(
 
 
 class _Rewrite:
-    """A write transaction on the store, the event columns it writes, and the backup it
-    kept (removed on rollback)."""
+    """A write transaction on one session of the store: the event columns it writes,
+    the digest of the session's rows before it, and the backup it kept (removed on
+    rollback, kept once the commit may have been made)."""
 
-    def __init__(self, db: apsw.Connection) -> None:
+    def __init__(self, db: apsw.Connection, session_id: str) -> None:
         self.db = db
+        self.session_id = session_id
         self.columns: tuple[str, ...] = ()
+        self.before = ""
         self.kept: Path | None = None
+        self.committing = False
+
+    def rows_digest(self) -> str:
+        return _rows_digest(
+            self.db,
+            self.columns,
+            "main.transcript_events WHERE session_id = ?",
+            (self.session_id,),
+        )
+
+    def may_have_committed(self) -> bool:
+        """After COMMIT began: whether the store may hold the rewrite (the transaction
+        ended, and the session's rows are not, or cannot be read to be, those before)."""
+        if not self.committing or self.db.in_transaction:
+            return False
+        try:
+            return self.rows_digest() != self.before
+        except apsw.Error:
+            return True
 
 
 @contextmanager
-def _rewrite(store: OpenClawStore, where: str, attach: Path | None = None) -> Iterator[_Rewrite]:
+def _rewrite(
+    store: OpenClawStore, session_id: str, where: str, attach: Path | None = None
+) -> Iterator[_Rewrite]:
     """One `BEGIN IMMEDIATE` transaction on a store `_check_writable` admits, refused
     while OpenClaw runs (`attach`: a backup to read from, attached read-only): committed
-    when the block ends, rolled back (its backup removed) when it raises; a failed
-    statement is one line naming `where`."""
+    when the block ends, with the run's signals held; rolled back, its backup removed,
+    when it raises before the commit may have been made; a failed statement is one line
+    naming `where`."""
     check_not_running(store.real)
     db = _connect_write(store.real)
     try:
         if attach is not None:
             _attach_backup(db, attach, where)
         _begin(db, where)
-        rewrite = _Rewrite(db)
+        rewrite = _Rewrite(db, session_id)
         try:
             rewrite.columns = _check_writable(db, store, where)
+            rewrite.before = rewrite.rows_digest()
             yield rewrite
-            db.execute("COMMIT")
+            with signals_deferred():
+                rewrite.committing = True
+                db.execute("COMMIT")
         except BaseException as exc:
+            if rewrite.may_have_committed():
+                if isinstance(exc, apsw.Error):
+                    raise _commit_failed(where, exc, rewrite.kept) from None
+                raise
             with suppress(apsw.Error):
                 db.execute("ROLLBACK")
             if rewrite.kept is not None:
@@ -286,6 +320,16 @@ def _check_tables(db: apsw.Connection, where: str) -> None:
                 f"{where}: the store fails SQLite's integrity check ({problems[0]}); "
                 "nothing changed"
             )
+
+
+def _commit_failed(where: str, error: apsw.Error, kept: Path | None) -> SessionfixError:
+    """A COMMIT that failed after the transaction ended: it may have been made."""
+    kind, _, reason = str(error).partition(": ")
+    backup = f"; the rows it replaced are kept in {kept}" if kept is not None else ""
+    return SessionfixError(
+        f"{where}: the commit failed ({reason if reason else kind}), and the store may "
+        f"hold the rewrite or not{backup}"
+    )
 
 
 def _attach_backup(db: apsw.Connection, backup: Path, where: str) -> None:
@@ -744,7 +788,7 @@ def restore_session(
     if chosen.status != "ok":
         raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
     where = f"{store.path} (session {session_id})"
-    with _rewrite(store, where, attach=chosen.path) as rewrite:
+    with _rewrite(store, session_id, where, attach=chosen.path) as rewrite:
         db = rewrite.db
         if db.execute(
             "SELECT 1 FROM main.session_transcript_cold_archives WHERE session_id = ?",
