@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import apsw
 import orjson
@@ -168,3 +169,61 @@ def add_session(store: Path, session_id: str, data: bytes, *, seqs: Sequence[int
     finally:
         db.close()
     fill_session(store, session_id, transcript_lines(data), seqs=seqs)
+
+
+def hide_from_index(store: Path, session_id: str, seqs: Collection[int]) -> None:
+    """Keep the session's rows at `seqs` in `transcript_events` but out of its primary
+    key's index, as a damaged store holds them: every read through the index misses
+    them (`PRAGMA quick_check` counts the difference). The index is taken out of the
+    schema while the rows are written back, then put back as it was."""
+    db = apsw.Connection(str(store))
+    try:
+        db.execute("PRAGMA foreign_keys = OFF")
+        marks = ", ".join("?" * len(seqs))
+        rows = db.execute(
+            f"SELECT * FROM transcript_events WHERE session_id = ? AND seq IN ({marks})",
+            (session_id, *seqs),
+        ).fetchall()
+        assert len(rows) == len(seqs), "every seq to hide is a row of the session"
+        with db:
+            db.execute(
+                f"DELETE FROM transcript_events WHERE session_id = ? AND seq IN ({marks})",
+                (session_id, *seqs),
+            )
+        (table,) = db.execute(
+            "SELECT sql FROM sqlite_schema WHERE name = 'transcript_events'"
+        ).fetchone()
+        index = db.execute(
+            "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_schema "
+            "WHERE type = 'index' AND tbl_name = 'transcript_events'"
+        ).fetchall()
+        assert len(index) == 1, "schema 23 has one index on the events, its primary key's"
+        assert "PRIMARY KEY (session_id, seq)," in table
+        _set_schema(
+            db, [("transcript_events", table.replace("PRIMARY KEY (session_id, seq),", ""))], []
+        )
+        holes = ", ".join("?" * len(rows[0]))
+        with db:
+            db.executemany(f"INSERT INTO transcript_events VALUES ({holes})", rows)
+        _set_schema(db, [("transcript_events", table)], index)
+    finally:
+        db.close()
+
+
+def _set_schema(
+    db: apsw.Connection, tables: Sequence[tuple[str, str]], indexes: Sequence[tuple[Any, ...]]
+) -> None:
+    """Write `tables`' SQL into the schema and put `indexes` back, or (none given) take
+    out the tables' indexes; the connection then reads the schema anew."""
+    version = db.execute("PRAGMA schema_version").fetchone()[0]
+    db.execute("PRAGMA writable_schema = ON")
+    with db:
+        for name, sql in tables:
+            db.execute("UPDATE sqlite_schema SET sql = ? WHERE name = ?", (sql, name))
+            if not indexes:
+                db.execute(
+                    "DELETE FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?", (name,)
+                )
+        db.executemany("INSERT INTO sqlite_schema VALUES (?, ?, ?, ?, ?)", indexes)
+    db.execute(f"PRAGMA schema_version = {version + 1}")
+    db.execute("PRAGMA writable_schema = OFF")

@@ -19,7 +19,7 @@ import pytest
 PACKAGE: Final = Path(__file__).resolve().parent.parent / "src" / "sessionfix"
 
 STAGES: Final[tuple[tuple[str, ...], ...]] = (
-    ("errors", "jsonutil", "structs", "units", "version"),
+    ("errors", "interrupts", "jsonutil", "structs", "units", "version"),
     ("scratch",),
     ("read", "stores"),
     ("model",),
@@ -40,13 +40,13 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
 )
 """The stages, lowest first. A module may import from its own folder (or itself) and from
 any stage below its own; never from a stage at its level or above. The top-level modules
-are stages of their own, placed by what they need: the shared vocabulary (errors, JSON,
-record classes, units) at the bottom, private temporary folders just above it; findings
-and discovery above the formats they name; the safety layer below the scan, whose
-workers defer signals with it, and below the rules, which ask it whether a writer holds
-a file; what the agent loads above the repair it measures the result of; the
-configuration files above the report, whose output formats they name; the cluster check
-beside them, above the report whose JSON diagnostics its results carry."""
+are stages of their own, placed by what they need: the shared vocabulary (errors, held
+signals, JSON, record classes, units) at the bottom, private temporary folders just above
+it; findings and discovery above the formats they name; the safety layer below the scan
+and below the rules, which ask it whether a writer holds a file; what the agent loads
+above the repair it measures the result of; the configuration files above the report,
+whose output formats they name; the cluster check beside them, above the report whose
+JSON diagnostics its results carry."""
 
 LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in units}
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,11 +22,12 @@ from typing import Any
 import apsw
 import orjson
 import pytest
+import xxhash
 import zstandard
 from typer.testing import CliRunner
 
 from sessionfix import Settings, check_file
-from sessionfix.cli import app
+from sessionfix.cli import app, main
 from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
@@ -34,7 +36,15 @@ from sessionfix.stores import open_store, transcript_of
 
 from .conftest import FIXTURES, ROOT
 from .openclaw_loader import build_store, require_openclaw_at_collection
-from .store_fixtures import NAVIGATION, add_session, fill_session, store_from_file, transcript_lines
+from .store_fixtures import (
+    NAVIGATION,
+    add_session,
+    fill_session,
+    hide_from_index,
+    store_from_file,
+    store_session,
+    transcript_lines,
+)
 
 require_openclaw_at_collection()
 
@@ -513,7 +523,7 @@ def test_full_disk_leaves_the_store(template_store: Path, tmp_path: Path) -> Non
         assert "Traceback" not in done.stderr
         if done.returncode == 2:
             assert after == before
-            assert not list(store.parent.glob("*.sessionfix-bak-*"))
+            assert not list(store.parent.glob("*.sessionfix-bak-*")), done.stderr
             lines = done.stderr.strip().splitlines()
             assert len(lines) == 1, done.stderr
             outcomes.append("write" if "cannot write the store" in lines[0] else "read")
@@ -773,3 +783,577 @@ def test_quoted_session_text_is_not_renumbered(damaged: tuple[Path, str]) -> Non
     )
     (label,) = [d for d in found if d["code"] == "SF108"]
     assert "'see line 3'" in label["message"]
+
+
+# ---- hostile stores: schemas, foreign keys, triggers, bombs, damage, interrupts ----------
+
+
+def _all_rows(store: Path, session_id: str) -> list[tuple[Any, ...]]:
+    """Every column of every row of the session, each value by its type and bytes (text
+    that is not UTF-8 included)."""
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(transcript_events)")]
+        values = ", ".join(f'typeof("{c}"), hex("{c}")' for c in columns)
+        return db.execute(
+            f"SELECT {values} FROM transcript_events WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+        ).fetchall()
+    finally:
+        db.close()
+
+
+def _one_line_refusal(store: Path, argv: list[str]) -> str:
+    """`argv` on the store exits 2 with one error line (and at most `scan`'s note) and
+    changes nothing."""
+    before = _digest(store)
+    outcome = CliRunner().invoke(app, argv, env=ENV)
+    assert outcome.exit_code == 2, outcome.output
+    lines = [line for line in outcome.stderr.splitlines() if not line.startswith("Scanned ")]
+    assert len(lines) == 1, outcome.stderr
+    assert "Traceback" not in outcome.output
+    assert "internal error" not in outcome.stderr
+    assert _digest(store) == before
+    return lines[0]
+
+
+def _set_versions(store: Path, header: int, recorded: int) -> None:
+    db = apsw.Connection(str(store))
+    try:
+        with db:
+            db.execute(
+                "UPDATE schema_meta SET schema_version = ? WHERE role = 'agent'", (recorded,)
+            )
+        db.execute(f"PRAGMA user_version = {header}")
+    finally:
+        db.close()
+
+
+def _add_column(store: Path, session_id: str) -> list[Any]:
+    """A column sessionfix does not know, `origin`, holding a value in every row of the
+    session (text and bytes, some text not UTF-8); returns them in seq order."""
+    db = apsw.Connection(str(store))
+    try:
+        with db:
+            db.execute("ALTER TABLE transcript_events ADD COLUMN origin ANY")
+            seqs = [
+                row[0]
+                for row in db.execute(
+                    "SELECT seq FROM transcript_events WHERE session_id = ? ORDER BY seq",
+                    (session_id,),
+                )
+            ]
+            for seq in seqs:
+                value = (
+                    f"CAST(x'ff{0x41 + seq:02x}' AS TEXT)",  # text that is not UTF-8
+                    f"x'{seq:04x}'",
+                    f"'origin {seq}'",
+                )[seq % 3]
+                db.execute(
+                    f"UPDATE transcript_events SET origin = {value} "
+                    "WHERE session_id = ? AND seq = ?",
+                    (session_id, seq),
+                )
+        return [
+            row[0]
+            for row in db.execute(
+                "SELECT typeof(origin) || ':' || hex(origin) FROM transcript_events "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            )
+        ]
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize(
+    ("header", "recorded", "said"),
+    [
+        (24, 24, "schema version 24 is not one sessionfix knows"),
+        (22, 22, "schema version 22 is older than OpenClaw 2026.9's (23)"),
+        (24, 23, "schema versions disagree (24 in its header, 23 in schema_meta)"),
+    ],
+)
+def test_a_schema_it_does_not_know_is_refused_by_every_command(
+    damaged: tuple[Path, str], header: int, recorded: int, said: str
+) -> None:
+    """A store of another agent schema (a newer OpenClaw's, with a column more) may hold
+    its events otherwise: every command refuses it on one line, reading nothing wrong
+    and writing nothing."""
+    store, session_id = damaged
+    _add_column(store, session_id)
+    _set_versions(store, header, recorded)
+    for argv in (
+        ["check", str(store)],
+        ["scan", str(store.parents[3])],
+        ["context", str(store)],
+        ["repair", "--diff", str(store)],
+        ["repair", "--in-place", "--quiescence", "0", str(store)],
+        ["restore", str(store)],
+    ):
+        line = _one_line_refusal(store, argv)
+        assert said in line, line
+        assert str(store) in line
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+
+
+def test_every_column_of_every_kept_row_is_kept_and_backed_up(
+    damaged: tuple[Path, str],
+) -> None:
+    """A column the rewrite does not know keeps its value, as stored, in every row the
+    repair keeps, changed or not (a changed row keeps its row's); the backup holds it
+    for every row, and a restore puts every value back."""
+    store, session_id = damaged
+    before = _all_rows(store, session_id)
+    origins = dict(zip(_event_ids(store, session_id), _add_column(store, session_id), strict=True))
+    with_origin = _all_rows(store, session_id)
+    assert with_origin != before
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    kept = _kept_origins(store, session_id)
+    assert len(kept) == len(before) - 4
+    assert all(origins[event_id] == origin for event_id, origin in kept), kept
+    (backup,) = store.parent.glob("*.sessionfix-bak-*")
+    db = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        backed_up = [
+            row[0]
+            for row in db.execute(
+                "SELECT typeof(origin) || ':' || hex(origin) FROM events ORDER BY seq"
+            )
+        ]
+    finally:
+        db.close()
+    assert backed_up == list(origins.values())
+    restored = CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    assert restored.exit_code == 0, restored.output
+    assert _all_rows(store, session_id) == with_origin
+    _assert_consistent(store)
+
+
+def _event_ids(store: Path, session_id: str) -> list[str]:
+    return [
+        orjson.loads(line)["id"]
+        for line in transcript_lines(_session_text(store, session_id, store))
+    ]
+
+
+def _kept_origins(store: Path, session_id: str) -> list[tuple[str, str]]:
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        origins = [
+            row[0]
+            for row in db.execute(
+                "SELECT typeof(origin) || ':' || hex(origin) FROM transcript_events "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            )
+        ]
+    finally:
+        db.close()
+    return list(zip(_event_ids(store, session_id), origins, strict=True))
+
+
+UNKNOWN_WRITERS = {
+    "cascade": (
+        "CREATE TABLE notes (session_id TEXT NOT NULL, seq INTEGER NOT NULL, note TEXT, "
+        "FOREIGN KEY (session_id, seq) REFERENCES transcript_events (session_id, seq) "
+        "ON DELETE CASCADE);"
+        "INSERT INTO notes SELECT session_id, seq, 'note ' || seq FROM transcript_events;",
+        "table notes refers to transcript_events by a foreign key sessionfix does not know",
+    ),
+    "trigger": (
+        "CREATE TABLE notes (note TEXT);"
+        "INSERT INTO notes VALUES ('kept');"
+        "CREATE TRIGGER forget AFTER DELETE ON transcript_events BEGIN DELETE FROM notes; END;",
+        "trigger forget on transcript_events is not one sessionfix knows",
+    ),
+    "trigger on the search index": (
+        "CREATE TABLE notes (note TEXT);"
+        "INSERT INTO notes VALUES ('kept');"
+        "CREATE TRIGGER forget AFTER DELETE ON session_transcript_fts_rows "
+        "BEGIN DELETE FROM notes; END;",
+        "trigger forget on session_transcript_fts_rows is not one sessionfix knows",
+    ),
+    "update cascade": (
+        "CREATE UNIQUE INDEX windows_updated ON session_windows (transcript_updated_at);"
+        "CREATE TABLE notes (updated INTEGER REFERENCES session_windows (transcript_updated_at) "
+        "ON UPDATE CASCADE, note TEXT);"
+        "INSERT INTO notes SELECT transcript_updated_at, 'kept' FROM session_windows;",
+        "table notes refers to session_windows by a foreign key sessionfix does not know",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", UNKNOWN_WRITERS, ids=list(UNKNOWN_WRITERS))
+def test_a_foreign_key_or_trigger_it_does_not_know_refuses_the_rewrite(
+    damaged: tuple[Path, str], kind: str
+) -> None:
+    """A table that refers to the rewritten rows with ON DELETE CASCADE, or a trigger
+    on a rewritten table, would lose or change rows elsewhere with the session's: the
+    rewrite (and a restore) is refused on one line; a read is not."""
+    store, session_id = damaged
+    schema, said = UNKNOWN_WRITERS[kind]
+    db = apsw.Connection(str(store))
+    db.execute(schema)
+    notes = db.execute("SELECT * FROM notes").fetchall()
+    db.close()
+    assert notes
+    before = _state(store, session_id)
+    line = _one_line_refusal(store, ["repair", "--in-place", "--quiescence", "0", str(store)])
+    assert said in line, line
+    assert "nothing changed" in line
+    assert _state(store, session_id) == before
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+    checked = CliRunner().invoke(app, ["check", str(store)], env=ENV)
+    assert checked.exit_code == 1, checked.output
+    db = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    assert db.execute("SELECT * FROM notes").fetchall() == notes
+    db.close()
+
+
+BOMB = 1 << 30
+"""What the hostile row expands to: 1 GiB."""
+MEMORY_LIMIT = 1 << 30
+"""The address space a run on it is given: the expansion cannot fit."""
+
+
+def _bomb() -> bytes:
+    """About 32 KiB of zstd that expands to `BOMB` bytes, made in 1 MiB steps."""
+    packer = zstandard.ZstdCompressor(level=3).compressobj()
+    zeros = bytes(1 << 20)
+    packed = b"".join(packer.compress(zeros) for _ in range(BOMB >> 20)) + packer.flush()
+    assert len(packed) < 64 << 10
+    return packed
+
+
+def test_a_compressed_row_that_expands_without_bound_is_one_line(
+    damaged: tuple[Path, str],
+) -> None:
+    """A small compressed row that records 100 bytes and expands to 1 GiB is read no
+    further than its size: one line, the same as any row that does not hold what it
+    records, in a run whose memory could not hold the expansion."""
+    store, session_id = damaged
+    db = apsw.Connection(str(store))
+    with db:
+        db.execute(
+            "UPDATE transcript_events SET event_json = NULL, event_zstd = ?, "
+            "event_utf8_bytes = 100, navigation_json = ? WHERE session_id = ? AND seq = 2",
+            (_bomb(), NAVIGATION, session_id),
+        )
+    db.close()
+    before = _digest(store)
+    script = (
+        "import resource, sys, runpy;"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT}));"
+        f"sys.argv = ['sessionfix', 'check', '--no-progress', {str(store)!r}];"
+        "runpy.run_module('sessionfix', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ENV},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"session {session_id}, seq 2: the compressed row expands past the 100 bytes" in line
+    assert _digest(store) == before
+
+
+def test_a_store_whose_events_index_misses_rows_is_refused(damaged: tuple[Path, str]) -> None:
+    """Rows missing from the events' index are missed by every read through it: a
+    repair would drop what refers to them and write their seqs again. The store is
+    refused on one line by reads and rewrites alike, and left as it is."""
+    store, session_id = damaged
+    hide_from_index(store, session_id, [4, 5])
+    for argv in (
+        ["check", str(store)],
+        ["repair", "--in-place", "--quiescence", "0", str(store)],
+    ):
+        line = _one_line_refusal(store, argv)
+        assert "events fail SQLite's quick check (wrong # of entries in index" in line, line
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+
+
+def test_a_store_whose_touched_tables_fail_the_integrity_check_is_not_written(
+    damaged: tuple[Path, str],
+) -> None:
+    """An index of a table the rewrite writes (the event identities') that does not
+    match its rows: read as it is (the events are sound), never written."""
+    store, session_id = damaged
+    db = apsw.Connection(str(store))
+    db.execute("PRAGMA writable_schema = ON")
+    db.execute(
+        "UPDATE sqlite_schema SET sql = replace(sql, '(session_id, seq)', "
+        "'(session_id, seq DESC)') WHERE name = 'idx_agent_transcript_event_identity_sequence'"
+    )
+    db.close()
+    checked = CliRunner().invoke(app, ["check", str(store)], env=ENV)
+    assert checked.exit_code == 1, checked.output
+    before = _state(store, session_id)
+    line = _one_line_refusal(store, ["repair", "--in-place", "--quiescence", "0", str(store)])
+    assert "the store fails SQLite's integrity check (" in line, line
+    assert "idx_agent_transcript_event_identity_sequence" in line
+    assert _state(store, session_id) == before
+    assert not list(store.parent.glob("*.sessionfix-bak-*"))
+
+
+def test_the_database_file_itself_holds_the_repair(
+    damaged: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The rewrite is checkpointed into the database file when it is committed: a copy
+    of the file alone (as a backup tool takes it) holds the repair, not the rows before."""
+    store, session_id = damaged
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    repaired = _rows(store, session_id)
+    alone = tmp_path / "alone" / store.name
+    alone.parent.mkdir()
+    shutil.copyfile(store, alone)
+    assert _rows(alone, session_id) == repaired
+
+
+def test_a_hot_journal_is_refused_clearly_and_left_alone(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """A store in rollback-journal mode whose writer died mid-transaction (its journal
+    hot, its database file part-written) cannot be read without rolling the journal
+    back, which a read never does: one line saying so, the files left as they are."""
+    store, _ = _store_for(template_store, tmp_path, EXAMPLE.read_bytes())
+    db = apsw.Connection(str(store))
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.close()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            writer = apsw.Connection(str(store))
+            writer.execute("PRAGMA cache_size = 1")
+            writer.execute("BEGIN IMMEDIATE")
+            writer.execute("CREATE TABLE filler (data BLOB)")
+            writer.execute("INSERT INTO filler VALUES (zeroblob(4000000))")
+            writer.execute("UPDATE transcript_events SET created_at = created_at + 1")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    journal = store.with_name(store.name + "-journal")
+    assert journal.stat().st_size > 0
+    for argv in (["check", str(store)], ["context", str(store)]):
+        line = _one_line_refusal(store, argv)
+        assert "has a hot journal (a write to it was cut short)" in line, line
+        assert "open it with OpenClaw or sqlite3 first" in line
+    assert journal.exists()
+
+
+# ---- an interrupt anywhere: the backup is kept whenever the rows are the rewrite ---------
+
+
+def _backup_rows(backup: Path) -> list[tuple[Any, ...]]:
+    """A backup's rows as `_all_rows` shows a session's, less its `session_id`."""
+    db = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(events)")]
+        values = ", ".join(f'typeof("{c}"), hex("{c}")' for c in columns)
+        return db.execute(f"SELECT {values} FROM events ORDER BY seq").fetchall()
+    finally:
+        db.close()
+
+
+def _interrupted(argv: list[str], at: int | None) -> tuple[int, int]:
+    """Run `argv` in a forked child that sends itself SIGINT at its `at`-th point: before
+    each SQL statement any of its connections runs, and as each commit to a write-ahead
+    log completes (SQLite's WAL hook, inside COMMIT, once the commit is made). Returns
+    the child's exit status and how many points it passed."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            os.close(read)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            count = 0
+
+            def point() -> None:
+                nonlocal count
+                count += 1
+                if count == at:
+                    os.kill(os.getpid(), signal.SIGINT)
+
+            def traced(*_: object) -> bool:
+                point()
+                return True
+
+            def committed(*_: object) -> int:
+                point()
+                return apsw.SQLITE_OK
+
+            def hooked(connection: apsw.Connection) -> None:
+                connection.exec_trace = traced
+                connection.set_wal_hook(committed)
+
+            apsw.connection_hooks.append(hooked)
+            code = main(argv)
+            os.write(write, f"{count}\n".encode())
+        finally:
+            os._exit(code)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    return status, int(said) if said else 0
+
+
+def _sweep(argv: list[str], fresh: Any, judge: Any) -> dict[str, int]:
+    """Run `argv` uninterrupted, then interrupted at each of its points in turn, on a
+    fresh state each time; `judge` names what each run left."""
+    fresh()
+    status, points = _interrupted(argv, None)
+    assert os.WIFEXITED(status), status
+    assert points >= 50
+    outcomes: dict[str, int] = {}
+    for at in range(1, points + 1):
+        fresh()
+        status, _ = _interrupted(argv, at)
+        assert os.WIFEXITED(status), f"point {at}: {status}"
+        assert os.WEXITSTATUS(status) in (1, 2), f"point {at}: exit {os.WEXITSTATUS(status)}"
+        outcome = judge(at)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_an_interrupt_anywhere_keeps_the_backup_of_a_rewrite(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """SIGINT at every point of `repair --in-place` (COMMIT included) and of `restore`:
+    the session's rows are those before or those of the rewrite; whenever they are the
+    rewrite, the backup of the rows it replaced exists, intact; whenever they are not,
+    no backup is left of a rewrite that never was."""
+    work = tmp_path / "work"
+    store = work / "state" / "agents" / "main" / "agent" / "openclaw-agent.sqlite"
+    data = EXAMPLE.read_bytes()
+
+    def fresh_store() -> None:
+        shutil.rmtree(work, ignore_errors=True)
+        store_from_file(template_store, store, data, compress={3})
+
+    fresh_store()
+    session_id = store_session(store)
+    before = _all_rows(store, session_id)
+    repair = ["repair", "--in-place", "--no-progress", "--quiescence", "0", str(store)]
+    assert main(repair) == 1
+    repaired = _all_rows(store, session_id)
+    (first,) = store.parent.glob("*.sessionfix-bak-*")
+    golden = tmp_path / "golden"
+    golden.mkdir()
+    _copy_database(store, golden / store.name)
+    shutil.copyfile(first, golden / first.name)
+
+    def judge_repair(at: int) -> str:
+        rows = _all_rows(store, session_id)
+        backups = list(store.parent.glob("*.sessionfix-bak-*"))
+        _assert_consistent(store)
+        if rows == before:
+            assert backups == [], f"point {at}: a backup of no rewrite"
+            return "before"
+        assert rows == repaired, f"point {at}: the rows are neither"
+        assert len(backups) == 1, f"point {at}: the rows are the repair, the backup is gone"
+        assert _backup_rows(backups[0]) == [row[2:] for row in before], f"point {at}"
+        return "rewritten"
+
+    outcomes = _sweep(repair, fresh_store, judge_repair)
+    assert set(outcomes) == {"before", "rewritten"}, outcomes
+
+    def repaired_store() -> None:
+        shutil.rmtree(work, ignore_errors=True)
+        store.parent.mkdir(parents=True)
+        _copy_database(golden / store.name, store)
+        shutil.copyfile(golden / first.name, first)
+
+    def judge_restore(at: int) -> str:
+        rows = _all_rows(store, session_id)
+        backups = set(store.parent.glob("*.sessionfix-bak-*"))
+        _assert_consistent(store)
+        if rows == repaired:
+            assert backups == {first}, f"point {at}: a backup of no restore"
+            return "before"
+        assert rows == before, f"point {at}: the rows are neither"
+        kept = backups - {first}
+        assert len(kept) == 1, f"point {at}: the rows are restored, the backup is gone"
+        assert _backup_rows(kept.pop()) == [row[2:] for row in repaired], f"point {at}"
+        return "rewritten"
+
+    restore = ["restore", str(store)]
+    outcomes = _sweep(restore, repaired_store, judge_restore)
+    assert set(outcomes) == {"before", "rewritten"}, outcomes
+
+
+def _copy_database(source: Path, destination: Path) -> None:
+    """A copy of a database, whatever its write-ahead log holds (SQLite's backup API)."""
+    db = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        out = apsw.Connection(str(destination))
+        try:
+            with out.backup("main", db, "main") as backup:
+                backup.step()
+        finally:
+            out.close()
+    finally:
+        db.close()
+
+
+def test_a_backup_of_the_six_columns_is_still_restored(damaged: tuple[Path, str]) -> None:
+    """A backup written before backups recorded their columns (the six of schema 23, the
+    event as bytes) is still verified and restored, bytes and types as they were."""
+    store, session_id = damaged
+    before = _all_rows(store, session_id)
+    source = apsw.Connection(str(store), flags=apsw.SQLITE_OPEN_READONLY)
+    original = source.execute(
+        "SELECT seq, CAST(event_json AS BLOB), created_at, event_zstd, event_utf8_bytes, "
+        "navigation_json FROM transcript_events WHERE session_id = ? ORDER BY seq",
+        (session_id,),
+    ).fetchall()
+    source.close()
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    (backup,) = store.parent.glob("*.sessionfix-bak-*")
+    backup.unlink()
+    old = apsw.Connection(str(backup))
+    with old:
+        old.execute(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) STRICT;"
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY, event_json BLOB, "
+            "created_at INTEGER NOT NULL, event_zstd BLOB, event_utf8_bytes INTEGER, "
+            "navigation_json TEXT)"
+        )
+        old.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", original)
+        digest = xxhash.xxh3_64()
+        for row in original:
+            digest.update(orjson.dumps([v.hex() if isinstance(v, bytes) else v for v in row]))
+        old.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [
+                ("session_id", session_id),
+                ("store", str(store)),
+                ("taken", "2026-11-01T00:00:00+00:00"),
+                ("rows", str(len(original))),
+                ("digest", digest.hexdigest()),
+            ],
+        )
+    old.close()
+    listing = CliRunner().invoke(
+        app, ["restore", "--list", "--output-format", "json", str(store)], env=ENV
+    )
+    assert [b["status"] for b in orjson.loads(listing.stdout)] == ["ok"]
+    restored = CliRunner().invoke(app, ["restore", str(store)], env=ENV)
+    assert restored.exit_code == 0, restored.output
+    assert _all_rows(store, session_id) == before
+    _assert_consistent(store)

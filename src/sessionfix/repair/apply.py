@@ -53,6 +53,7 @@ from sessionfix.engine import (
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format, make_adapter
 from sessionfix.formats.pi.location import is_openclaw_location
+from sessionfix.interrupts import signals_deferred
 from sessionfix.model.view import SessionView
 from sessionfix.read.compressed import (
     compress_file,
@@ -84,7 +85,6 @@ from sessionfix.safety.writing import (
     remove_dead_temps,
     replace_file,
     same_file,
-    signals_deferred,
     snapshot,
     temp_path,
 )

@@ -14,10 +14,9 @@ from __future__ import annotations
 import errno
 import os
 import re
-import signal
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Final, overload
@@ -26,6 +25,7 @@ import xxhash
 from msgspec import Struct
 
 from sessionfix.errors import SessionfixError, described
+from sessionfix.interrupts import signals_deferred
 from sessionfix.safety.writers import find_writer
 
 TEMP_MARK = ".sessionfix-tmp-"
@@ -261,29 +261,6 @@ def refuse_writers(path: Path, shown: Path | None = None) -> None:
             f"{shown or path}: open for writing by pid {writer.pid} ({writer.name}); an agent "
             "may still append to it (--force to rewrite anyway)"
         )
-
-
-HELD_SIGNALS: Final = frozenset(
-    getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM")
-    if hasattr(signal, name)
-)
-"""The signals that end a run: the command turns SIGTERM and SIGHUP into interrupts, and
-raises on SIGALRM an interrupt that came while a module loaded (`sessionfix.entry`)."""
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT, SIGTERM and SIGHUP back (where the platform can) until the block is
-    done, so that an interrupt cannot land between a rename and the bookkeeping of it."""
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on Windows
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def write_temp(target: Path, chunks: Iterable[bytes], mode: int, uid: int, gid: int) -> Path:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from typing import Final, Generic, TypeVar
 
-from sessionfix.safety.writing import HELD_SIGNALS, signals_deferred
+from sessionfix.interrupts import HELD_SIGNALS, signals_deferred
 
 T = TypeVar("T")
 R = TypeVar("R")

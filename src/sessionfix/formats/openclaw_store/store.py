@@ -1,10 +1,13 @@
 """Reading an OpenClaw agent store: its sessions, and each one's rows as transcript lines.
 
 Always through a read-only connection (`mode=ro`): a scan never writes, never takes a
-write lock, and in WAL mode never blocks OpenClaw's writers. Rows are read as bytes
+write lock, and in WAL mode never blocks OpenClaw's writers. Only the agent schema
+OpenClaw 2026.9 writes is read; and only a store whose events table passes SQLite's quick
+check, since its rows are found through its index. Rows are read as bytes
 (`CAST(... AS BLOB)`), so a line is exactly what the row stores; a row OpenClaw keeps
-zstd-compressed (`event_json` NULL) is decompressed. A cold-archived session is read
-from its archive (`sessions/cold/<sha256>.jsonl.zst`, or the archive's blob).
+zstd-compressed (`event_json` NULL) is decompressed up to the size it records. A
+cold-archived session is read from its archive (`sessions/cold/<sha256>.jsonl.zst`, or
+the archive's blob).
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
 
 STORE_NAME: Final = "openclaw-agent.sqlite"
 KIND: Final = "OpenClaw session store"
+SCHEMA_VERSION: Final = 23
+"""The agent schema sessionfix reads and writes, OpenClaw 2026.9's (`PRAGMA user_version`
+and `schema_meta.schema_version`). OpenClaw refuses a newer one, and migrates an older
+one (`openclaw doctor --fix`) before it uses the store; a rewrite by the rules of one
+schema could lose what another keeps."""
 READ_BUSY_MS: Final = 5000
 """How long a read waits for a writer in rollback-journal mode (WAL readers never wait)."""
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -38,12 +46,57 @@ _EVENTS: Final = (
 )
 
 
+def read_only_uri(path: Path) -> str:
+    """The URI that opens (or attaches) `path` read-only: no file is created, nothing written."""
+    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+
+
 def connect_read_only(path: Path) -> apsw.Connection:
     """A read-only connection (`mode=ro` URI: no file is created, nothing written)."""
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-    connection = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    connection = apsw.Connection(
+        read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
     connection.set_busy_timeout(READ_BUSY_MS)
     return connection
+
+
+def schema_problem(db: apsw.Connection) -> str | None:
+    """Why the store's schema is not the one sessionfix knows, or None when it is."""
+    version = db.execute("PRAGMA user_version").fetchone()
+    recorded = {
+        row[0] for row in db.execute("SELECT schema_version FROM schema_meta WHERE role = 'agent'")
+    }
+    found = version[0] if version is not None else None
+    if recorded != {found}:
+        shown = ", ".join(sorted(map(repr, recorded))) or "none"
+        return (
+            f"schema versions disagree ({found} in its header, {shown} in schema_meta); "
+            "`openclaw doctor` tells what is wrong"
+        )
+    if found == SCHEMA_VERSION:
+        return None
+    if isinstance(found, int) and found < SCHEMA_VERSION:
+        return (
+            f"schema version {found} is older than OpenClaw 2026.9's ({SCHEMA_VERSION}); "
+            "`openclaw doctor --fix` migrates it, then sessionfix reads it"
+        )
+    return (
+        f"schema version {found} is not one sessionfix knows (it reads {SCHEMA_VERSION}, "
+        "OpenClaw 2026.9's); its rows could be read or written wrong"
+    )
+
+
+def _events_damaged(db: apsw.Connection) -> str | None:
+    """What SQLite's quick check finds wrong with the events table, if anything: its rows
+    are found through its index, and one that misses rows hides them from every read."""
+    found = [str(row[0]) for row in db.execute("PRAGMA quick_check(transcript_events)")]
+    return None if found == ["ok"] else f"events fail SQLite's quick check ({found[0]})"
+
+
+def is_hot_journal(error: apsw.Error) -> bool:
+    """A read-only connection met a hot rollback journal: a write was cut short, and only
+    a connection that may write can roll it back."""
+    return getattr(error, "extendedresult", None) == apsw.SQLITE_READONLY_ROLLBACK
 
 
 def is_agent_store(path: Path) -> bool | None:
@@ -90,6 +143,9 @@ class OpenClawStore:
         self.real = Path(os.path.realpath(path))
         """Where the store really is (through links): the state folder OpenClaw locks,
         the cold archives and the backups are found from it."""
+        self.tables_checked = False
+        """Whether the tables a rewrite touches passed SQLite's integrity check (once
+        a run, before its first write)."""
         try:
             self._db = connect_read_only(path)
         except apsw.Error as exc:
@@ -97,10 +153,21 @@ class OpenClawStore:
         try:
             self._db.execute("SELECT role FROM schema_meta LIMIT 0").fetchall()
             self._db.execute("SELECT seq FROM transcript_events LIMIT 0").fetchall()
+            problem = schema_problem(self._db)
+            if problem is None:
+                problem = _events_damaged(self._db)
         except apsw.Error as exc:
             self._db.close()
+            if is_hot_journal(exc):
+                raise InputError(
+                    f"{path}: the {KIND} has a hot journal (a write to it was cut short); "
+                    "open it with OpenClaw or sqlite3 first, which rolls the write back"
+                ) from None
             what = "not an" if isinstance(exc, apsw.SQLError) else "cannot read the"
             raise InputError(f"{path}: {what} {KIND} ({_reason(exc)})") from None
+        if problem is not None:
+            self._db.close()
+            raise InputError(f"{path}: the {KIND}'s {problem}; nothing read")
 
     def close(self) -> None:
         self._db.close()
@@ -175,7 +242,8 @@ class OpenClawStore:
                             f"{self.path}: session {session_id}, seq {seq}: the row holds no event"
                         )
                     digest.update(packed)
-                    text = _decompressed(decompressor, packed, size, self.path, session_id, seq)
+                    where = f"{self.path}: session {session_id}, seq {seq}"
+                    text = decompressed_row(decompressor, packed, size, where)
                 else:
                     digest.update(text)
                 yield seq, text
@@ -255,27 +323,33 @@ class OpenClawStore:
         return write.restore_session(self, session_id, backup, keep_current=keep_current)
 
 
-def _decompressed(
-    decompressor: zstandard.ZstdDecompressor,
-    packed: bytes,
-    size: Any,
-    store: Path,
-    session_id: str,
-    seq: int,
+def decompressed_row(
+    decompressor: zstandard.ZstdDecompressor, packed: bytes, size: Any, where: str
 ) -> bytes:
+    """A compressed row's event, decompressed no further than the size the row records
+    (and one byte to tell a row that holds more): a small row that expands without
+    bound is refused on one line, never held in memory."""
+    if not isinstance(size, int) or size < 0:
+        raise InputError(f"{where}: the compressed row does not record its size")
+    chunks: list[bytes] = []
+    held = 0
     try:
-        text = decompressor.decompressobj().decompress(packed)
+        with decompressor.stream_reader(packed) as reader:
+            while held <= size:
+                chunk = reader.read(size + 1 - held)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                held += len(chunk)
     except zstandard.ZstdError as exc:
+        raise InputError(f"{where}: the compressed row does not decompress ({exc})") from None
+    if held > size:
+        raise InputError(f"{where}: the compressed row expands past the {size} bytes it records")
+    if held < size:
         raise InputError(
-            f"{store}: session {session_id}, seq {seq}: the compressed row does not "
-            f"decompress ({exc})"
-        ) from None
-    if isinstance(size, int) and len(text) != size:
-        raise InputError(
-            f"{store}: session {session_id}, seq {seq}: the compressed row holds "
-            f"{len(text)} bytes, not the {size} it records"
+            f"{where}: the compressed row holds {held} bytes, not the {size} it records"
         )
-    return text
+    return b"".join(chunks)
 
 
 def _reason(error: apsw.Error | SessionfixError) -> str:

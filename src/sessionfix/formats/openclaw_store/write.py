@@ -1,27 +1,36 @@
 """Rewriting one session of an OpenClaw store, as OpenClaw rewrites a transcript itself.
 
+Only a store a rewrite cannot harm unseen is written: of the agent schema sessionfix
+knows; with no foreign key into the rewritten tables and no trigger on them but
+OpenClaw's own (an unknown one could delete or change rows elsewhere with the session's);
+whose touched tables pass SQLite's integrity check (once a run, before the first write:
+rows are found through the indexes, and a broken one hides rows from the rewrite).
+
 In one `BEGIN IMMEDIATE` transaction (busy timeout 0: a store OpenClaw is writing is
 refused, never waited on): the session's `transcript_events`,
 `transcript_event_identities`, active-path and search rows are replaced; the index
 state is marked for rebuild (OpenClaw rebuilds its projections from the events); the
 `transcript_rewrite_watermarks` generation rotates, which tells OpenClaw's readers that
 the transcript was rewritten; `session_windows.transcript_updated_at` moves on. A row
-that a repair copies unchanged is copied inside the database with all its columns
-(its bytes, compression and `created_at`); a new or changed row takes the
-`created_at` of the row it came from (a line written before the first row, that of
-the row before it). Before the commit the new rows are read back and
-must be the verified repair byte for byte, and `foreign_key_check` must be empty; any
-failure rolls everything back. After the commit the whole store must pass
-`PRAGMA integrity_check`.
+that a repair copies unchanged is copied inside the database with all its columns,
+whatever the table holds (its bytes, compression and `created_at`, and columns
+sessionfix does not know); a new or changed row takes the `created_at` and the unknown
+columns of the row it came from (a line written before the first row, that of the row
+before it). Before the commit the new rows are read back and must be the verified repair
+byte for byte, and `foreign_key_check` must be empty; any failure rolls everything
+back. The commit runs with the run's signals held, and once it may have been made the
+backup stays whatever follows; a passive checkpoint then moves it into the database
+file. After the commit the whole store must pass `PRAGMA integrity_check`.
 
-The backup is the session's own rows, every column, in a small SQLite file beside the
-store (`openclaw-agent.sqlite.sessionfix-bak-<stamp>-<session>.sqlite`): restoring it
-replaces only that session, so sessions OpenClaw wrote since are not rolled back, as
-restoring a copy of the whole database would do.
+The backup is the session's own rows, every column as stored, in a small SQLite file
+beside the store (`openclaw-agent.sqlite.sessionfix-bak-<stamp>-<session>.sqlite`):
+restoring it replaces only that session, so sessions OpenClaw wrote since are not
+rolled back, as restoring a copy of the whole database would do.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
@@ -38,18 +47,29 @@ import zstandard
 
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.formats.openclaw_store.liveness import check_not_running
-from sessionfix.formats.openclaw_store.store import file_name
+from sessionfix.formats.openclaw_store.store import (
+    decompressed_row,
+    file_name,
+    read_only_uri,
+    schema_problem,
+)
+from sessionfix.interrupts import signals_deferred
 from sessionfix.stores import Origins, StoreBackup, StoreRefused, Transcript
 
 if TYPE_CHECKING:
     from sessionfix.formats.openclaw_store.store import OpenClawStore
 
 BACKUP_MARK: Final = ".sessionfix-bak-"
-_COLUMNS: Final = "seq, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json"
-_AS_BYTES: Final = (
-    "seq, CAST(event_json AS BLOB), created_at, event_zstd, event_utf8_bytes, navigation_json"
+_KNOWN_COLUMNS: Final = (
+    "event_json",
+    "created_at",
+    "event_zstd",
+    "event_utf8_bytes",
+    "navigation_json",
 )
-"""The columns with the event as its stored bytes (a row need not hold valid UTF-8)."""
+"""The event columns of schema 23 a rewrite writes (besides `session_id` and `seq`)."""
+_SIX_COLUMNS: Final = "seq, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json"
+"""The columns of a backup written before backups recorded theirs."""
 _CHECK_EVERY: Final = 4096
 """Rows between checks for an interrupt while rows are copied (see `_kill_point`)."""
 
@@ -60,6 +80,57 @@ class StoreBusy(StoreRefused):
 
 class StoreChanged(SessionfixError):
     """The session changed between the read and the write: nothing was changed."""
+
+
+class StoreUnsafe(StoreRefused):
+    """The store holds what a rewrite could harm unseen, or cannot be trusted to show
+    its rows (an unknown schema, foreign key or trigger; a failed integrity check):
+    nothing was changed."""
+
+
+_DELETED: Final = (
+    "transcript_events",
+    "transcript_event_identities",
+    "session_transcript_active_events",
+    "session_transcript_fts_rows",
+)
+"""The tables whose rows of the session a rewrite deletes (and writes anew)."""
+_UPDATED: Final = {
+    "session_transcript_index_state": frozenset({"needs_rebuild", "updated_at"}),
+    "transcript_rewrite_watermarks": frozenset({"generation", "updated_at"}),
+    "session_windows": frozenset({"transcript_updated_at"}),
+}
+"""The tables a rewrite updates (or adds a row to), with the columns it sets."""
+_KNOWN_REFERENCES: Final = frozenset(
+    {
+        ("transcript_event_identities", "transcript_events"),
+        ("session_transcript_active_events", "transcript_events"),
+    }
+)
+"""OpenClaw's foreign keys into the deleted tables: (table, the table it refers to);
+their rows are the session's, and a rewrite deletes and writes them itself."""
+_KNOWN_TRIGGERS: Final = {
+    "session_transcript_fts_rows_after_delete": (
+        "7f9b399c2169e79ab8c6b76984679f729ed5ce69cb68a2864cb408ae82e234c4"
+    ),
+    "session_windows_canonical_pending_after_delete": (
+        "bbd00aaa42a7077a3a3f81f9389e892807f1f225ee3f19ac37df741a9b618528"
+    ),
+    "session_windows_canonical_pending_after_insert": (
+        "775d14a90e2da839d75ed8774d1c6a87d255576fbd6c5fb0dc0a73fdd283efde"
+    ),
+    "session_windows_canonical_pending_after_update": (
+        "b331dc0bffb256df5ee7fe87d1edb382c53686e2169a7f038d03b1b95b7c0566"
+    ),
+}
+"""OpenClaw 2026.9's triggers on the tables a rewrite writes, by name: the SHA-256 of
+their SQL, its white space collapsed (the search index's clean-up, and the session
+windows' canonical-validation queue, which a rewrite does not fire)."""
+_SEARCH_TABLES: Final = "session_transcript_fts"
+"""The prefix of the full-text search table and its shadow tables, which the search
+index's clean-up trigger writes."""
+_CHECKED_TABLES: Final = (*_DELETED, *_UPDATED, "session_transcript_cold_archives")
+"""The tables a rewrite reads or writes, checked for integrity before the first one."""
 
 
 def replace_session(
@@ -82,13 +153,13 @@ def replace_session(
             f"{where}: a row holds a line break, so its lines cannot be written back row by "
             "row; repair it to a file with -o"
         )
-    with _rewrite(store.real, where) as rewrite:
+    with _rewrite(store, session_id, where) as rewrite:
         db = rewrite.db
         _check_unchanged(db, transcript, where)
         if backup:
-            rewrite.kept = _write_backup(db, store.real, session_id)
+            rewrite.kept = _write_backup(store.real, session_id, rewrite.columns)
         _kill_point("begun")
-        new_rows = _replace_rows(db, session_id, transcript, repaired, origins)
+        new_rows = _replace_rows(db, session_id, transcript, repaired, origins, rewrite.columns)
         _mark_rewritten(db, session_id)
         _verify(db, session_id, repaired, new_rows, where)
         _kill_point("before-commit")
@@ -96,27 +167,65 @@ def replace_session(
 
 
 class _Rewrite:
-    """A write transaction on the store, and the backup it kept (removed on rollback)."""
+    """A write transaction on one session of the store: the event columns it writes,
+    the digest of the session's rows before it, and the backup it kept (removed on
+    rollback, kept once the commit may have been made)."""
 
-    def __init__(self, db: apsw.Connection) -> None:
+    def __init__(self, db: apsw.Connection, session_id: str) -> None:
         self.db = db
+        self.session_id = session_id
+        self.columns: tuple[str, ...] = ()
+        self.before = ""
         self.kept: Path | None = None
+        self.committing = False
+
+    def rows_digest(self) -> str:
+        return _rows_digest(
+            self.db,
+            self.columns,
+            "main.transcript_events WHERE session_id = ?",
+            (self.session_id,),
+        )
+
+    def may_have_committed(self) -> bool:
+        """After COMMIT began: whether the store may hold the rewrite (the transaction
+        ended, and the session's rows are not, or cannot be read to be, those before)."""
+        if not self.committing or self.db.in_transaction:
+            return False
+        try:
+            return self.rows_digest() != self.before
+        except apsw.Error:
+            return True
 
 
 @contextmanager
-def _rewrite(path: Path, where: str) -> Iterator[_Rewrite]:
-    """One `BEGIN IMMEDIATE` transaction, refused while OpenClaw runs: committed when the
-    block ends, rolled back (its backup removed) when it raises; a failed statement is
-    one line naming `where`."""
-    check_not_running(path)
-    db = _connect_write(path)
+def _rewrite(
+    store: OpenClawStore, session_id: str, where: str, attach: Path | None = None
+) -> Iterator[_Rewrite]:
+    """One `BEGIN IMMEDIATE` transaction on a store `_check_writable` admits, refused
+    while OpenClaw runs (`attach`: a backup to read from, attached read-only): committed
+    when the block ends, with the run's signals held; rolled back, its backup removed,
+    when it raises before the commit may have been made; a failed statement is one line
+    naming `where`."""
+    check_not_running(store.real)
+    db = _connect_write(store.real)
     try:
+        if attach is not None:
+            _attach_backup(db, attach, where)
         _begin(db, where)
-        rewrite = _Rewrite(db)
+        rewrite = _Rewrite(db, session_id)
         try:
+            rewrite.columns = _check_writable(db, store, where)
+            rewrite.before = rewrite.rows_digest()
             yield rewrite
-            db.execute("COMMIT")
+            with signals_deferred():
+                rewrite.committing = True
+                db.execute("COMMIT")
         except BaseException as exc:
+            if rewrite.may_have_committed():
+                if isinstance(exc, apsw.Error):
+                    raise _commit_failed(where, exc, rewrite.kept) from None
+                raise
             with suppress(apsw.Error):
                 db.execute("ROLLBACK")
             if rewrite.kept is not None:
@@ -125,8 +234,109 @@ def _rewrite(path: Path, where: str) -> Iterator[_Rewrite]:
             if isinstance(exc, apsw.Error):
                 raise _write_failed(where, exc) from None
             raise
+        _checkpoint(db)
     finally:
         _close(db)
+
+
+def _checkpoint(db: apsw.Connection) -> None:
+    """Move what the commit wrote from the write-ahead log into the database file
+    (`PASSIVE`: never waits for a reader), so the file itself holds it: the run's
+    read-only connections cannot checkpoint when they close. What a reader still uses
+    stays in the log, where SQLite finds it."""
+    with suppress(apsw.Error):
+        db.execute("PRAGMA main.wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _check_writable(db: apsw.Connection, store: OpenClawStore, where: str) -> tuple[str, ...]:
+    """Refuse (`StoreUnsafe`) a store a rewrite could harm unseen; return the event
+    columns it writes besides `session_id` and `seq`, as the table has them."""
+    problem = schema_problem(db)
+    if problem is not None:
+        raise StoreUnsafe(f"{where}: the store's {problem}; nothing changed")
+    _check_references(db, where)
+    _check_triggers(db, where)
+    if not store.tables_checked:
+        _check_tables(db, where)
+        store.tables_checked = True
+    columns = tuple(
+        name
+        for _, name, _, _, _, _, hidden in db.execute("PRAGMA main.table_xinfo(transcript_events)")
+        if hidden == 0 and name not in ("session_id", "seq")
+    )
+    missing = [name for name in _KNOWN_COLUMNS if name not in columns]
+    if missing:
+        raise StoreUnsafe(
+            f"{where}: the store's events have no column {missing[0]}; nothing changed"
+        )
+    return columns
+
+
+def _check_references(db: apsw.Connection, where: str) -> None:
+    """No foreign key but OpenClaw's into a table whose rows a rewrite deletes, nor into
+    a column it updates: its rows would be deleted or changed with the session's."""
+    for table, parent, column in db.execute(
+        'SELECT m.name, f."table", f."to" FROM main.sqlite_schema AS m, '
+        "pragma_foreign_key_list(m.name) AS f WHERE m.type = 'table'"
+    ).fetchall():
+        child, target = str(table).lower(), str(parent).lower()
+        if target in _DELETED:
+            unsafe = (child, target) not in _KNOWN_REFERENCES
+        else:
+            updated = _UPDATED.get(target, frozenset())
+            unsafe = column is not None and str(column).lower() in updated
+        if unsafe:
+            raise StoreUnsafe(
+                f"{where}: table {table} refers to {parent} by a foreign key sessionfix does "
+                "not know, so a rewrite could delete or change its rows; nothing changed"
+            )
+
+
+def _check_triggers(db: apsw.Connection, where: str) -> None:
+    """No trigger but OpenClaw's own on a table a rewrite writes: an unknown one could
+    write elsewhere when it fires."""
+    watched = {*_DELETED, *_UPDATED}
+    for name, table, sql in db.execute(
+        "SELECT name, tbl_name, sql FROM main.sqlite_schema WHERE type = 'trigger'"
+    ).fetchall():
+        target = str(table).lower()
+        if target not in watched and not target.startswith(_SEARCH_TABLES):
+            continue
+        digest = hashlib.sha256(" ".join(str(sql).split()).encode()).hexdigest()
+        if _KNOWN_TRIGGERS.get(str(name)) != digest:
+            raise StoreUnsafe(
+                f"{where}: trigger {name} on {table} is not one sessionfix knows, and could "
+                "write elsewhere when the session is rewritten; nothing changed"
+            )
+
+
+def _check_tables(db: apsw.Connection, where: str) -> None:
+    """The tables a rewrite reads and writes pass SQLite's integrity check, their
+    indexes included: rows are found through them."""
+    for table in _CHECKED_TABLES:
+        problems = [str(row[0]) for row in db.execute(f"PRAGMA main.integrity_check({table})")]
+        if problems != ["ok"]:
+            raise StoreUnsafe(
+                f"{where}: the store fails SQLite's integrity check ({problems[0]}); "
+                "nothing changed"
+            )
+
+
+def _commit_failed(where: str, error: apsw.Error, kept: Path | None) -> SessionfixError:
+    """A COMMIT that failed after the transaction ended: it may have been made."""
+    kind, _, reason = str(error).partition(": ")
+    backup = f"; the rows it replaced are kept in {kept}" if kept is not None else ""
+    return SessionfixError(
+        f"{where}: the commit failed ({reason if reason else kind}), and the store may "
+        f"hold the rewrite or not{backup}"
+    )
+
+
+def _attach_backup(db: apsw.Connection, backup: Path, where: str) -> None:
+    try:
+        db.execute("ATTACH ? AS sessionfix_backup", (read_only_uri(backup),))
+    except apsw.Error as exc:
+        raise SessionfixError(f"{where}: cannot read the backup {backup} ({exc})") from None
 
 
 class IntegrityFailed(SessionfixError):
@@ -181,7 +391,7 @@ def _close(db: apsw.Connection) -> None:
 
 def _connect_write(path: Path) -> apsw.Connection:
     try:
-        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI)
         db.set_busy_timeout(0)
         db.execute("PRAGMA foreign_keys = ON")
     except apsw.Error as exc:
@@ -225,32 +435,43 @@ def _lines(path: Path) -> Iterator[bytes]:
             yield line[:-1] if line.endswith(b"\n") else line
 
 
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _replace_rows(
     db: apsw.Connection,
     session_id: str,
     transcript: Transcript,
     repaired: Path,
     origins: Origins,
+    columns: Sequence[str],
 ) -> int:
     """Replace the session's rows by the repaired lines; returns how many rows it has."""
+    names = ", ".join(map(_quoted, columns))
+    db.execute(f"CREATE TEMP TABLE sessionfix_old (seq INTEGER PRIMARY KEY, {names})")
     db.execute(
-        f"CREATE TEMP TABLE sessionfix_old AS SELECT {_COLUMNS} FROM transcript_events "
-        "WHERE session_id = ?",
+        f"INSERT INTO temp.sessionfix_old (seq, {names}) SELECT seq, {names} "
+        "FROM main.transcript_events WHERE session_id = ?",
         (session_id,),
     )
-    db.execute("CREATE UNIQUE INDEX temp.sessionfix_old_seq ON sessionfix_old (seq)")
     _delete_session_rows(db, session_id)
     copy = (
-        f"INSERT INTO transcript_events (session_id, {_COLUMNS}) "
-        "SELECT ?, ?, event_json, created_at, event_zstd, event_utf8_bytes, navigation_json "
-        "FROM sessionfix_old WHERE seq = ?"
+        f"INSERT INTO main.transcript_events (session_id, seq, {names}) "
+        f"SELECT ?, ?, {names} FROM temp.sessionfix_old WHERE seq = ?"
     )
-    insert = (
-        f"INSERT INTO transcript_events (session_id, {_COLUMNS}) "
-        "VALUES (?, ?, CAST(? AS TEXT), ?, NULL, ?, NULL)"
+    unknown = "".join(", " + _quoted(name) for name in columns if name not in _KNOWN_COLUMNS)
+    changed = (
+        "INSERT INTO main.transcript_events (session_id, seq, event_json, created_at, "
+        f"event_zstd, event_utf8_bytes, navigation_json{unknown}) "
+        f"SELECT ?, ?, CAST(? AS TEXT), created_at, NULL, ?, NULL{unknown} "
+        "FROM temp.sessionfix_old WHERE seq = ?"
     )
-    created_of = "SELECT created_at FROM sessionfix_old WHERE seq = ?"
-    utf8 = _one(db, "PRAGMA encoding") == "UTF-8"
+    new = (
+        "INSERT INTO main.transcript_events (session_id, seq, event_json, created_at, "
+        "event_utf8_bytes) VALUES (?, ?, CAST(? AS TEXT), ?, ?)"
+    )
+    utf8 = _one(db, "PRAGMA main.encoding") == "UTF-8"
     identities = _Identities(session_id)
     last_created = int(time.time() * 1000)
     seq = -1
@@ -259,15 +480,16 @@ def _replace_rows(
             _kill_point("rows")
         origin, copied = origins(seq + 1)
         old_seq = transcript.row_of(origin)
-        if copied and old_seq is not None:
+        size = len(line) if utf8 else None
+        if old_seq is None:
+            db.execute(new, (session_id, seq, line, last_created, size))
+        elif copied:
             db.execute(copy, (session_id, seq, old_seq))
         else:
-            row = db.execute(created_of, (old_seq,)).fetchone() if old_seq is not None else None
-            created = row[0] if row is not None else last_created
-            db.execute(insert, (session_id, seq, line, created, len(line) if utf8 else None))
+            db.execute(changed, (session_id, seq, line, size, old_seq))
         last_created = _one(
             db,
-            "SELECT created_at FROM transcript_events WHERE session_id = ? AND seq = ?",
+            "SELECT created_at FROM main.transcript_events WHERE session_id = ? AND seq = ?",
             (session_id, seq),
         )
         identity = identities.row(seq, line, last_created)
@@ -318,19 +540,20 @@ _INSERT_IDENTITY: Final = (
 )
 
 
-def _stored_rows(db: apsw.Connection, session_id: str) -> Iterator[tuple[int, bytes, int]]:
-    """(seq, event bytes, created_at) of the session's rows, compressed ones decompressed."""
+def _stored_rows(
+    db: apsw.Connection, session_id: str, where: str
+) -> Iterator[tuple[int, bytes, int]]:
+    """(seq, event bytes, created_at) of the session's rows, compressed ones decompressed
+    up to the size they record."""
     decompressor = zstandard.ZstdDecompressor()
-    for seq, text, packed, created in db.execute(
-        "SELECT seq, CAST(event_json AS BLOB), event_zstd, created_at "
-        "FROM transcript_events WHERE session_id = ? ORDER BY seq",
+    for seq, text, packed, size, created in db.execute(
+        "SELECT seq, CAST(event_json AS BLOB), event_zstd, event_utf8_bytes, created_at "
+        "FROM main.transcript_events WHERE session_id = ? ORDER BY seq",
         (session_id,),
     ):
-        yield (
-            seq,
-            text if text is not None else decompressor.decompressobj().decompress(packed),
-            created,
-        )
+        if text is None:
+            text = decompressed_row(decompressor, packed, size, f"{where}, seq {seq}")
+        yield seq, text, created
 
 
 def _check_foreign_keys(db: apsw.Connection, doing: str) -> None:
@@ -395,7 +618,7 @@ def _verify(db: apsw.Connection, session_id: str, repaired: Path, count: int, wh
     written = xxhash.xxh3_64()
     expected = xxhash.xxh3_64()
     rows = 0
-    for _, data, _ in _stored_rows(db, session_id):
+    for _, data, _ in _stored_rows(db, session_id, where):
         written.update(data)
         written.update(b"\n")
         rows += 1
@@ -429,49 +652,49 @@ def _backup_name(store: Path, session_id: str, taken: datetime) -> Path:
     return store.with_name(f"{store.name}{BACKUP_MARK}{stamp}-{file_name(session_id)}.sqlite")
 
 
-def _write_backup(db: apsw.Connection, store: Path, session_id: str) -> Path:
-    """Copy the session's rows, every column, into a new backup file beside the store,
-    committed (and synced) before the store is changed."""
+def _write_backup(store: Path, session_id: str, columns: Sequence[str]) -> Path:
+    """Copy the session's rows, every column as stored, into a new backup file beside the
+    store, committed (and synced) before the store is changed. The rows are copied by
+    SQLite from the store attached read-only: the rewrite's transaction holds the write
+    lock, so they are the rows it replaces."""
     taken = datetime.now(UTC)
     path = _backup_name(store, session_id, taken)
     try:
         with open(path, "xb"):
             pass
         os.chmod(path, 0o600)
-        copy = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+        copy = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI)
     except (OSError, apsw.Error) as exc:
         with suppress(OSError):
             path.unlink()
         raise SessionfixError(
             f"{store}: cannot write a backup beside it ({exc}); nothing changed"
         ) from None
+    names = ", ".join(map(_quoted, columns))
     try:
         copy.execute("PRAGMA synchronous = FULL")
+        copy.execute("ATTACH ? AS store", (read_only_uri(store),))
         with copy:
-            copy.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) STRICT")
+            copy.execute("CREATE TABLE main.meta (key TEXT PRIMARY KEY, value TEXT) STRICT")
+            copy.execute(f"CREATE TABLE main.events (seq INTEGER PRIMARY KEY, {names})")
             copy.execute(
-                "CREATE TABLE events (seq INTEGER PRIMARY KEY, event_json BLOB, "
-                "created_at INTEGER NOT NULL, event_zstd BLOB, event_utf8_bytes INTEGER, "
-                "navigation_json TEXT)"
+                f"INSERT INTO main.events (seq, {names}) SELECT seq, {names} "
+                "FROM store.transcript_events WHERE session_id = ? ORDER BY seq",
+                (session_id,),
             )
+            rows = _one(copy, "SELECT count(*) FROM main.events")
             copy.executemany(
-                f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                db.execute(
-                    f"SELECT {_AS_BYTES} FROM transcript_events WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                ),
-            )
-            rows = _one(copy, "SELECT count(*) FROM events")
-            copy.executemany(
-                "INSERT INTO meta VALUES (?, ?)",
+                "INSERT INTO main.meta VALUES (?, ?)",
                 [
                     ("session_id", session_id),
                     ("store", str(store)),
                     ("taken", taken.isoformat()),
                     ("rows", str(rows)),
-                    ("digest", _events_digest(copy)),
+                    ("columns", orjson.dumps(list(columns)).decode()),
+                    ("digest", _events_digest(copy, columns)),
                 ],
             )
+        copy.execute("DETACH store")
     except BaseException as exc:
         copy.close()
         with suppress(OSError):
@@ -485,10 +708,26 @@ def _write_backup(db: apsw.Connection, store: Path, session_id: str) -> Path:
     return path
 
 
-def _events_digest(db: apsw.Connection) -> str:
+def _events_digest(db: apsw.Connection, columns: Sequence[str] | None) -> str:
+    """Of a backup's rows (`columns`: the backup's, None for one written before backups
+    recorded them, which holds the six of schema 23 with the event as bytes)."""
+    if columns is not None:
+        return _rows_digest(db, columns, "main.events")
     digest = xxhash.xxh3_64()
-    for row in db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq"):
+    for row in db.execute(f"SELECT {_SIX_COLUMNS} FROM main.events ORDER BY seq"):
         digest.update(orjson.dumps([v.hex() if isinstance(v, bytes) else v for v in row]))
+    return digest.hexdigest()
+
+
+def _rows_digest(
+    db: apsw.Connection, columns: Sequence[str], rows: str, bindings: tuple[Any, ...] = ()
+) -> str:
+    """Of the rows `FROM {rows}` in `seq` order: each value of `columns` by its type and
+    bytes, as stored (text that is not UTF-8 included)."""
+    digest = xxhash.xxh3_64()
+    values = "".join(f", typeof({name}), hex({name})" for name in map(_quoted, columns))
+    for row in db.execute(f"SELECT seq{values} FROM {rows} ORDER BY seq", bindings):
+        digest.update(orjson.dumps(row))
     return digest.hexdigest()
 
 
@@ -520,9 +759,14 @@ def _read_backup(path: Path) -> tuple[dict[str, str], str]:
         return {}, "damaged"
     try:
         meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta")}
-        intact = meta.get("digest") == _events_digest(db)
+        columns = orjson.loads(meta["columns"]) if "columns" in meta else None
+        if columns is not None and not (
+            isinstance(columns, list) and all(isinstance(name, str) for name in columns)
+        ):
+            return meta, "damaged"
+        intact = meta.get("digest") == _events_digest(db, columns)
         return meta, "ok" if intact else "damaged"
-    except apsw.Error:
+    except (apsw.Error, orjson.JSONDecodeError):
         return {}, "damaged"
     finally:
         db.close()
@@ -544,18 +788,18 @@ def restore_session(
     if chosen.status != "ok":
         raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
     where = f"{store.path} (session {session_id})"
-    with _rewrite(store.real, where) as rewrite:
+    with _rewrite(store, session_id, where, attach=chosen.path) as rewrite:
         db = rewrite.db
         if db.execute(
-            "SELECT 1 FROM session_transcript_cold_archives WHERE session_id = ?",
+            "SELECT 1 FROM main.session_transcript_cold_archives WHERE session_id = ?",
             (session_id,),
         ).fetchone():
             raise SessionfixError(f"{where}: the session is cold-archived; nothing changed")
         if keep_current:
-            rewrite.kept = _write_backup(db, store.real, session_id)
+            rewrite.kept = _write_backup(store.real, session_id, rewrite.columns)
         _delete_session_rows(db, session_id)
-        _copy_backup_rows(db, chosen.path, session_id)
-        _restore_identities(db, session_id)
+        _copy_backup_rows(db, session_id, rewrite.columns, where)
+        _restore_identities(db, session_id, where)
         _mark_rewritten(db, session_id)
         _check_foreign_keys(db, f"{where}: restoring")
     kept = rewrite.kept
@@ -563,26 +807,38 @@ def restore_session(
     return chosen.path
 
 
-def _copy_backup_rows(db: apsw.Connection, backup: Path, session_id: str) -> None:
-    source = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        db.executemany(
-            f"INSERT INTO transcript_events (session_id, {_COLUMNS}) "
-            "VALUES (?, ?, CAST(? AS TEXT), ?, ?, ?, ?)",
-            (
-                (session_id, *row)
-                for row in source.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq")
-            ),
+def _copy_backup_rows(
+    db: apsw.Connection, session_id: str, columns: Sequence[str], where: str
+) -> None:
+    """Insert the attached backup's rows, every column it holds, as SQLite copies them
+    (a column the store has and the backup has not takes its default)."""
+    held = [
+        str(row[1])
+        for row in db.execute("PRAGMA sessionfix_backup.table_info(events)")
+        if row[1] != "seq"
+    ]
+    lost = [name for name in held if name not in columns]
+    if lost:
+        raise SessionfixError(
+            f"{where}: the backup holds column {lost[0]}, which the store's events do not; "
+            "not restored"
         )
-    finally:
-        source.close()
+    names = ", ".join(map(_quoted, held))
+    values = ", ".join(
+        f"CAST({_quoted(name)} AS TEXT)" if name == "event_json" else _quoted(name) for name in held
+    )
+    db.execute(
+        f"INSERT INTO main.transcript_events (session_id, seq, {names}) "
+        f"SELECT ?, seq, {values} FROM sessionfix_backup.events ORDER BY seq",
+        (session_id,),
+    )
 
 
-def _restore_identities(db: apsw.Connection, session_id: str) -> None:
+def _restore_identities(db: apsw.Connection, session_id: str, where: str) -> None:
     identities = _Identities(session_id)
     rows = [
         row
-        for seq, data, created in _stored_rows(db, session_id)
+        for seq, data, created in _stored_rows(db, session_id, where)
         if (row := identities.row(seq, data, created)) is not None
     ]
     db.executemany(_INSERT_IDENTITY, rows)
