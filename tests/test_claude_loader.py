@@ -83,15 +83,27 @@ from sessionfix.diagnostics import RewriteRecord
 from sessionfix.model.loaded import Sent
 from sessionfix.repair.apply import repair_to
 
-from .claude_loader import ClaudeLoad, LoadedMessage, load_with_claude, require_claude_at_collection
+from .claude_loader import (
+    ClaudeLoad,
+    LoadedMessage,
+    Subagent,
+    load_with_claude,
+    require_claude_at_collection,
+)
 from .conftest import CORPUS, FIXTURES, ROOT
-from .test_fixtures import _settings
+from .test_fixtures import _settings, place_case
 
 require_claude_at_collection()
 
 CHAIN_TYPES = frozenset({"user", "assistant", "system", "attachment", "progress"})
 """Records the reader keeps by `uuid` (a `progress` record only links the chain)."""
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
+SIDE_TYPES = frozenset({"user", "assistant", "attachment"})
+"""Records the reader links a sub-agent's chain through."""
+RELAYED = frozenset(
+    {"channel", "observer", "observer-activity", "slack-ping", "voice-call", "peer"}
+)
+"""`origin.kind` of the `isMeta` prompts the reader returns all the same."""
 CLAUDE_ONLY_TYPES = frozenset(
     {"summary", "file-history-snapshot", "queue-operation", "last-prompt", "progress"}
     | {"ai-title", "custom-title", "agent-name", "permission-mode", "attribution-snapshot"}
@@ -136,11 +148,17 @@ def _is_claude(path: Path) -> bool:
     return "parentUuid" in first or first.get("type") in CLAUDE_ONLY_TYPES
 
 
+SHAPES = ROOT / "tests" / "claude" / "sessions"
+"""Sessions written here in shapes the reader treats in its own way (what it returns of
+the records after the last turn, of `isMeta` prompts, of a quiet turn's close)."""
+
+
 def _claude_sessions() -> list[Path]:
     candidates = [
         *sorted((CORPUS / "claude").glob("**/*.jsonl")),
         *sorted(p for p in (ROOT / "examples").glob("**/*.jsonl") if p.is_file()),
         *sorted(FIXTURES.glob("*/input.jsonl")),
+        *sorted(SHAPES.glob("*.jsonl")),
     ]
     return [path for path in candidates if _is_claude(path)]
 
@@ -151,6 +169,19 @@ MODES = ("safe", "unsafe")
 
 def _name(path: Path) -> str:
     return str(path.relative_to(path.parents[1]))
+
+
+def _subagent_of(copy: Path, root: Path) -> Subagent | None:
+    """The sub-agent whose transcript `copy` stands for, placed under `root` as a
+    case's file name puts it (`<session>/subagents/agent-<agent>.jsonl`), with its
+    session's main transcript where the case places one beside it."""
+    parts = copy.relative_to(root).parts
+    name = parts[-1]
+    if len(parts) < 3 or parts[-2] != "subagents" or not name.startswith("agent-"):
+        return None
+    main = root.joinpath(*parts[:-3], f"{parts[-3]}.jsonl")
+    agent = name.removeprefix("agent-").removesuffix(".jsonl")
+    return Subagent(parts[-3], agent, main if main.exists() else None)
 
 
 def _case_settings(path: Path) -> tuple[Settings, str]:
@@ -346,11 +377,15 @@ def _relink_compactions(by_uuid: dict[str, dict[str, Any]]) -> None:
 
 
 def _leaf(parsed: list[dict[str, Any]], by_uuid: dict[str, dict[str, Any]]) -> str | None:
+    """The record the last `last-prompt` names, or the nearest user or assistant record
+    above it (the reader's leaf is always one); else the last such record."""
     prompts = [r for r in parsed if r.get("type") == "last-prompt"]
     if prompts:
         named = by_uuid.get(str(prompts[-1].get("leafUuid")))
         if named is not None and named["type"] in CONVERSATION_TYPES:
-            return str(named["uuid"])
+            for uuid in _ancestors(by_uuid, named["uuid"]):
+                if by_uuid[uuid]["type"] in ("user", "assistant"):
+                    return uuid
     last = None
     for record in parsed:
         if record.get("type") in ("user", "assistant") and isinstance(record.get("uuid"), str):
@@ -416,10 +451,13 @@ def linked_records(parsed: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return by_uuid
 
 
-def intended_chain(path: Path) -> list[dict[str, Any]]:
-    """The records Claude Code should resume the session with, in order: the module
-    docstring says how this reading is made."""
+def intended_chain(path: Path, side: bool = False) -> list[dict[str, Any]]:
+    """The records Claude Code should resume the session with, in order (`side`: those
+    it shows of a sub-agent's transcript): the module docstring says how this reading
+    is made."""
     parsed = records(path)
+    if side:
+        return _side_chain(parsed)
     by_uuid = linked_records(parsed)
     chain: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -429,14 +467,25 @@ def intended_chain(path: Path) -> list[dict[str, Any]]:
         chain.append(by_uuid[uuid])
         uuid = by_uuid[uuid].get("parentUuid")
     chain.reverse()
-    return [
-        r
-        for r in _recover_parallel_results(by_uuid, chain)
-        if r["type"] in ("user", "assistant", "system")
-        and not r.get("isMeta")
-        and not r.get("isSidechain")
-        and not r.get("teamName")
-    ]
+    return [r for r in _recover_parallel_results(by_uuid, chain) if _returned(r)]
+
+
+def _side_chain(parsed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A sub-agent's chain: from its last user or assistant record back along
+    `parentUuid` through its user, assistant and attachment records (a later line with
+    the same `uuid` standing for the earlier one); its user and assistant records."""
+    kept = [r for r in parsed if r.get("type") in SIDE_TYPES and isinstance(r.get("uuid"), str)]
+    by_uuid = {r["uuid"]: r for r in kept}
+    turns = [r for r in kept if r["type"] in ("user", "assistant")]
+    chain: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    record = turns[-1] if turns else None
+    while record is not None and record["uuid"] not in seen:
+        seen.add(record["uuid"])
+        chain.append(record)
+        record = by_uuid.get(str(record.get("parentUuid")))
+    chain.reverse()
+    return [r for r in chain if _returned(r, side=True)]
 
 
 def _as_loaded(record: dict[str, Any]) -> LoadedMessage:
@@ -458,13 +507,31 @@ def _ancestors(records_by_uuid: dict[str, dict[str, Any]], uuid: str | None) -> 
         uuid = records_by_uuid[uuid].get("parentUuid")
 
 
-def _returned(record: dict[str, Any]) -> bool:
-    """Whether the reader returns the record when it is on the chain."""
+def _returned(record: dict[str, Any], side: bool = False) -> bool:
+    """Whether the reader returns the record when it is on the chain (`side`: the chain
+    of a sub-agent's transcript, of which it returns every user and assistant record)."""
+    if side:
+        return record["type"] in ("user", "assistant")
+    if record["type"] not in ("user", "assistant", "system") or _closes_quiet_turn(record):
+        return False
+    if record.get("isSidechain") or record.get("teamName"):
+        return False
+    origin = record.get("origin")
+    relayed = isinstance(origin, dict) and origin.get("kind") in RELAYED
+    return not record.get("isMeta") or relayed
+
+
+def _closes_quiet_turn(record: dict[str, Any]) -> bool:
+    """An assistant record marked `closesQuietTurn` whose one text block says nothing."""
+    content = _content(record)
     return (
-        record["type"] in ("user", "assistant", "system")
-        and not record.get("isMeta")
-        and not record.get("isSidechain")
-        and not record.get("teamName")
+        record["type"] == "assistant"
+        and record.get("closesQuietTurn") is True
+        and isinstance((record.get("message") or {}).get("content"), list)
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and content[0].get("type") == "text"
+        and content[0].get("text") in ("", "No response requested.")
     )
 
 
@@ -492,8 +559,12 @@ KNOWN_REPAIR_GAPS: dict[str, RepairGap] = {}
 class Versions:
     original: Path
     copy: Path
-    """The copy that was repaired, under the file name its case gives."""
+    """The copy that was repaired, under the file name its case gives (with the files
+    its case places beside it)."""
     repaired: dict[str, Path]
+    subagent: Subagent | None
+    """The sub-agent whose transcript the session is, where its file name makes it one:
+    the reader reads it, and its repairs, as that sub-agent's."""
 
 
 @pytest.fixture(scope="session")
@@ -505,9 +576,11 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
         settings, name = _case_settings(path)
         folder = root / str(number)
         folder.mkdir()
-        copy = folder / name
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, copy)
+        if _case(path) is not None:
+            copy = place_case(path.parent, folder)
+        else:
+            copy = folder / name
+            shutil.copyfile(path, copy)
         repaired = {}
         for mode in MODES:
             target = folder / f"{mode}.jsonl"
@@ -515,20 +588,27 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
                 copy, target, msgspec.structs.replace(settings, unsafe_fixes=mode == "unsafe")
             )
             repaired[mode] = target
-        found[path] = Versions(path, copy, repaired)
+        found[path] = Versions(path, copy, repaired, _subagent_of(copy, folder))
     return found
 
 
 @pytest.fixture(scope="session")
 def before(versions: dict[Path, Versions]) -> dict[Path, ClaudeLoad]:
     """The originals, loaded in one Node.js run."""
-    return load_with_claude([v.original for v in versions.values()])
+    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
+    return load_with_claude([v.original for v in versions.values()], places)
 
 
 @pytest.fixture(scope="session")
 def after(versions: dict[Path, Versions]) -> dict[Path, ClaudeLoad]:
     """All repairs, loaded in one Node.js run."""
-    return load_with_claude([p for v in versions.values() for p in v.repaired.values()])
+    places = {
+        repaired: v.subagent
+        for v in versions.values()
+        if v.subagent is not None
+        for repaired in v.repaired.values()
+    }
+    return load_with_claude([p for v in versions.values() for p in v.repaired.values()], places)
 
 
 def _load(
@@ -638,7 +718,8 @@ def test_the_loaded_chain_is_the_intended_chain(
 ) -> None:
     """Uuids, types and message content, in order, as `intended_chain` reads the file."""
     file, loaded = _load(path, mode, versions, before, after)
-    assert [_as_loaded(r) for r in intended_chain(file)] == list(loaded.messages)
+    side = versions[path].subagent is not None
+    assert [_as_loaded(r) for r in intended_chain(file, side)] == list(loaded.messages)
 
 
 def _tool_results(message: LoadedMessage) -> list[dict[str, Any]]:
@@ -854,9 +935,11 @@ def test_every_tool_call_on_the_loaded_chain_has_its_result(
     assert [call for _, call in unanswered] == expected
 
 
-def _nearest_returned(records_by_uuid: dict[str, dict[str, Any]], uuid: str | None) -> str | None:
+def _nearest_returned(
+    records_by_uuid: dict[str, dict[str, Any]], uuid: str | None, side: bool
+) -> str | None:
     for ancestor in _ancestors(records_by_uuid, uuid):
-        if _returned(records_by_uuid[ancestor]):
+        if _returned(records_by_uuid[ancestor], side):
             return ancestor
     return None
 
@@ -883,7 +966,9 @@ def test_a_relink_is_followed(
             continue
         if uuid not in position:
             continue
-        parent = _nearest_returned(new, record.get("parentUuid"))
+        parent = _nearest_returned(
+            new, record.get("parentUuid"), versions[path].subagent is not None
+        )
         if parent is not None and position.get(parent, len(position)) >= position[uuid]:
             unfollowed.append(uuid)
     assert unfollowed == []
@@ -909,11 +994,12 @@ def test_what_a_repair_adds_is_loaded(
         for r in records(file)
         if isinstance(r.get("uuid"), str) and r["uuid"] not in old and r.get("type") in CHAIN_TYPES
     ]
-    assert [uuid for uuid in added if uuid not in loaded and _returned_by_uuid(file, uuid)] == []
+    side = versions[path].subagent is not None
+    assert [u for u in added if u not in loaded and _returned_by_uuid(file, u, side)] == []
 
 
-def _returned_by_uuid(file: Path, uuid: str) -> bool:
-    return _returned(linked_records(records(file))[uuid])
+def _returned_by_uuid(file: Path, uuid: str, side: bool) -> bool:
+    return _returned(linked_records(records(file))[uuid], side)
 
 
 @pytest.mark.parametrize(
@@ -1037,8 +1123,10 @@ def test_context_counts_what_the_reader_returns(
 ) -> None:
     """`sessionfix context` counts the records Claude Code's reader returns, by kind."""
     file, loaded = _load(path, mode, versions, before, after)
-    context = context_of(file)
-    summaries = sum(1 for r in intended_chain(file) if r.get("isCompactSummary") is True)
+    session = versions[path]
+    context = context_of(file, named_as=session.copy)
+    chain = intended_chain(file, session.subagent is not None)
+    summaries = sum(1 for r in chain if r.get("isCompactSummary") is True)
     expected = Counter(_sent(message) for message in loaded.messages)
     expected[Sent.USER] -= summaries
     expected[Sent.SUMMARY] += summaries
