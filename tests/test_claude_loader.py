@@ -36,9 +36,10 @@ What the reader (SDK 0.3.330) does, as observed on these files and read from its
 and how `intended_chain` models it:
 
 - It parses line by line (leading bytes up to the space skipped) with `JSON.parse`, drops
-  the lines that fail, and keeps the records typed `user`, `assistant`, `system`,
-  `attachment` or `progress` that have a string `uuid`, by `uuid`: a later line with the
-  same `uuid` replaces the earlier record (its content and its place).
+  the lines that fail (a byte-order mark is no space: its line fails too), and keeps the
+  records typed `user`, `assistant`, `system`, `attachment` or `progress` that have a
+  string `uuid`, by `uuid`: a later line with the same `uuid` replaces the earlier record
+  (its content and its place).
 - Compaction relinks (format §8): a `compact_boundary` with `preservedMessages` whose
   uuids all resolve chains them under the anchor (first under the anchor, each under
   the previous one) and moves the anchor's other children under the last; without
@@ -48,8 +49,10 @@ and how `intended_chain` models it:
 - The leaf: the reader does not read `last-prompt` at all; it takes the physically last
   record that no other record (progress and sidechain records aside) names as parent,
   and walks back to the nearest user or assistant record. The model takes sessionfix's
-  rule (the `leafUuid` of the last `last-prompt` if it names a conversation record, else
-  the last user or assistant record); the two agree on every file here.
+  rule (the `leafUuid` of the last `last-prompt` if it names a conversation record,
+  walked back to the nearest user or assistant record, else the last user or assistant
+  record); the two agree on every file here. Records after the last turn (a
+  `turn_duration`, an `away_summary`) are therefore never on the chain.
 - The chain is walked back along `parentUuid` through `progress` records (which bridges
   them) and stops at a missing parent or a cycle.
 - Parallel tool calls (format §4, §7 step 7): after the last chain member of each
@@ -59,9 +62,20 @@ and how `intended_chain` models it:
   is what puts parallel results back on the chain of `37-…`, `5a-…`, `60-…` and `8c-…`.
 - Files over 5 MB are read from their last `compact_boundary` on (format §7 step 2); the
   model does not do that, and a test checks that no file here is that large.
+- Prompts queued while a turn ran (`queued_command` attachments): one on the chain that
+  a reply (an assistant record, a tool result, a cut-short notice) follows before a
+  prompt does becomes a user message (under its `source_uuid` unless that names a
+  record already there), and so do those that hang below the leaf through records that
+  are no turn, added after the chain by time; forwarded ones never do.
 - What it returns: the chain's `user`, `assistant` and `system` records, less those with
-  `isMeta`, `isSidechain` or a `teamName` (so `progress` and `attachment` records and
-  the "caveat" user records are walked through but not returned).
+  `isSidechain` or a `teamName`, those with `isMeta` but for prompts relayed from a
+  channel or a peer (`origin.kind`), and an assistant record that closes a quiet turn
+  with no words (so `progress` and `attachment` records and the "caveat" user records
+  are walked through but not returned).
+- A sub-agent's transcript (a fixture named `<session>/subagents/agent-<id>.jsonl`) is
+  read with `getSubagentMessages`: from its last user or assistant record back along
+  `parentUuid` through its user, assistant and attachment records; it returns every
+  user and assistant record of that chain.
 """
 
 from __future__ import annotations
@@ -150,7 +164,8 @@ def _is_claude(path: Path) -> bool:
 
 SHAPES = ROOT / "tests" / "claude" / "sessions"
 """Sessions written here in shapes the reader treats in its own way (what it returns of
-the records after the last turn, of `isMeta` prompts, of a quiet turn's close)."""
+the records after the last turn, of `isMeta` prompts, of a quiet turn's close, of
+queued prompts)."""
 
 
 def _claude_sessions() -> list[Path]:
@@ -461,13 +476,163 @@ def intended_chain(path: Path, side: bool = False) -> list[dict[str, Any]]:
     by_uuid = linked_records(parsed)
     chain: list[dict[str, Any]] = []
     seen: set[str] = set()
-    uuid = _leaf(parsed, by_uuid)
+    uuid = uuid_of_leaf = _leaf(parsed, by_uuid)
     while uuid is not None and uuid in by_uuid and uuid not in seen:
         seen.add(uuid)
         chain.append(by_uuid[uuid])
         uuid = by_uuid[uuid].get("parentUuid")
     chain.reverse()
-    return [r for r in _recover_parallel_results(by_uuid, chain) if _returned(r)]
+    recovered = _recover_parallel_results(by_uuid, chain)
+    trailing = _trailing_queued(by_uuid, recovered, uuid_of_leaf)
+    return [r for r in _queued_as_prompts(recovered, trailing) if _returned(r)]
+
+
+CUT_SHORT = (
+    "[Request interrupted by user",
+    "[Request interrupted: the session ended",
+    "[This turn ended before it finished.]",
+    "[Agent call interrupted:",
+    "[Tool call did not complete:",
+    "[Tool call interrupted:",
+    "[Tool call result not in this copy:",
+    "The user doesn't want to take this action right now.",
+    "[Tool call skipped:",
+)
+"""How the user records start that say a turn or a call was cut short (a reply)."""
+
+
+def _is_queued(record: dict[str, Any]) -> bool:
+    attachment = record.get("attachment")
+    return (
+        record["type"] == "attachment"
+        and isinstance(attachment, dict)
+        and attachment.get("type") == "queued_command"
+    )
+
+
+def _trailing_queued(
+    by_uuid: dict[str, dict[str, Any]], chain: list[dict[str, Any]], leaf: str | None
+) -> list[dict[str, Any]]:
+    """The queued prompts below the leaf through records that are no turn, off the
+    chain, depth first by time, none of them above a turn off the chain."""
+    if leaf is None:
+        return []
+    on_chain = {r["uuid"] for r in chain}
+    children: dict[str, list[dict[str, Any]]] = {}
+    for record in by_uuid.values():
+        if record["type"] not in ("user", "assistant"):
+            children.setdefault(str(record.get("parentUuid")), []).append(record)
+    toward_turns: set[str] = set()
+    for record in by_uuid.values():
+        if record["type"] not in ("user", "assistant") or record["uuid"] in on_chain:
+            continue
+        if record.get("isSidechain") or record.get("teamName"):
+            continue
+        parent = by_uuid.get(str(record.get("parentUuid")))
+        while parent and parent["uuid"] not in on_chain and parent["uuid"] not in toward_turns:
+            toward_turns.add(parent["uuid"])
+            parent = by_uuid.get(str(parent.get("parentUuid")))
+    found, seen, stack = [], set(on_chain), [leaf]
+    while stack:
+        uuid = stack.pop()
+        if uuid != leaf:
+            if uuid in seen:
+                continue
+            seen.add(uuid)
+            if _is_queued(by_uuid[uuid]) and uuid not in toward_turns:
+                found.append(by_uuid[uuid])
+        below = sorted(children.get(uuid, ()), key=lambda r: r.get("timestamp") or "")
+        stack.extend(r["uuid"] for r in reversed(below) if r["uuid"] not in seen)
+    return found
+
+
+def _turn_state(record: dict[str, Any]) -> str | None:
+    """ "reply" (an assistant record, a tool result, a cut-short notice), "prompt" (a user
+    prompt) or None."""
+    if record["type"] == "assistant":
+        return "reply"
+    if record["type"] != "user":
+        return None
+    if record.get("parentUuid") and any(True for _ in _blocks(record, "tool_result")):
+        return "reply"
+    if _cut_short((record.get("message") or {}).get("content")):
+        return "reply"
+    if record.get("isMeta") or record.get("isCompactSummary"):
+        return None
+    return "prompt"
+
+
+def _cut_short(content: Any) -> bool:
+    """A user message's content that only says a turn or a call was cut short: a text, or
+    blocks each a text or an errored result saying so."""
+    if isinstance(content, str):
+        return content.startswith(CUT_SHORT)
+    if not isinstance(content, list) or not content:
+        return False
+    for block in content:
+        if not isinstance(block, dict):
+            return False
+        if block.get("type") == "text":
+            text = block.get("text")
+        elif block.get("type") == "tool_result" and block.get("is_error") is True:
+            text = block.get("content")
+        else:
+            return False
+        if not isinstance(text, str) or not text.startswith(CUT_SHORT):
+            return False
+    return True
+
+
+def _queued_as_prompts(
+    chain: list[dict[str, Any]], trailing: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The chain and the trailing queued prompts, each queued prompt a reply follows
+    before a prompt does (or that trails) made the user message the reader makes of it."""
+    listed = [*chain, *trailing]
+    present = {r["uuid"] for r in listed}
+    replied: set[int] = set()
+    state = None
+    for position in range(len(listed) - 1, -1, -1):
+        if state == "reply":
+            replied.add(position)
+        state = _turn_state(listed[position]) or state
+    made = []
+    for position, record in enumerate(listed):
+        attachment = record.get("attachment") or {}
+        prompt = attachment.get("prompt")
+        turned = (
+            _is_queued(record)
+            and (position in replied or position >= len(chain))
+            and isinstance(prompt, str | list)
+            and not _forwarded(attachment.get("forwardedIntent"))
+        )
+        source = attachment.get("source_uuid") if turned else None
+        uuid = source if isinstance(source, str) and source else record["uuid"]
+        if not turned or (uuid != record["uuid"] and uuid in present):
+            made.append(record)
+            continue
+        present.add(uuid)
+        made.append(
+            {
+                "type": "user",
+                "uuid": uuid,
+                "message": {"role": "user", "content": prompt},
+                "isMeta": bool(attachment.get("isMeta")),
+                "origin": attachment.get("origin"),
+                "isSidechain": record.get("isSidechain"),
+                "teamName": record.get("teamName"),
+            }
+        )
+    return made
+
+
+def _forwarded(intent: object) -> bool:
+    return (
+        isinstance(intent, dict)
+        and isinstance(intent.get("lineage"), str)
+        and bool(intent["lineage"])
+        and isinstance(intent.get("source", ""), str)
+    )
 
 
 def _side_chain(parsed: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -18,9 +18,9 @@ records, all of them.
 
 The reader parses each line with `JSON.parse` after skipping the bytes up to the space:
 a line with a byte-order mark, a glued or torn line, or NUL bytes after its record is
-lost, and the chain breaks at it. Not modelled: prompts queued while a turn ran
-(`queued_command` attachments, which the reader turns into user messages once a reply
-follows), voice-call records, and rows a host replays in place of hidden tool calls.
+lost, and the chain breaks at it. Prompts queued while a turn ran (`queued_command`
+attachments) it returns as user messages as `queued` says. Not modelled: voice-call
+records, and rows a host replays in place of hidden tool calls.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sessionfix import jsonutil
+from sessionfix.formats.claude.queued import Prompt, queued_prompts
 from sessionfix.model.loaded import Loaded, Sent
 from sessionfix.model.view import Flag, Kind, Role, SessionView, key_of
 from sessionfix.read.reader import LineFinding, LineIssue, LineReport, NulPlacement, RecordSource
@@ -83,13 +84,25 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
     unreadable = _unreadable(view, lines)
     chain: Sequence[int]
     returns: Callable[[_Returned], bool]
+    prompts: dict[int, Prompt] = {}
     if view.main_file is not None:
         chain, returns = _side_chain(view, unreadable), _returned_of_side_conversation
     else:
-        chain, returns = _chain(view, unreadable), _returned
+        chain, leaf = _chain(view, unreadable)
+        returns = _returned
+        queued = queued_prompts(view, source, chain, leaf, unreadable)
+        prompts = queued.returned
+        if queued.trailing:
+            chain = [*chain, *queued.trailing]
     kinds = view.kinds
     returned: set[int] = set()
     for index in chain:
+        prompt = prompts.get(index)
+        if prompt is not None:
+            if prompt.key not in returned:
+                returned.add(prompt.key)
+                yield _prompt_loaded(index, prompt.prompt)
+            continue
         if kinds[index] not in _RETURNED_KINDS or index in unreadable:
             continue
         key = view.id_keys[index]
@@ -142,22 +155,24 @@ def _relayed(origin: Raw) -> bool:
         return False
 
 
-def _chain(view: SessionView, unreadable: set[int]) -> Sequence[int]:
+def _chain(view: SessionView, unreadable: set[int]) -> tuple[Sequence[int], int | None]:
     """The view's path from where the reader's walk back from the leaf stops: at a record
     it cannot read, or at the tail of a preserved segment whose head was never written
-    (the reader re-parents that tail, a child of the anchor, below itself). Where the
-    leaf is a record it cannot read, the reader finds its own (`_readers_leaf`)."""
-    path = view.active_path
-    if view.leaf is not None and view.leaf in unreadable:
-        path = _walk_back(view, _readers_leaf(view, unreadable))
+    (the reader re-parents that tail, a child of the anchor, below itself); and the
+    leaf. Where the leaf is a record it cannot read, the reader finds its own
+    (`_readers_leaf`)."""
+    path, leaf = view.active_path, view.leaf
+    if leaf is not None and leaf in unreadable:
+        leaf = _readers_leaf(view, unreadable)
+        path = _walk_back(view, leaf)
     tails = _self_parented_tails(view)
     for position in range(len(path) - 1, -1, -1):
         index = path[position]
         if index in unreadable:
-            return path[position + 1 :]
+            return path[position + 1 :], leaf
         if index in tails:
-            return path[position:]
-    return path
+            return path[position:], leaf
+    return path, leaf
 
 
 def _readers_leaf(view: SessionView, unreadable: set[int]) -> int | None:
@@ -295,6 +310,22 @@ def _loaded(index: int, record: _Returned, data: bytes, answers: bool) -> Loaded
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, ValueError):
         images = image_bytes = 0
     return Loaded(index, sent, len(raw), images, image_bytes)
+
+
+_PROMPT_ENVELOPE: Final = len(b'{"role":"user","content":}')
+"""The bytes of the user message the reader wraps a queued prompt in, but the prompt's."""
+
+
+def _prompt_loaded(index: int, prompt: bytes) -> Loaded:
+    """A queued prompt, returned as the user message the reader makes of it."""
+    size = _PROMPT_ENVELOPE + len(prompt)
+    if b'"image"' not in prompt:
+        return Loaded(index, Sent.USER, size)
+    try:
+        images, image_bytes = _images(Raw(prompt))
+    except (UnicodeDecodeError, RecursionError, ValueError):
+        images = image_bytes = 0
+    return Loaded(index, Sent.USER, size, images, image_bytes)
 
 
 def _images(content: Raw) -> tuple[int, int]:
