@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -77,30 +78,46 @@ class MainTranscript:
     """The main transcript of a sub-agent's session, searched for record ids on demand
     (the sub-agent's first records name their parents there)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, block: int = 1 << 20) -> None:
         self.path = path
+        self.block = block
+        """Bytes read at a time."""
 
     def holding(self, ids: set[str]) -> set[str]:
-        """Those of `ids` that are the `uuid` of a record of the main transcript, read
-        line by line (none when it cannot be read)."""
+        """Those of `ids` that are the `uuid` of a record of the main transcript (none
+        when it cannot be read). Its lines are read from the end: a sub-agent starts
+        below the records its session wrote last."""
         if not ids:
             return set()
         quoted = sorted((jsonutil.stringify_bytes(uuid) for uuid in ids), key=len, reverse=True)
         named = re.compile(b"|".join(map(re.escape, quoted)))
         found: set[str] = set()
         try:
-            with open(self.path, "rb") as lines:
-                for line in lines:
-                    if named.search(line) is None:
-                        continue
-                    try:
-                        uuid = _IDENTITY.decode(line.strip().removeprefix(BOM)).uuid
-                    except (ValueError, RecursionError):
-                        continue
-                    if uuid in ids:
-                        found.add(uuid)
-                        if found == ids:
-                            break
+            for line in _lines_backwards(self.path, self.block):
+                if named.search(line) is None:
+                    continue
+                try:
+                    uuid = _IDENTITY.decode(line.strip().removeprefix(BOM)).uuid
+                except (ValueError, RecursionError):
+                    continue
+                if uuid in ids:
+                    found.add(uuid)
+                    if found == ids:
+                        break
         except OSError:
             return set()
         return found
+
+
+def _lines_backwards(path: Path, block: int) -> Iterator[bytes]:
+    """The file's lines, last first, read `block` bytes at a time."""
+    with open(path, "rb") as stream:
+        end = stream.seek(0, os.SEEK_END)
+        carried = b""
+        while end > 0:
+            start = max(0, end - block)
+            stream.seek(start)
+            lines = (stream.read(end - start) + carried).split(b"\n")
+            carried = lines.pop(0) if start > 0 else b""
+            yield from reversed(lines)
+            end = start
