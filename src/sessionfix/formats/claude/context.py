@@ -9,7 +9,7 @@ records after the last turn are never on the chain. Of the chain it returns the 
 `assistant` and `system` records (every subtype), one per uuid (a replayed copy
 replaces the first in its place), less those marked `isSidechain` or with a `teamName`,
 those marked `isMeta` but for prompts relayed from elsewhere (an `origin` of a kind
-`_RELAYED` names), and an assistant record that closes a quiet turn with no words.
+`RELAYED` names), and an assistant record that closes a quiet turn with no words.
 `progress` and `attachment` records are walked through and not returned.
 
 A sub-agent's transcript: from its last user or assistant record back along the links
@@ -32,7 +32,7 @@ import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sessionfix import jsonutil
-from sessionfix.formats.claude.queued import Prompt, queued_prompts
+from sessionfix.formats.claude.queued import RELAYED, Prompt, is_attachment, queued_prompts
 from sessionfix.model.loaded import Loaded, Sent
 from sessionfix.model.view import Flag, Kind, Role, SessionView, key_of
 from sessionfix.read.reader import LineFinding, LineIssue, LineReport, NulPlacement, RecordSource
@@ -40,10 +40,6 @@ from sessionfix.read.reader import LineFinding, LineIssue, LineReport, NulPlacem
 _RETURNED_KINDS: Final = frozenset({Kind.MESSAGE, Kind.COMPACTION})
 _TURN_ROLES: Final = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL_RESULT})
 """Records of type `user` or `assistant`."""
-_RELAYED: Final = frozenset(
-    {"channel", "observer", "observer-activity", "slack-ping", "voice-call", "peer"}
-)
-"""`origin.kind` of the `isMeta` prompts the reader returns all the same."""
 _NO_WORDS: Final = ("", "No response requested.")
 """The text of an assistant record closing a quiet turn that the reader leaves out."""
 _NO_RAW: Final = Raw(b"")
@@ -150,7 +146,7 @@ def _relayed(origin: Raw) -> bool:
     if not origin:
         return False
     try:
-        return _ORIGIN.decode(origin).kind in _RELAYED
+        return _ORIGIN.decode(origin).kind in RELAYED
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return False
 
@@ -225,7 +221,7 @@ def _side_chain(view: SessionView, unreadable: set[int]) -> list[int]:
     for index in range(len(kinds)):
         if kinds[index] != Kind.MESSAGE or index in unreadable:
             continue
-        if roles[index] in _TURN_ROLES or _is_attachment(view, index):
+        if roles[index] in _TURN_ROLES or is_attachment(view, index):
             kept[view.id_keys[index]] = index
     leaf = max((i for i in kept.values() if roles[i] in _TURN_ROLES), default=None)
     chain: list[int] = []
@@ -241,10 +237,6 @@ def _side_chain(view: SessionView, unreadable: set[int]) -> list[int]:
 
 def _is_turn(view: SessionView, index: int) -> bool:
     return view.kinds[index] == Kind.MESSAGE and view.roles[index] in _TURN_ROLES
-
-
-def _is_attachment(view: SessionView, index: int) -> bool:
-    return view.type_name is not None and view.type_name(index) == "attachment"
 
 
 def _lost(finding: LineFinding) -> bool:

@@ -112,7 +112,7 @@ def queued_prompts(
     unreadable: set[int],
 ) -> QueuedPrompts:
     """What the reader makes of the queued prompts on `chain` (from `leaf`) and below it."""
-    attachments = [index for index in chain if _is_attachment(view, index)]
+    attachments = [index for index in chain if is_attachment(view, index)]
     queued = {
         index: command
         for index in [*attachments, *_trailing(view, source, chain, leaf, unreadable)]
@@ -264,7 +264,7 @@ def _trailing(
             if index in visited:
                 continue
             visited.add(index)
-            if _is_attachment(view, index) and index not in toward_turns:
+            if is_attachment(view, index) and index not in toward_turns:
                 found.append(index)
         below = sorted(children.get(index, ()), key=lambda i: _timestamp(view, source, i))
         stack.extend(child for child in reversed(below) if child not in visited)
@@ -315,7 +315,8 @@ def _timestamp(view: SessionView, source: RecordSource, index: int) -> str:
     return stamp if isinstance(stamp, str) else ""
 
 
-def _is_attachment(view: SessionView, index: int) -> bool:
+def is_attachment(view: SessionView, index: int) -> bool:
+    """Whether the record is an `attachment` (one kind of record that is no turn)."""
     return (
         view.kinds[index] == Kind.MESSAGE
         and view.roles[index] == Role.OTHER
