@@ -15,9 +15,9 @@ _CHAIN_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL_RESULT})
 class ClaudeChain:
     """Leaf: the `leafUuid` of the physically last `last-prompt` when it names a
     conversation record, walked back to the nearest user or assistant record; else the
-    physically last user or assistant record. Path: the
-    `parentUuid` walk back from it, plus the parallel tool calls and results that the
-    loader re-attaches after the last on-chain record of their API message."""
+    physically last user or assistant record. Path: the `parentUuid` walk back from it,
+    plus the parallel tool calls and results that the loader re-attaches after the last
+    on-chain record of their API message."""
 
     def relink(self, view: SessionView, parents: array[int]) -> None:
         """Claude Code's reader, for every boundary that keeps records: with a list of
