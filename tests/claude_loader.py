@@ -1,6 +1,7 @@
 """Claude Code's own session reader, run by Node.js on session files
 (`tests/claude/load.mjs`): the Agent SDK's `getSessionMessages`, which builds the
-conversation chain the way Claude Code resumes a session.
+conversation chain the way Claude Code resumes a session, and for a sub-agent's
+transcript its `getSubagentMessages`.
 
 `make test` installs the pinned package into `.cache/claude` and sets
 `SESSIONFIX_REQUIRE_CLAUDE=1`, so that a missing reader fails the run there. A bare
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,16 @@ class LoadedMessage:
     type: str
     message: Any
     """The record's `message` (None for `system` records, which have none)."""
+
+
+@dataclass(frozen=True)
+class Subagent:
+    """Where a sub-agent's transcript lies: `<session>/subagents/agent-<agent>.jsonl`."""
+
+    session: str
+    agent: str
+    main: Path | None
+    """The session's main transcript (None: the reader is given a one-record stub)."""
 
 
 @dataclass(frozen=True)
@@ -79,14 +91,26 @@ LOAD_SECONDS: list[float] = []
 """Wall-clock seconds of each `load_with_claude` call of this run, in call order."""
 
 
-def load_with_claude(files: list[Path]) -> dict[Path, ClaudeLoad]:
-    """Load every file in one Node.js process."""
+def load_with_claude(
+    files: list[Path], subagents: Mapping[Path, Subagent] | None = None
+) -> dict[Path, ClaudeLoad]:
+    """Load every file in one Node.js process; those `subagents` names as the sub-agent
+    transcripts they stand for."""
     missing = claude_missing()
     if missing is not None:
         raise AssertionError(missing)
+    placed = subagents or {}
+    batch = []
+    for path in files:
+        item: dict[str, Any] = {"file": str(path)}
+        if (place := placed.get(path)) is not None:
+            main = None if place.main is None else str(place.main)
+            item["subagent"] = {"session": place.session, "agent": place.agent, "main": main}
+        batch.append(item)
     started = time.perf_counter()
     result = subprocess.run(
-        ["node", str(HARNESS), str(PACKAGE), *map(str, files)],
+        ["node", str(HARNESS), str(PACKAGE)],
+        input=json.dumps(batch),
         capture_output=True,
         text=True,
         check=False,

@@ -36,9 +36,10 @@ What the reader (SDK 0.3.330) does, as observed on these files and read from its
 and how `intended_chain` models it:
 
 - It parses line by line (leading bytes up to the space skipped) with `JSON.parse`, drops
-  the lines that fail, and keeps the records typed `user`, `assistant`, `system`,
-  `attachment` or `progress` that have a string `uuid`, by `uuid`: a later line with the
-  same `uuid` replaces the earlier record (its content and its place).
+  the lines that fail (a byte-order mark is no space: its line fails too), and keeps the
+  records typed `user`, `assistant`, `system`, `attachment` or `progress` that have a
+  string `uuid`, by `uuid`: a later line with the same `uuid` replaces the earlier record
+  (its content and its place).
 - Compaction relinks (format §8): a `compact_boundary` with `preservedMessages` whose
   uuids all resolve chains them under the anchor (first under the anchor, each under
   the previous one) and moves the anchor's other children under the last; without
@@ -48,8 +49,10 @@ and how `intended_chain` models it:
 - The leaf: the reader does not read `last-prompt` at all; it takes the physically last
   record that no other record (progress and sidechain records aside) names as parent,
   and walks back to the nearest user or assistant record. The model takes sessionfix's
-  rule (the `leafUuid` of the last `last-prompt` if it names a conversation record, else
-  the last user or assistant record); the two agree on every file here.
+  rule (the `leafUuid` of the last `last-prompt` if it names a conversation record,
+  walked back to the nearest user or assistant record, else the last user or assistant
+  record); the two agree on every file here. Records after the last turn (a
+  `turn_duration`, an `away_summary`) are therefore never on the chain.
 - The chain is walked back along `parentUuid` through `progress` records (which bridges
   them) and stops at a missing parent or a cycle.
 - Parallel tool calls (format §4, §7 step 7): after the last chain member of each
@@ -59,9 +62,20 @@ and how `intended_chain` models it:
   is what puts parallel results back on the chain of `37-…`, `5a-…`, `60-…` and `8c-…`.
 - Files over 5 MB are read from their last `compact_boundary` on (format §7 step 2); the
   model does not do that, and a test checks that no file here is that large.
+- Prompts queued while a turn ran (`queued_command` attachments): one on the chain that
+  a reply (an assistant record, a tool result, a cut-short notice) follows before a
+  prompt does becomes a user message (under its `source_uuid` unless that names a
+  record already there), and so do those that hang below the leaf through records that
+  are no turn, added after the chain by time; forwarded ones never do.
 - What it returns: the chain's `user`, `assistant` and `system` records, less those with
-  `isMeta`, `isSidechain` or a `teamName` (so `progress` and `attachment` records and
-  the "caveat" user records are walked through but not returned).
+  `isSidechain` or a `teamName`, those with `isMeta` but for prompts relayed from a
+  channel or a peer (`origin.kind`), and an assistant record that closes a quiet turn
+  with no words (so `progress` and `attachment` records and the "caveat" user records
+  are walked through but not returned).
+- A sub-agent's transcript (a fixture named `<session>/subagents/agent-<id>.jsonl`) is
+  read with `getSubagentMessages`: from its last user or assistant record back along
+  `parentUuid` through its user, assistant and attachment records; it returns every
+  user and assistant record of that chain.
 """
 
 from __future__ import annotations
@@ -83,15 +97,27 @@ from sessionfix.diagnostics import RewriteRecord
 from sessionfix.model.loaded import Sent
 from sessionfix.repair.apply import repair_to
 
-from .claude_loader import ClaudeLoad, LoadedMessage, load_with_claude, require_claude_at_collection
+from .claude_loader import (
+    ClaudeLoad,
+    LoadedMessage,
+    Subagent,
+    load_with_claude,
+    require_claude_at_collection,
+)
 from .conftest import CORPUS, FIXTURES, ROOT
-from .test_fixtures import _settings
+from .test_fixtures import _settings, place_case
 
 require_claude_at_collection()
 
 CHAIN_TYPES = frozenset({"user", "assistant", "system", "attachment", "progress"})
 """Records the reader keeps by `uuid` (a `progress` record only links the chain)."""
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "attachment"})
+SIDE_TYPES = frozenset({"user", "assistant", "attachment"})
+"""Records the reader links a sub-agent's chain through."""
+RELAYED = frozenset(
+    {"channel", "observer", "observer-activity", "slack-ping", "voice-call", "peer"}
+)
+"""`origin.kind` of the `isMeta` prompts the reader returns all the same."""
 CLAUDE_ONLY_TYPES = frozenset(
     {"summary", "file-history-snapshot", "queue-operation", "last-prompt", "progress"}
     | {"ai-title", "custom-title", "agent-name", "permission-mode", "attribution-snapshot"}
@@ -136,11 +162,18 @@ def _is_claude(path: Path) -> bool:
     return "parentUuid" in first or first.get("type") in CLAUDE_ONLY_TYPES
 
 
+SHAPES = ROOT / "tests" / "claude" / "sessions"
+"""Sessions written here in shapes the reader treats in its own way (what it returns of
+the records after the last turn, of `isMeta` prompts, of a quiet turn's close, of
+queued prompts)."""
+
+
 def _claude_sessions() -> list[Path]:
     candidates = [
         *sorted((CORPUS / "claude").glob("**/*.jsonl")),
         *sorted(p for p in (ROOT / "examples").glob("**/*.jsonl") if p.is_file()),
         *sorted(FIXTURES.glob("*/input.jsonl")),
+        *sorted(SHAPES.glob("*.jsonl")),
     ]
     return [path for path in candidates if _is_claude(path)]
 
@@ -151,6 +184,19 @@ MODES = ("safe", "unsafe")
 
 def _name(path: Path) -> str:
     return str(path.relative_to(path.parents[1]))
+
+
+def _subagent_of(copy: Path, root: Path) -> Subagent | None:
+    """The sub-agent whose transcript `copy` stands for, placed under `root` as a
+    case's file name puts it (`<session>/subagents/agent-<agent>.jsonl`), with its
+    session's main transcript where the case places one beside it."""
+    parts = copy.relative_to(root).parts
+    name = parts[-1]
+    if len(parts) < 3 or parts[-2] != "subagents" or not name.startswith("agent-"):
+        return None
+    main = root.joinpath(*parts[:-3], f"{parts[-3]}.jsonl")
+    agent = name.removeprefix("agent-").removesuffix(".jsonl")
+    return Subagent(parts[-3], agent, main if main.exists() else None)
 
 
 def _case_settings(path: Path) -> tuple[Settings, str]:
@@ -346,11 +392,15 @@ def _relink_compactions(by_uuid: dict[str, dict[str, Any]]) -> None:
 
 
 def _leaf(parsed: list[dict[str, Any]], by_uuid: dict[str, dict[str, Any]]) -> str | None:
+    """The record the last `last-prompt` names, or the nearest user or assistant record
+    above it (the reader's leaf is always one); else the last such record."""
     prompts = [r for r in parsed if r.get("type") == "last-prompt"]
     if prompts:
         named = by_uuid.get(str(prompts[-1].get("leafUuid")))
         if named is not None and named["type"] in CONVERSATION_TYPES:
-            return str(named["uuid"])
+            for uuid in _ancestors(by_uuid, named["uuid"]):
+                if by_uuid[uuid]["type"] in ("user", "assistant"):
+                    return uuid
     last = None
     for record in parsed:
         if record.get("type") in ("user", "assistant") and isinstance(record.get("uuid"), str):
@@ -416,27 +466,191 @@ def linked_records(parsed: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return by_uuid
 
 
-def intended_chain(path: Path) -> list[dict[str, Any]]:
-    """The records Claude Code should resume the session with, in order: the module
-    docstring says how this reading is made."""
+def intended_chain(path: Path, side: bool = False) -> list[dict[str, Any]]:
+    """The records Claude Code should resume the session with, in order (`side`: those
+    it shows of a sub-agent's transcript): the module docstring says how this reading
+    is made."""
     parsed = records(path)
+    if side:
+        return _side_chain(parsed)
     by_uuid = linked_records(parsed)
     chain: list[dict[str, Any]] = []
     seen: set[str] = set()
-    uuid = _leaf(parsed, by_uuid)
+    uuid = uuid_of_leaf = _leaf(parsed, by_uuid)
     while uuid is not None and uuid in by_uuid and uuid not in seen:
         seen.add(uuid)
         chain.append(by_uuid[uuid])
         uuid = by_uuid[uuid].get("parentUuid")
     chain.reverse()
-    return [
-        r
-        for r in _recover_parallel_results(by_uuid, chain)
-        if r["type"] in ("user", "assistant", "system")
-        and not r.get("isMeta")
-        and not r.get("isSidechain")
-        and not r.get("teamName")
-    ]
+    recovered = _recover_parallel_results(by_uuid, chain)
+    trailing = _trailing_queued(by_uuid, recovered, uuid_of_leaf)
+    return [r for r in _queued_as_prompts(recovered, trailing) if _returned(r)]
+
+
+CUT_SHORT = (
+    "[Request interrupted by user",
+    "[Request interrupted: the session ended",
+    "[This turn ended before it finished.]",
+    "[Agent call interrupted:",
+    "[Tool call did not complete:",
+    "[Tool call interrupted:",
+    "[Tool call result not in this copy:",
+    "The user doesn't want to take this action right now.",
+    "[Tool call skipped:",
+)
+"""How the user records start that say a turn or a call was cut short (a reply)."""
+
+
+def _is_queued(record: dict[str, Any]) -> bool:
+    attachment = record.get("attachment")
+    return (
+        record["type"] == "attachment"
+        and isinstance(attachment, dict)
+        and attachment.get("type") == "queued_command"
+    )
+
+
+def _trailing_queued(
+    by_uuid: dict[str, dict[str, Any]], chain: list[dict[str, Any]], leaf: str | None
+) -> list[dict[str, Any]]:
+    """The queued prompts below the leaf through records that are no turn, off the
+    chain, depth first by time, none of them above a turn off the chain."""
+    if leaf is None:
+        return []
+    on_chain = {r["uuid"] for r in chain}
+    children: dict[str, list[dict[str, Any]]] = {}
+    for record in by_uuid.values():
+        if record["type"] not in ("user", "assistant"):
+            children.setdefault(str(record.get("parentUuid")), []).append(record)
+    toward_turns: set[str] = set()
+    for record in by_uuid.values():
+        if record["type"] not in ("user", "assistant") or record["uuid"] in on_chain:
+            continue
+        if record.get("isSidechain") or record.get("teamName"):
+            continue
+        parent = by_uuid.get(str(record.get("parentUuid")))
+        while parent and parent["uuid"] not in on_chain and parent["uuid"] not in toward_turns:
+            toward_turns.add(parent["uuid"])
+            parent = by_uuid.get(str(parent.get("parentUuid")))
+    found, seen, stack = [], set(on_chain), [leaf]
+    while stack:
+        uuid = stack.pop()
+        if uuid != leaf:
+            if uuid in seen:
+                continue
+            seen.add(uuid)
+            if _is_queued(by_uuid[uuid]) and uuid not in toward_turns:
+                found.append(by_uuid[uuid])
+        below = sorted(children.get(uuid, ()), key=lambda r: r.get("timestamp") or "")
+        stack.extend(r["uuid"] for r in reversed(below) if r["uuid"] not in seen)
+    return found
+
+
+def _turn_state(record: dict[str, Any]) -> str | None:
+    """ "reply" (an assistant record, a tool result, a cut-short notice), "prompt" (a user
+    prompt) or None."""
+    if record["type"] == "assistant":
+        return "reply"
+    if record["type"] != "user":
+        return None
+    if record.get("parentUuid") and any(True for _ in _blocks(record, "tool_result")):
+        return "reply"
+    if _cut_short((record.get("message") or {}).get("content")):
+        return "reply"
+    if record.get("isMeta") or record.get("isCompactSummary"):
+        return None
+    return "prompt"
+
+
+def _cut_short(content: Any) -> bool:
+    """A user message's content that only says a turn or a call was cut short: a text, or
+    blocks each a text or an errored result saying so."""
+    if isinstance(content, str):
+        return content.startswith(CUT_SHORT)
+    if not isinstance(content, list) or not content:
+        return False
+    for block in content:
+        if not isinstance(block, dict):
+            return False
+        if block.get("type") == "text":
+            text = block.get("text")
+        elif block.get("type") == "tool_result" and block.get("is_error") is True:
+            text = block.get("content")
+        else:
+            return False
+        if not isinstance(text, str) or not text.startswith(CUT_SHORT):
+            return False
+    return True
+
+
+def _queued_as_prompts(
+    chain: list[dict[str, Any]], trailing: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The chain and the trailing queued prompts, each queued prompt a reply follows
+    before a prompt does (or that trails) made the user message the reader makes of it."""
+    listed = [*chain, *trailing]
+    present = {r["uuid"] for r in listed}
+    replied: set[int] = set()
+    state = None
+    for position in range(len(listed) - 1, -1, -1):
+        if state == "reply":
+            replied.add(position)
+        state = _turn_state(listed[position]) or state
+    made = []
+    for position, record in enumerate(listed):
+        attachment = record.get("attachment") or {}
+        prompt = attachment.get("prompt")
+        turned = (
+            _is_queued(record)
+            and (position in replied or position >= len(chain))
+            and isinstance(prompt, str | list)
+            and not _forwarded(attachment.get("forwardedIntent"))
+        )
+        source = attachment.get("source_uuid") if turned else None
+        uuid = source if isinstance(source, str) and source else record["uuid"]
+        if not turned or (uuid != record["uuid"] and uuid in present):
+            made.append(record)
+            continue
+        present.add(uuid)
+        made.append(
+            {
+                "type": "user",
+                "uuid": uuid,
+                "message": {"role": "user", "content": prompt},
+                "isMeta": bool(attachment.get("isMeta")),
+                "origin": attachment.get("origin"),
+                "isSidechain": record.get("isSidechain"),
+                "teamName": record.get("teamName"),
+            }
+        )
+    return made
+
+
+def _forwarded(intent: object) -> bool:
+    return (
+        isinstance(intent, dict)
+        and isinstance(intent.get("lineage"), str)
+        and bool(intent["lineage"])
+        and isinstance(intent.get("source", ""), str)
+    )
+
+
+def _side_chain(parsed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A sub-agent's chain: from its last user or assistant record back along
+    `parentUuid` through its user, assistant and attachment records (a later line with
+    the same `uuid` standing for the earlier one); its user and assistant records."""
+    kept = [r for r in parsed if r.get("type") in SIDE_TYPES and isinstance(r.get("uuid"), str)]
+    by_uuid = {r["uuid"]: r for r in kept}
+    turns = [r for r in kept if r["type"] in ("user", "assistant")]
+    chain: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    record = turns[-1] if turns else None
+    while record is not None and record["uuid"] not in seen:
+        seen.add(record["uuid"])
+        chain.append(record)
+        record = by_uuid.get(str(record.get("parentUuid")))
+    chain.reverse()
+    return [r for r in chain if _returned(r, side=True)]
 
 
 def _as_loaded(record: dict[str, Any]) -> LoadedMessage:
@@ -458,13 +672,31 @@ def _ancestors(records_by_uuid: dict[str, dict[str, Any]], uuid: str | None) -> 
         uuid = records_by_uuid[uuid].get("parentUuid")
 
 
-def _returned(record: dict[str, Any]) -> bool:
-    """Whether the reader returns the record when it is on the chain."""
+def _returned(record: dict[str, Any], side: bool = False) -> bool:
+    """Whether the reader returns the record when it is on the chain (`side`: the chain
+    of a sub-agent's transcript, of which it returns every user and assistant record)."""
+    if side:
+        return record["type"] in ("user", "assistant")
+    if record["type"] not in ("user", "assistant", "system") or _closes_quiet_turn(record):
+        return False
+    if record.get("isSidechain") or record.get("teamName"):
+        return False
+    origin = record.get("origin")
+    relayed = isinstance(origin, dict) and origin.get("kind") in RELAYED
+    return not record.get("isMeta") or relayed
+
+
+def _closes_quiet_turn(record: dict[str, Any]) -> bool:
+    """An assistant record marked `closesQuietTurn` whose one text block says nothing."""
+    content = _content(record)
     return (
-        record["type"] in ("user", "assistant", "system")
-        and not record.get("isMeta")
-        and not record.get("isSidechain")
-        and not record.get("teamName")
+        record["type"] == "assistant"
+        and record.get("closesQuietTurn") is True
+        and isinstance((record.get("message") or {}).get("content"), list)
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and content[0].get("type") == "text"
+        and content[0].get("text") in ("", "No response requested.")
     )
 
 
@@ -492,8 +724,12 @@ KNOWN_REPAIR_GAPS: dict[str, RepairGap] = {}
 class Versions:
     original: Path
     copy: Path
-    """The copy that was repaired, under the file name its case gives."""
+    """The copy that was repaired, under the file name its case gives (with the files
+    its case places beside it)."""
     repaired: dict[str, Path]
+    subagent: Subagent | None
+    """The sub-agent whose transcript the session is, where its file name makes it one:
+    the reader reads it, and its repairs, as that sub-agent's."""
 
 
 @pytest.fixture(scope="session")
@@ -505,9 +741,11 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
         settings, name = _case_settings(path)
         folder = root / str(number)
         folder.mkdir()
-        copy = folder / name
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, copy)
+        if _case(path) is not None:
+            copy = place_case(path.parent, folder)
+        else:
+            copy = folder / name
+            shutil.copyfile(path, copy)
         repaired = {}
         for mode in MODES:
             target = folder / f"{mode}.jsonl"
@@ -515,20 +753,27 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
                 copy, target, msgspec.structs.replace(settings, unsafe_fixes=mode == "unsafe")
             )
             repaired[mode] = target
-        found[path] = Versions(path, copy, repaired)
+        found[path] = Versions(path, copy, repaired, _subagent_of(copy, folder))
     return found
 
 
 @pytest.fixture(scope="session")
 def before(versions: dict[Path, Versions]) -> dict[Path, ClaudeLoad]:
     """The originals, loaded in one Node.js run."""
-    return load_with_claude([v.original for v in versions.values()])
+    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
+    return load_with_claude([v.original for v in versions.values()], places)
 
 
 @pytest.fixture(scope="session")
 def after(versions: dict[Path, Versions]) -> dict[Path, ClaudeLoad]:
     """All repairs, loaded in one Node.js run."""
-    return load_with_claude([p for v in versions.values() for p in v.repaired.values()])
+    places = {
+        repaired: v.subagent
+        for v in versions.values()
+        if v.subagent is not None
+        for repaired in v.repaired.values()
+    }
+    return load_with_claude([p for v in versions.values() for p in v.repaired.values()], places)
 
 
 def _load(
@@ -638,7 +883,8 @@ def test_the_loaded_chain_is_the_intended_chain(
 ) -> None:
     """Uuids, types and message content, in order, as `intended_chain` reads the file."""
     file, loaded = _load(path, mode, versions, before, after)
-    assert [_as_loaded(r) for r in intended_chain(file)] == list(loaded.messages)
+    side = versions[path].subagent is not None
+    assert [_as_loaded(r) for r in intended_chain(file, side)] == list(loaded.messages)
 
 
 def _tool_results(message: LoadedMessage) -> list[dict[str, Any]]:
@@ -854,9 +1100,11 @@ def test_every_tool_call_on_the_loaded_chain_has_its_result(
     assert [call for _, call in unanswered] == expected
 
 
-def _nearest_returned(records_by_uuid: dict[str, dict[str, Any]], uuid: str | None) -> str | None:
+def _nearest_returned(
+    records_by_uuid: dict[str, dict[str, Any]], uuid: str | None, side: bool
+) -> str | None:
     for ancestor in _ancestors(records_by_uuid, uuid):
-        if _returned(records_by_uuid[ancestor]):
+        if _returned(records_by_uuid[ancestor], side):
             return ancestor
     return None
 
@@ -883,7 +1131,9 @@ def test_a_relink_is_followed(
             continue
         if uuid not in position:
             continue
-        parent = _nearest_returned(new, record.get("parentUuid"))
+        parent = _nearest_returned(
+            new, record.get("parentUuid"), versions[path].subagent is not None
+        )
         if parent is not None and position.get(parent, len(position)) >= position[uuid]:
             unfollowed.append(uuid)
     assert unfollowed == []
@@ -909,11 +1159,12 @@ def test_what_a_repair_adds_is_loaded(
         for r in records(file)
         if isinstance(r.get("uuid"), str) and r["uuid"] not in old and r.get("type") in CHAIN_TYPES
     ]
-    assert [uuid for uuid in added if uuid not in loaded and _returned_by_uuid(file, uuid)] == []
+    side = versions[path].subagent is not None
+    assert [u for u in added if u not in loaded and _returned_by_uuid(file, u, side)] == []
 
 
-def _returned_by_uuid(file: Path, uuid: str) -> bool:
-    return _returned(linked_records(records(file))[uuid])
+def _returned_by_uuid(file: Path, uuid: str, side: bool) -> bool:
+    return _returned(linked_records(records(file))[uuid], side)
 
 
 @pytest.mark.parametrize(
@@ -1037,8 +1288,10 @@ def test_context_counts_what_the_reader_returns(
 ) -> None:
     """`sessionfix context` counts the records Claude Code's reader returns, by kind."""
     file, loaded = _load(path, mode, versions, before, after)
-    context = context_of(file)
-    summaries = sum(1 for r in intended_chain(file) if r.get("isCompactSummary") is True)
+    session = versions[path]
+    context = context_of(file, named_as=session.copy)
+    chain = intended_chain(file, session.subagent is not None)
+    summaries = sum(1 for r in chain if r.get("isCompactSummary") is True)
     expected = Counter(_sent(message) for message in loaded.messages)
     expected[Sent.USER] -= summaries
     expected[Sent.SUMMARY] += summaries

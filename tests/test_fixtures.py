@@ -4,8 +4,9 @@ Each `tests/fixtures/<CODE>-<case>/` holds `input.jsonl`, `diagnostics.json` (th
 expected diagnostics, as the JSON output format prints them, without the file name)
 and optionally `case.json` with the settings and file name to check under, and an
 `expect` map (code → the lines it must be reported on, exactly) written from the spec
-independently of the goldens. A case whose name contains `-trap-` must not produce its
-rule's code; any other case must.
+independently of the goldens; and optionally a `beside/` folder of the files that lie
+around the session where it is checked (a sub-agent transcript's main session). A case
+whose name contains `-trap-` must not produce its rule's code; any other case must.
 """
 
 from __future__ import annotations
@@ -46,12 +47,24 @@ def _golden_view(diagnostic: Any) -> dict[str, Any]:
     return data
 
 
+def place_case(case: Path, root: Path) -> Path:
+    """Copy a case's input to `root` under the file name its `case.json` gives, and its
+    `beside/` files to the same places under `root`; the input's copy."""
+    spec_file = case / "case.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
+    target = root / spec.get("filename", "session.jsonl")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(case / "input.jsonl", target)
+    beside = case / "beside"
+    if beside.is_dir():
+        shutil.copytree(beside, root, dirs_exist_ok=True)
+    return target
+
+
 def run_case(case: Path, tmp_path: Path) -> list[dict[str, Any]]:
     spec_file = case / "case.json"
     spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
-    target = tmp_path / spec.get("filename", "session.jsonl")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(case / "input.jsonl", target)
+    target = place_case(case, tmp_path)
     return [_golden_view(d) for d in check_file(target, _settings(spec))]
 
 
@@ -92,9 +105,7 @@ def repair_case(case: Path, tmp_path: Path, *, unsafe: bool) -> bytes:
     """The repaired bytes of a case's input (safe fixes, or with --unsafe-fixes)."""
     spec_file = case / "case.json"
     spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
-    target = tmp_path / spec.get("filename", "session.jsonl")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(case / "input.jsonl", target)
+    target = place_case(case, tmp_path)
     settings = msgspec.structs.replace(_settings(spec), unsafe_fixes=unsafe)
     output = tmp_path / ("unsafe.out" if unsafe else "safe.out")
     repair_to(target, output, settings)

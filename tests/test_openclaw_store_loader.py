@@ -11,6 +11,13 @@ and OpenClaw loads every session again: both readers give exactly the clean cont
 the store passes its integrity checks, and OpenClaw's own doctor finds nothing it did
 not find before the damage. A session imported with overflow-recovery clones already
 in it loads, once repaired, as the import of its repaired file does.
+
+Rows OpenClaw's reader treats otherwise than pi's file reader treats lines (`SHAPES`: a
+blank or whitespace row, on which `SessionManager.open` throws; a `null` row, which it
+keeps aside; a missing or legacy header, which it refuses) are written into sessions of
+the same store and loaded in the same batch as the damage, then taken out again before
+the repair: `sessionfix context STORE` must count what OpenClaw loads, or say it loads
+nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from .openclaw_loader import (
     build_store,
     doctor_lint,
     load_sessions,
+    renamed,
     require_openclaw_at_collection,
 )
 
@@ -147,6 +155,99 @@ def dangle_parent(db: apsw.Connection, session_id: str) -> None:
     _rewrite(db, session_id, seq, {**event, "parentId": "deadbeef"})
 
 
+Undo = Callable[[], None]
+
+
+def _max_seq(db: apsw.Connection, session_id: str) -> tuple[int, int]:
+    """The session's last seq and its `created_at`."""
+    seq, created = db.execute(
+        "SELECT seq, created_at FROM transcript_events WHERE session_id = ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return int(seq), int(created)
+
+
+def _append_row(text: str) -> Callable[[apsw.Connection, str], Undo]:
+    """Append a row holding `text` (with no identity: it is no entry)."""
+
+    def damage(db: apsw.Connection, session_id: str) -> Undo:
+        seq, created = _max_seq(db, session_id)
+        db.execute(
+            "INSERT INTO transcript_events (session_id, seq, event_json, created_at) "
+            "VALUES (?, ?, ?, ?)",
+            (session_id, seq + 1, text, created),
+        )
+        return lambda: db.execute(
+            "DELETE FROM transcript_events WHERE session_id = ? AND seq = ?",
+            (session_id, seq + 1),
+        )
+
+    return damage
+
+
+def _saved(db: apsw.Connection, table: str, session_id: str, seq: int) -> Undo:
+    """What puts the table's rows of `seq` back as they are now."""
+    columns = [name for (name,) in db.execute(f"SELECT name FROM pragma_table_info('{table}')")]
+    rows = db.execute(
+        f"SELECT {', '.join(columns)} FROM {table} WHERE session_id = ? AND seq = ?",
+        (session_id, seq),
+    ).fetchall()
+
+    def undo() -> None:
+        db.execute(f"DELETE FROM {table} WHERE session_id = ? AND seq = ?", (session_id, seq))
+        marks = ", ".join("?" * len(columns))
+        for row in rows:
+            db.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", row)
+
+    return undo
+
+
+HEADER_TABLES = ("transcript_events", "transcript_event_identities")
+"""The tables that hold a row of the header (seq 0)."""
+
+
+def drop_header(db: apsw.Connection, session_id: str) -> Undo:
+    """The header row gone (seq 0), its identity with it."""
+    undo = [_saved(db, table, session_id, 0) for table in HEADER_TABLES]
+    for table in reversed(HEADER_TABLES):
+        db.execute(f"DELETE FROM {table} WHERE session_id = ? AND seq = 0", (session_id,))
+
+    def put_back() -> None:
+        for step in undo:
+            step()
+
+    return put_back
+
+
+def legacy_header(db: apsw.Connection, session_id: str) -> Undo:
+    """The header says version 2, as a session not yet migrated does."""
+    undo = _saved(db, "transcript_events", session_id, 0)
+    header = dict(_rows(db, session_id)[0][1] or {})
+    _rewrite(db, session_id, 0, {**header, "version": 2})
+    return undo
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Rows OpenClaw's store reader reads otherwise than pi reads the lines of a file."""
+
+    name: str
+    damage: Callable[[apsw.Connection, str], Undo]
+    refused: bool
+    """`SessionManager.open` throws on it."""
+
+
+SHAPE_SOURCE = CORPUS / "letta-trajectory__pi-tool-calls.v3.jsonl"
+SHAPES = (
+    Shape("blank row", _append_row(""), refused=True),
+    Shape("whitespace row", _append_row(" \t "), refused=True),
+    Shape("null row", _append_row("null"), refused=False),
+    Shape("no header", drop_header, refused=True),
+    Shape("legacy header", legacy_header, refused=True),
+)
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -192,6 +293,9 @@ class Run:
     compressed: int
     measured: dict[str, tuple[int, int]]
     """`sessionfix context` of each case's session, damaged and repaired: messages."""
+    shapes: dict[str, tuple[OpenClawLoad, int, str | None]]
+    """Each shape's session as OpenClaw loaded it, and as `sessionfix context` measured
+    it (messages, why it loads nothing), by shape name."""
 
 
 def _load(build: StoreBuild) -> dict[str, OpenClawLoad]:
@@ -218,10 +322,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     work = tmp_path_factory.mktemp("openclaw-store")
     originals = [case.source.read_bytes() for case in CASES]
     intended_files = [_repaired_file(case, work) for case in CASES]
-    build = build_store(work, [*originals, *intended_files])
+    shaped = [
+        renamed(SHAPE_SOURCE.read_bytes(), str(uuid.uuid5(uuid.NAMESPACE_URL, shape.name)))
+        for shape in SHAPES
+    ]
+    build = build_store(work, [*originals, *intended_files, *shaped])
     sessions = [session.session_id for session in build.sessions]
     ids = dict(zip((case.name for case in CASES), sessions, strict=False))
-    intended_ids = dict(zip((case.name for case in CASES), sessions[len(CASES) :], strict=True))
+    intended_ids = dict(
+        zip((case.name for case in CASES), sessions[len(CASES) : 2 * len(CASES)], strict=True)
+    )
+    shape_ids = dict(zip((shape.name for shape in SHAPES), sessions[2 * len(CASES) :], strict=True))
     before = _load(build)
     lint_before = doctor_lint(build.home)
     db = apsw.Connection(str(build.store))
@@ -233,10 +344,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
             for case in CASES:
                 if case.damage is not None:
                     case.damage(db, ids[case.name])
+            undo = [shape.damage(db, shape_ids[shape.name]) for shape in SHAPES]
+        damaged = _load(build)
+        damaged_counts = _context_counts(build.store)
+        with db:
+            for step in undo:
+                step()
     finally:
         db.close()
-    damaged = _load(build)
-    damaged_counts = _context_counts(build.store)
     repair = ["repair", "--in-place", "--quiescence", "0", str(build.store)]
     unsafe = [case for case in CASES if case.unsafe]
     outcome = CliRunner().invoke(app, [*repair, *_sessions(ids, unsafe), "--unsafe-fixes"], env=ENV)
@@ -262,14 +377,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         lint_after,
         outcome.exit_code,
         compressed,
-        {name: (damaged_counts[i], repaired_counts[i]) for name, i in ids.items()},
+        {name: (damaged_counts[i][0], repaired_counts[i][0]) for name, i in ids.items()},
+        {name: (damaged[i], *damaged_counts[i]) for name, i in shape_ids.items()},
     )
 
 
-def _context_counts(store: Path) -> dict[str, int]:
-    """`sessionfix context` of every session of the store: messages, by session id."""
+def _context_counts(store: Path) -> dict[str, tuple[int, str | None]]:
+    """`sessionfix context` of every session of the store: messages and why it loads
+    none, by session id."""
     measured = [now for now, _ in contexts([store], Settings())]
-    return {now.filename.rpartition(":")[2]: now.messages for now in measured}
+    return {now.filename.rpartition(":")[2]: (now.messages, now.refused) for now in measured}
 
 
 def test_the_store_holds_compressed_rows(run: Run) -> None:
@@ -305,6 +422,18 @@ def test_context_counts_what_openclaw_loads(run: Run, case: Case) -> None:
     damaged, repaired = run.measured[case.name]
     assert damaged == len(run.damaged[case.name].open.messages)
     assert repaired == len(run.repaired[case.name].open.messages)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+def test_context_counts_what_openclaw_loads_from_rows_it_reads_its_own_way(
+    run: Run, shape: Shape
+) -> None:
+    """`sessionfix context STORE` counts the messages `SessionManager.open` loads from
+    the shape's session, or says, as OpenClaw throws, that it loads nothing."""
+    loaded, messages, refused = run.shapes[shape.name]
+    assert (loaded.open.error is not None) == shape.refused
+    assert (refused is not None) == shape.refused
+    assert messages == len(loaded.open.messages)
 
 
 def test_store_stays_consistent_and_doctor_finds_nothing_new(run: Run) -> None:

@@ -21,7 +21,7 @@ from msgspec import Struct, field
 
 from sessionfix import stores
 from sessionfix.formats import Format, package_of
-from sessionfix.model.loaded import LoadRefused, Sent
+from sessionfix.model.loaded import Loader, LoadRefused, Sent
 from sessionfix.model.view import Flag, Kind, SessionView
 from sessionfix.read.compressed import plain_name, session_name, session_text
 from sessionfix.read.reader import LineIssue, RecordSource
@@ -116,10 +116,12 @@ def context_of(
     *,
     filename: str | None = None,
     named_as: Path | None = None,
+    loader: Loader | None = None,
 ) -> SessionContext:
     """What the agent of the session at `path` loads on resume (`*.zst`: compressed),
-    read as named `named_as` when it stands for a file named so. Raises `InputError`
-    when it cannot be read."""
+    read as named `named_as` when it stands for a file named so, and loaded by `loader`
+    where that is not its format's (a store's session). Raises `InputError` when it
+    cannot be read."""
     from sessionfix.engine import run_rules
     from sessionfix.scan.scanner import read_session
 
@@ -143,9 +145,9 @@ def context_of(
         result.damaged_lines = len({finding.row for finding in scanned.lines.findings})
         sent = bytearray(len(view))
         source = RecordSource(readable)
-        package = package_of(Format(view.format))
+        load = loader or package_of(Format(view.format)).loaded_messages
         try:
-            for message in package.loaded_messages(view, source, scanned.lines):
+            for message in load(view, source, scanned.lines):
                 result.messages += 1
                 result.by_sent[message.sent] = result.by_sent.get(message.sent, 0) + 1
                 result.message_bytes += message.size
@@ -245,16 +247,18 @@ def context_after_repair(
     *,
     filename: str | None = None,
     measured: SessionContext | None = None,
+    loader: Loader | None = None,
 ) -> SessionContext:
     """`context_of` the file `repair` would write for `path` (written to a private
     temporary folder, never beside the session); `measured`: `context_of(path)`, when
-    already known (the copy is read as the same format, which its folder may decide)."""
+    already known (the copy is read as the same format, which its folder may decide);
+    `loader`: as for `context_of`."""
     from sessionfix.repair.apply import repair_to
 
     path = Path(path)
     settings = settings or Settings()
     if settings.format is Format.AUTO:
-        original = measured or context_of(path, settings)
+        original = measured or context_of(path, settings, loader=loader)
         if original.format != Format.UNKNOWN.value:
             settings = msgspec.structs.replace(settings, format=Format(original.format))
     with private_folder(f"{path}: cannot write the repaired copy") as folder:
@@ -262,7 +266,9 @@ def context_after_repair(
         # Read under the session's name and folder: the copy stands for the session.
         named = session_name(path)
         repair_to(path, target, settings, filename=filename or str(path), named_as=named)
-        result = context_of(target, settings, filename=filename or str(path), named_as=named)
+        result = context_of(
+            target, settings, filename=filename or str(path), named_as=named, loader=loader
+        )
     result.repaired = True
     return result
 
@@ -283,13 +289,19 @@ def contexts(
             for session in stores.select_sessions(store, (settings or Settings()).sessions):
                 with stores.transcript_of(store, session) as transcript:
                     name = f"{path}:{session.id}"
-                    yield _measured(transcript.path, settings, name, after_repair)
+                    loader = store.loader(transcript)
+                    yield _measured(transcript.path, settings, name, after_repair, loader)
 
 
 def _measured(
-    path: Path, settings: Settings | None, filename: str, after_repair: bool
+    path: Path,
+    settings: Settings | None,
+    filename: str,
+    after_repair: bool,
+    loader: Loader | None = None,
 ) -> tuple[SessionContext, SessionContext | None]:
-    now = context_of(path, settings, filename=filename)
+    now = context_of(path, settings, filename=filename, loader=loader)
     if not after_repair:
         return now, None
-    return now, context_after_repair(path, settings, filename=filename, measured=now)
+    later = context_after_repair(path, settings, filename=filename, measured=now, loader=loader)
+    return now, later

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from msgspec import Struct, field
 
@@ -88,6 +88,12 @@ class SessionStore(Protocol):
 
     def transcript(self, session: StoredSession, folder: Path) -> Transcript:
         """Write `session`'s lines to a new file in `folder`."""
+        ...
+
+    def loader(self, transcript: Transcript) -> Callable[..., Iterator[Any]]:
+        """What the store's agent sends the model from the session `transcript` holds
+        (and from a repaired copy of it), reading the rows as its own loader does: a
+        `sessionfix.model.loaded.Loader`."""
         ...
 
     def replace(

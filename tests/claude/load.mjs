@@ -1,9 +1,15 @@
 // Load Claude Code session files with Claude Code's own session reader (the Agent SDK's
 // `getSessionMessages`, which builds the conversation chain the way Claude Code resumes
-// it) and print, per file, one JSON line: the session id the file was stored under and
-// the messages the reader returned, in order; or `"error"` when it threw.
+// it; for a sub-agent's transcript its `getSubagentMessages`) and print, per file, one
+// JSON line: the session id the file was stored under and the messages the reader
+// returned, in order; or `"error"` when it threw.
 //
-//   node load.mjs SDK_PACKAGE_DIR FILE...
+//   node load.mjs SDK_PACKAGE_DIR < FILES.json
+//
+// FILES.json is a JSON array of {file} or {file, subagent: {session, agent, main}}: a
+// sub-agent's transcript is stored as `<session>/subagents/agent-<agent>.jsonl` beside
+// its session's main transcript `<session>.jsonl` (a copy of `main`, or one user record
+// where it is null: the reader finds a sub-agent only through its session's file).
 //
 // The reader finds a session by id under `$HOME/.claude/projects/<project>/`, and
 // resolves that folder once per process, so HOME is pointed at a fresh temporary folder
@@ -54,8 +60,63 @@ function sessionIdOf(bytes) {
 	return { carried, stored };
 }
 
+// A main transcript for a sub-agent's session when the caller has none: one user record.
+function stubSession(sessionId) {
+	const record = {
+		parentUuid: null,
+		isSidechain: false,
+		type: "user",
+		message: { role: "user", content: "stub" },
+		uuid: "00000000-0000-4000-8000-000000000000",
+		timestamp: "2026-01-01T00:00:00.000Z",
+		sessionId,
+	};
+	return Buffer.from(`${JSON.stringify(record)}\n`);
+}
+
+async function loadSession(sdk, project, file, bytes) {
+	const { carried, stored } = sessionIdOf(bytes);
+	const copy = join(project, `${stored}.jsonl`);
+	writeFileSync(copy, bytes);
+	const before = statSync(copy);
+	const result = { file, sessionId: carried, storedAs: stored };
+	try {
+		result.messages = await sdk.getSessionMessages(stored, { includeSystemMessages: true });
+	} catch (error) {
+		result.error = String(error?.stack ?? error);
+	}
+	const after = statSync(copy);
+	result.untouched =
+		readFileSync(copy).equals(bytes) && after.mtimeMs === before.mtimeMs && readdirSync(project).length === 1;
+	rmSync(copy);
+	return result;
+}
+
+async function loadSubagent(sdk, project, file, bytes, { session, agent, main }) {
+	const mainCopy = join(project, `${session}.jsonl`);
+	const folder = join(project, session, "subagents");
+	const copy = join(folder, `agent-${agent}.jsonl`);
+	mkdirSync(folder, { recursive: true });
+	writeFileSync(mainCopy, main === null ? stubSession(session) : readFileSync(main));
+	writeFileSync(copy, bytes);
+	const before = statSync(copy);
+	const result = { file, sessionId: session, storedAs: `${session}/subagents/agent-${agent}` };
+	try {
+		result.messages = await sdk.getSubagentMessages(session, agent);
+	} catch (error) {
+		result.error = String(error?.stack ?? error);
+	}
+	const after = statSync(copy);
+	result.untouched =
+		readFileSync(copy).equals(bytes) && after.mtimeMs === before.mtimeMs && readdirSync(folder).length === 1;
+	rmSync(join(project, session), { recursive: true });
+	rmSync(mainCopy);
+	return result;
+}
+
 async function main() {
-	const [packageDir, ...files] = process.argv.slice(2);
+	const [packageDir] = process.argv.slice(2);
+	const files = JSON.parse(readFileSync(0, "utf8"));
 	const home = mkdtempSync(join(tmpdir(), "sessionfix-claude-"));
 	process.env.HOME = home;
 	delete process.env.CLAUDE_CONFIG_DIR;
@@ -63,24 +124,11 @@ async function main() {
 	mkdirSync(project, { recursive: true });
 	try {
 		const sdk = await import(pathToFileURL(join(packageDir, "sdk.mjs")).href);
-		for (const file of files) {
+		for (const { file, subagent } of files) {
 			const bytes = readFileSync(file);
-			const { carried, stored } = sessionIdOf(bytes);
-			const copy = join(project, `${stored}.jsonl`);
-			writeFileSync(copy, bytes);
-			const before = statSync(copy);
-			const result = { file, sessionId: carried, storedAs: stored };
-			try {
-				result.messages = await sdk.getSessionMessages(stored, { includeSystemMessages: true });
-			} catch (error) {
-				result.error = String(error?.stack ?? error);
-			}
-			const after = statSync(copy);
-			result.untouched =
-				readFileSync(copy).equals(bytes) &&
-				after.mtimeMs === before.mtimeMs &&
-				readdirSync(project).length === 1;
-			rmSync(copy);
+			const result = subagent
+				? await loadSubagent(sdk, project, file, bytes, subagent)
+				: await loadSession(sdk, project, file, bytes);
 			process.stdout.write(`${JSON.stringify(result)}\n`);
 		}
 	} finally {

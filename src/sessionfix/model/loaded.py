@@ -8,7 +8,12 @@ adds these up. Nothing here knows a format's fields.
 from __future__ import annotations
 
 import enum
-from typing import Final, NamedTuple
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from sessionfix.model.view import SessionView
+    from sessionfix.read.reader import LineReport, RecordSource
 
 
 class Sent(enum.Enum):
@@ -50,3 +55,13 @@ class Loaded(NamedTuple):
 class LoadRefused(Exception):
     """The agent does not load the session at all (it throws, hangs or refuses it); the
     message says why, as a sentence about the agent (`pi hangs on ...`)."""
+
+
+class Loader(Protocol):
+    """What an agent's loader sends the model from a session: the messages, in order, of
+    its view, its records (`source`) and the lines the agent cannot read; `LoadRefused`
+    where it loads nothing."""
+
+    def __call__(
+        self, view: SessionView, source: RecordSource, lines: LineReport
+    ) -> Iterator[Loaded]: ...

@@ -208,6 +208,17 @@ class HeaderFacts(Struct):
     cwd: str | None
 
 
+class MainFile(Protocol):
+    """The main file of a session kept in several files, as seen from a file that holds
+    one side conversation of it (a Claude sub-agent's transcript)."""
+
+    path: Path
+
+    def holding(self, ids: set[str]) -> set[str]:
+        """Those of `ids` that name a record of the main file."""
+        ...
+
+
 class ChainPolicy(Protocol):
     """What a format decides about its tree beyond parent links: which record is the
     leaf, and what its loader adds to the walk from the leaf (Claude re-attaches the
@@ -462,6 +473,10 @@ class SessionView(Struct):
     may_start_mid_session: bool = False
     """The file may be a slice of a longer session (Claude checkpoints): its first tree
     record naming a parent that is not in it is expected."""
+    main_file: MainFile | None = None
+    """Set when the file holds a side conversation of a session whose main file is this
+    (a Claude sub-agent's transcript): its chain begins at records of that file, and its
+    agent never resumes it as a session of its own."""
 
     def __len__(self) -> int:
         return len(self.kinds)

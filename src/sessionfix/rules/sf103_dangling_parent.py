@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
-from sessionfix.model.view import Kind
+from sessionfix.model.view import Kind, SessionView
 from sessionfix.rules.analysis import recovered_ids, relink_fix
 from sessionfix.rules.base import Rule, RuleContext
 
@@ -14,10 +14,13 @@ from sessionfix.rules.base import Rule, RuleContext
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     first_linked = _first_tree_record(ctx) if view.may_start_mid_session else None
+    elsewhere = _in_main_file(view)
     for index in view.dangling():
         if not view.is_entry(index):
             continue
         parent = str(view.parent_id(index))
+        if parent in elsewhere:
+            continue
         link = ctx.editor.parent_link
         if index == first_linked:
             yield ctx.entry_diagnostic(
@@ -44,6 +47,19 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
         fix = relink_fix(ctx, index, "re-link to the preceding entry")
         yield ctx.entry_diagnostic(RULE, index, f"{link} {parent!r} names no entry{where}", fix=fix)
+
+
+def _in_main_file(view: SessionView) -> set[str]:
+    """The parents named outside the file that its session's main file holds: a side
+    conversation (a sub-agent's) begins below records of the main one."""
+    if view.main_file is None:
+        return set()
+    named = {
+        parent
+        for index in view.dangling()
+        if view.is_entry(index) and isinstance(parent := view.parent_id(index), str)
+    }
+    return view.main_file.holding(named)
 
 
 def _first_tree_record(ctx: RuleContext) -> int | None:

@@ -12,6 +12,11 @@ from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     sliced_head = _slice_head(ctx)
+    before = (
+        "the file is a slice of a longer session"
+        if ctx.view.main_file is None
+        else "a side conversation's chain begins in its session's main file"
+    )
     for event in ctx.tracking.orphans:
         index = event.index
         if index in sliced_head:
@@ -19,7 +24,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 RULE,
                 index,
                 f"tool result for call {event.call_id!r} answers a call made before this file "
-                "starts (the file is a slice of a longer session)",
+                f"starts ({before})",
                 severity=Severity.INFO,
             )
             continue

@@ -14,9 +14,10 @@ _CHAIN_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL_RESULT})
 
 class ClaudeChain:
     """Leaf: the `leafUuid` of the physically last `last-prompt` when it names a
-    conversation record, else the physically last user or assistant record. Path: the
-    `parentUuid` walk back from it, plus the parallel tool calls and results that the
-    loader re-attaches after the last on-chain record of their API message."""
+    conversation record, walked back to the nearest user or assistant record; else the
+    physically last user or assistant record. Path: the `parentUuid` walk back from it,
+    plus the parallel tool calls and results that the loader re-attaches after the last
+    on-chain record of their API message."""
 
     def relink(self, view: SessionView, parents: array[int]) -> None:
         """Claude Code's reader, for every boundary that keeps records: with a list of
@@ -55,11 +56,16 @@ class ClaudeChain:
                 parents[child] = moved[0]
 
     def leaf(self, view: SessionView) -> int | None:
+        """A user or assistant record, always: Claude Code walks back from the record a
+        `last-prompt` names (a `turn_duration` or `away_summary` that ends a turn, say)
+        to the nearest one, as it does from every record nothing continues."""
         if view.leaf_hints:
             last = max(view.leaf_hints)
             target = view.resolve(view.leaf_hints[last])
             if target is not None and view.kinds[target] in (Kind.MESSAGE, Kind.COMPACTION):
-                return target
+                found = _nearest_turn(view, target)
+                if found is not None:
+                    return found
         kinds, roles = view.kinds, view.roles
         for index in range(len(kinds) - 1, -1, -1):
             if kinds[index] == Kind.MESSAGE and roles[index] in _CHAIN_ROLES:
@@ -115,3 +121,13 @@ class ClaudeChain:
                     added.add(record)
                     completed.append(record)
         return completed
+
+
+def _nearest_turn(view: SessionView, index: int) -> int | None:
+    """`index` or its nearest ancestor that is a user or assistant record (None past a
+    root, a break or a cycle)."""
+    kinds, roles = view.kinds, view.roles
+    for record in (index, *view.ancestors(index)):
+        if kinds[record] == Kind.MESSAGE and roles[record] in _CHAIN_ROLES:
+            return record
+    return None

@@ -25,6 +25,7 @@ from sessionfix import jsonutil
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
+from sessionfix.formats.claude.files import MainTranscript, main_transcript_of, session_id_of
 from sessionfix.formats.common import ids_reader, text_exceeds
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
@@ -273,10 +274,15 @@ class ClaudeAdapter:
     def __init__(self, path: Path, named_as: Path | None = None) -> None:
         self.path = path
         name = (named_as or path).name
-        self._session_id = name.removesuffix(".jsonl") if _is_uuid(name) else None
+        self._session_id = session_id_of(name)
         """The session the file is named after (sub-agent and renamed files have none)."""
+        main = main_transcript_of(named_as or path)
         self.view = SessionView(
-            path=path, format=FORMAT_NAME, policy=ClaudeChain(), may_start_mid_session=True
+            path=path,
+            format=FORMAT_NAME,
+            policy=ClaudeChain(),
+            may_start_mid_session=True,
+            main_file=None if main is None else MainTranscript(main),
         )
         self.editor = ClaudeEditor()
         self.tracker = PathTracker()
@@ -514,11 +520,6 @@ def _code(record_type: str, content: object) -> int:
     ):
         return _CODE_RESULT
     return _CODE_USER
-
-
-def _is_uuid(name: str) -> bool:
-    stem = name.removesuffix(".jsonl")
-    return len(stem) == 36 and stem.count("-") == 4 and stem != name
 
 
 def _boundary_facts(record: _Record) -> BoundaryFacts:

@@ -28,6 +28,7 @@ import zstandard
 
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.formats import Format
+from sessionfix.model.loaded import Loader
 from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
 
 STORE_NAME: Final = "openclaw-agent.sqlite"
@@ -292,6 +293,11 @@ class OpenClawStore:
                 if not isinstance(text, str) or not isinstance(seq, int):
                     raise InputError(f"{where} holds an event without seq or event_json")
                 yield seq, text.encode("utf-8", "surrogatepass")
+
+    def loader(self, transcript: Transcript) -> Loader:
+        from sessionfix.formats.openclaw_store.context import loader
+
+        return loader(transcript)
 
     # ---- writing (formats/openclaw_store/write.py) -----------------------------------
 
