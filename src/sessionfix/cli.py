@@ -1118,7 +1118,7 @@ def _restore_command(
         if backup is not None:
             raise UsageError("--list and --backup cannot be combined")
         out = _stdout()
-        found = backups.list_backups(session)
+        found = backups.list_backups(session, follow_symlinks=follow_symlinks)
         with _writing("to standard output"):
             if output_format is RuleOutput.JSON:
                 rows = [
