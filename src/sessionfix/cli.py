@@ -26,7 +26,7 @@ import typer
 from msgspec import Struct
 
 from sessionfix import stores
-from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
+from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape, escape_surrogates
 from sessionfix.discovery import agent_folders, is_directory, shown
 from sessionfix.engine import EXIT_ERROR, EXIT_OK, NOT_A_SESSION, check_run, select_files
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
@@ -1086,8 +1086,8 @@ def restore(
 
 
 def _text(path: Path) -> str:
-    """A path as valid text (undecodable bytes of its name replaced)."""
-    return os.fsencode(path).decode("utf-8", "replace")
+    """A path as valid text (bytes of its name that are not UTF-8 escaped)."""
+    return escape_surrogates(str(path))
 
 
 def _restore_command(
