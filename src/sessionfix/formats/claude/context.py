@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sessionfix import jsonutil
+from sessionfix.formats.common import ParsingDecoder
 from sessionfix.model.loaded import Loaded, Sent
 from sessionfix.model.view import Kind, Role, SessionView, key_of
 from sessionfix.read.reader import LineIssue, LineReport, RecordSource
@@ -38,8 +38,8 @@ class _Role(Struct, gc=False):
     content: Raw = _NO_RAW
 
 
-_DECODER: Final = msgspec.json.Decoder(_Returned)
-_CONTENT: Final = msgspec.json.Decoder(_Role)
+_DECODER: Final = ParsingDecoder(_Returned)
+_CONTENT: Final = ParsingDecoder(_Role)
 
 
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
@@ -56,7 +56,7 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
         data = source.read(*view.span(index))
         try:
             record = _DECODER.decode(data)
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             continue
         if record.type not in ("user", "assistant", "system") or _truthy(
             record.isMeta, record.isSidechain, record.teamName
@@ -140,7 +140,7 @@ def _loaded(index: int, record: _Returned, data: bytes, answers: bool) -> Loaded
         return Loaded(index, sent, len(raw))
     try:
         images, image_bytes = _images(_CONTENT.decode(raw).content)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, ValueError):
+    except (ValueError, RecursionError):
         images = image_bytes = 0
     return Loaded(index, sent, len(raw), images, image_bytes)
 

@@ -28,7 +28,7 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from sessionfix import jsonutil
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
-from sessionfix.formats.common import ids_reader, text_exceeds
+from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
 from sessionfix.formats.pi.edit import ROOT_NAME, PiEditor
 from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.model.tracking import CleanBlock, PathTracker
@@ -146,7 +146,7 @@ class _PathArguments(Struct, gc=False):
 
 
 _RECORD_DECODER: Final = msgspec.json.Decoder(_Record)
-_ARGUMENTS_DECODER: Final = msgspec.json.Decoder(_PathArguments)
+_ARGUMENTS_DECODER: Final = ParsingDecoder(_PathArguments)
 
 ENTRY_KINDS: Final[dict[str, Kind]] = {
     "session": Kind.HEADER,
@@ -261,7 +261,7 @@ def _loose_arguments(arguments: object) -> Raw:
     """The part of a call's parsed arguments the rules read (the path), as JSON: the
     rest may be nested deeper than a serialiser recurses."""
     path = arguments.get("path") if isinstance(arguments, dict) else None
-    return Raw(jsonutil.canonical({"path": path if isinstance(path, str) else None}))
+    return Raw(jsonutil.stringify_bytes({"path": path if isinstance(path, str) else None}))
 
 
 _TYPE_OF: Final = attrgetter("type")
@@ -910,7 +910,7 @@ def _path_argument(arguments: Raw) -> str | None:
         return None
     try:
         path = _ARGUMENTS_DECODER.decode(arguments).path
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return None
     return path if type(path) is str and path else None
 
