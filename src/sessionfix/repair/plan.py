@@ -580,9 +580,7 @@ class RepairPlan:
         if unfixed == {LineIssue.BOM} and body.startswith(BOM):
             mark = BOM  # the mark stays (its rule is off); the other damage goes
         elif unfixed:
-            if LineIssue.BOM in fixed and body.startswith(BOM):
-                return [body[len(BOM) :]], True
-            return [body], True
+            return self._patched_whole(body, start, findings, fixed, records)
         lines = self._record_lines(records)
         if mark and lines:
             lines[0] = mark + lines[0]
@@ -594,6 +592,45 @@ class RepairPlan:
                 lines.append(body[finding.span[0] : finding.span[1]])
                 damaged_tail = True
         return lines, damaged_tail
+
+    def _patched_whole(
+        self,
+        body: bytes,
+        start: int,
+        findings: list[LineFinding],
+        fixed: set[LineIssue | None],
+        records: range,
+    ) -> tuple[list[bytes], bool]:
+        """A line whose records cannot be written apart (their glue or NULs stay), kept
+        whole with every other decision applied in place: its mark removed, its damaged
+        bytes dropped, its records dropped or rewritten. Whether it still ends in damage."""
+        view = self.view
+        patches: list[tuple[int, int, bytes]] = []
+        if LineIssue.BOM in fixed and body.startswith(BOM):
+            patches.append((0, len(BOM), b""))
+        damaged_tail = False
+        for finding in findings:
+            if finding.issue in (LineIssue.TORN, LineIssue.UNPARSABLE) and finding.span:
+                if finding.issue in fixed:
+                    patches.append((*finding.span, b""))
+                else:
+                    damaged_tail = damaged_tail or finding.span[1] == len(body)
+        for index in records:
+            at = view.offsets[index] - start
+            if index in self.dropped:
+                patches.append((at, at + view.sizes[index], b""))
+            elif index in self._rewrites:
+                patches.append((at, at + view.sizes[index], self._rewritten(index)))
+        if not patches:
+            return [body], True
+        patches.sort()
+        pieces: list[bytes] = []
+        position = 0
+        for first, end, text in patches:
+            pieces += (body[position:first], text)
+            position = end
+        pieces.append(body[position:])
+        return [b"".join(pieces)], damaged_tail
 
     @staticmethod
     def _recordless_row(
