@@ -168,6 +168,30 @@ def test_sarif_lists_every_rule_and_the_results() -> None:
     assert run0["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
 
 
+@pytest.mark.parametrize("copies", [1, 8])
+def test_a_fix_lists_the_lines_its_decisions_change_besides_its_own(
+    tmp_path: Path, copies: int
+) -> None:
+    """Dropping a clone re-links the entry after it: the JSON fix lists that line's edit
+    beside the deletion, as `repair --diff --output-format json` does, whether the file
+    is checked here or (eight files) in a worker process."""
+    for number in range(copies):
+        shutil.copy(CLONES, tmp_path / f"clones-{number}.jsonl")
+    result = run("scan", "--output-format", "json", "--jobs", "2", tmp_path)
+    assert result.exit_code == 1, result.stderr
+    fixes = [d["fix"] for d in json.loads(result.stdout)]
+    assert len(fixes) == 2 * copies
+    for fix in fixes:
+        delete, relink = fix["edits"]
+        assert delete == {"op": "delete", "row": delete["row"]}
+        assert relink["op"] == "replace_bytes"
+        assert relink["row"] == delete["row"] + 1
+    plan = json.loads(run("repair", "--diff", "--output-format", "json", CLONES).stdout)
+    assert {edit["row"] for d in plan for edit in d["fix"]["edits"]} == {
+        edit["row"] for fix in fixes[:2] for edit in fix["edits"]
+    }
+
+
 def test_statistics_count_per_rule() -> None:
     result = run("check", "--statistics", CLONES)
     assert result.stdout.splitlines() == ["2\tSF201\t[*] overflow-clone-message"]

@@ -21,6 +21,7 @@ import pytest
 from sessionfix import Settings, check_file
 from sessionfix.formats import Format
 from sessionfix.repair.apply import repair_to
+from sessionfix.repair.plan import described_fixes
 from sessionfix.report.render import diagnostic_json
 
 from .conftest import FIXTURES
@@ -52,7 +53,8 @@ def run_case(case: Path, tmp_path: Path) -> list[dict[str, Any]]:
     target = tmp_path / spec.get("filename", "session.jsonl")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(case / "input.jsonl", target)
-    return [_golden_view(d) for d in check_file(target, _settings(spec))]
+    found = check_file(target, _settings(spec), describe=described_fixes)
+    return [_golden_view(d) for d in found]
 
 
 def test_every_rule_has_a_case_and_a_trap() -> None:

@@ -138,6 +138,11 @@ class Edit(PartlyCompared, Struct, frozen=True):
         of the first byte and of the byte after the last one."""
         return None
 
+    @property
+    def rows(self) -> tuple[int, ...]:
+        """The input lines the edit changes."""
+        return (self.row,)
+
 
 # ---- line edits: the plan derives their bytes from the line report -----------------
 
@@ -193,6 +198,10 @@ class JoinLines(ByteEdit, frozen=True, kw_only=True):
     edit removes the line's terminator, bytes `start` up to `end`."""
 
     rest: int
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        return self.row, self.rest
 
 
 class DropLine(LineEdit, frozen=True, kw_only=True):
