@@ -30,7 +30,7 @@ from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
 from sessionfix.formats.pi.edit import ROOT_NAME, PiEditor
-from sessionfix.formats.pi.location import is_openclaw_location
+from sessionfix.formats.pi.location import is_checkpoint_name, is_openclaw_location
 from sessionfix.model.tracking import CleanBlock, PathTracker
 from sessionfix.model.view import (
     MISSING,
@@ -1043,7 +1043,6 @@ FORMATS: Final = frozenset({Format.PI, Format.OPENCLAW})
 ENTRY_TYPES: Final = frozenset(ENTRY_KINDS) - {"session"}
 _SIBLING_NAMES: Final = (
     "*.trajectory.jsonl",
-    "*.checkpoint.*.jsonl",
     "*.corrupt-*.jsonl",
     "*.jsonl.lock",
     "*.jsonl.reset.*",
@@ -1052,8 +1051,9 @@ _SIBLING_NAMES: Final = (
     "*.repair-*.tmp",
     "*.jsonl.imported-*",
 )
-"""What OpenClaw and pi leave beside a transcript: trajectories, checkpoints, quarantined
-copies, locks, reset and deleted copies, their own backups and temporary files."""
+"""What OpenClaw and pi leave beside a transcript: trajectories, quarantined copies,
+locks, reset and deleted copies, their own backups and temporary files (and checkpoints,
+`is_checkpoint_name`)."""
 _SIBLING: Final = re.compile("|".join(fnmatch.translate(pattern) for pattern in _SIBLING_NAMES))
 
 
@@ -1088,4 +1088,4 @@ def capabilities(fmt: Format, tree: bool) -> frozenset[Capability]:
 
 
 def is_sibling(path: Path) -> bool:
-    return _SIBLING.match(path.name) is not None
+    return _SIBLING.match(path.name) is not None or is_checkpoint_name(path.name)
