@@ -27,10 +27,10 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import apsw
 import pytest
@@ -245,6 +245,42 @@ def build_store(workdir: Path, sessions: Sequence[bytes]) -> StoreBuild:
             )
         )
     return StoreBuild(home=home, store=store, sessions=tuple(imported), report=report)
+
+
+MISNAMED: Final = "Primary transcript header does not match its original filename"
+"""What the import says of a transcript whose header id is not the one its name gives."""
+
+
+def misnamed_by_import(workdir: Path, files: Mapping[str, bytes]) -> set[str]:
+    """The names, among `files` (file name → bytes) written into an OpenClaw sessions
+    folder that indexes none of them, of those OpenClaw's import refuses because their
+    header id differs from the one their name gives (with one `openclaw doctor` call)."""
+    home = workdir / "home"
+    legacy = home / ".openclaw" / "agents" / AGENT / "sessions"
+    legacy.mkdir(parents=True)
+    home.chmod(0o700)
+    (home / ".openclaw").chmod(0o700)
+    for name, data in files.items():
+        (legacy / name).write_bytes(data)
+    (legacy / "sessions.json").write_text("{}")
+    out = _run(
+        "session-sqlite import",
+        [
+            str(CLI),
+            "doctor",
+            "--session-sqlite",
+            "import",
+            "--session-sqlite-all-agents",
+            "--json",
+        ],
+        home,
+    )
+    (target,) = (t for t in json.loads(out)["targets"] if t.get("agentId") == AGENT)
+    return {
+        Path(message.split(": ", 1)[0]).name
+        for issue in target.get("issues", ())
+        if MISNAMED in (message := str(issue.get("message", "")))
+    }
 
 
 class _read_only:

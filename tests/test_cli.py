@@ -117,6 +117,29 @@ def test_scan_of_a_claude_home_reads_only_the_transcripts(tmp_path: Path) -> Non
     assert "skipped 2 sibling files" in result.stderr
 
 
+def test_an_openclaw_folder_is_read_by_the_names_openclaw_writes(tmp_path: Path) -> None:
+    """A scan reads a session's transcript, its topic's and a fork's, and passes over the
+    checkpoint OpenClaw copied before a compaction (it repeats its transcript); named,
+    the checkpoint is read under the id of the transcript it copies: no SF101."""
+    session = "7a1b2c3d-0000-4000-8000-000000000001"
+    checkpoint = f"{session}.checkpoint.0b5c8a6e-1d2f-4a3b-9c8d-7e6f5a4b3c2d.jsonl"
+    folder = tmp_path / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    names = [
+        f"{session}.jsonl",
+        f"{session}-topic-42.jsonl",
+        f"2026-07-24T06-21-03-000Z_{session}.jsonl",
+    ]
+    for name in [*names, checkpoint]:
+        shutil.copy(FIXTURES / "SF101-trap-openclaw-topic-file" / "input.jsonl", folder / name)
+    scanned = run("scan", "--output-format", "concise", tmp_path)
+    assert scanned.exit_code == 0, scanned.stdout
+    assert "Scanned 3 files" in scanned.stderr
+    assert "skipped 1 sibling file" in scanned.stderr
+    named = run("check", "--output-format", "concise", folder / checkpoint)
+    assert named.exit_code == 0, named.stdout
+
+
 def test_json_output_is_machine_readable_and_complete(sessions_dir: Path) -> None:
     result = run("scan", "--output-format", "json", sessions_dir)
     assert result.exit_code == 1
@@ -166,6 +189,30 @@ def test_sarif_lists_every_rule_and_the_results() -> None:
     assert len(run0["tool"]["driver"]["rules"]) == len(RULES)
     assert run0["results"][0]["ruleId"] == "SF001"
     assert run0["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 3
+
+
+@pytest.mark.parametrize("copies", [1, 8])
+def test_a_fix_lists_the_lines_its_decisions_change_besides_its_own(
+    tmp_path: Path, copies: int
+) -> None:
+    """Dropping a clone re-links the entry after it: the JSON fix lists that line's edit
+    beside the deletion, as `repair --diff --output-format json` does, whether the file
+    is checked here or (eight files) in a worker process."""
+    for number in range(copies):
+        shutil.copy(CLONES, tmp_path / f"clones-{number}.jsonl")
+    result = run("scan", "--output-format", "json", "--jobs", "2", tmp_path)
+    assert result.exit_code == 1, result.stderr
+    fixes = [d["fix"] for d in json.loads(result.stdout)]
+    assert len(fixes) == 2 * copies
+    for fix in fixes:
+        delete, relink = fix["edits"]
+        assert delete == {"op": "delete", "row": delete["row"]}
+        assert relink["op"] == "replace_bytes"
+        assert relink["row"] == delete["row"] + 1
+    plan = json.loads(run("repair", "--diff", "--output-format", "json", CLONES).stdout)
+    assert {edit["row"] for d in plan for edit in d["fix"]["edits"]} == {
+        edit["row"] for fix in fixes[:2] for edit in fix["edits"]
+    }
 
 
 def test_statistics_count_per_rule() -> None:

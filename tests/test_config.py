@@ -322,3 +322,15 @@ def test_a_config_file_that_is_not_utf8_is_one_line_and_exit_2(session: Path) ->
     result = run("check", session)
     assert result.exit_code == 2
     assert result.stderr == "sessionfix: error: sessionfix.toml: invalid TOML (not UTF-8 text)\n"
+
+
+@pytest.mark.parametrize(
+    "value", ["[" * 100_000 + "]" * 100_000, "{a = " * 100_000 + "1" + "}" * 100_000]
+)
+def test_a_config_file_nested_too_deeply_is_one_line_and_exit_2(session: Path, value: str) -> None:
+    (session.parent / "pyproject.toml").write_text(f"[tool.sessionfix]\nselect = {value}\n")
+    result = run("check", session)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "sessionfix: error: pyproject.toml: invalid TOML (arrays or tables nested too deeply)\n"
+    )

@@ -26,6 +26,7 @@ from sessionfix.distributed import (
     object_results,
     summarise,
 )
+from sessionfix.repair.plan import described_fixes
 from sessionfix.report.render import diagnostic_json
 
 from .conftest import CORPUS, ROOT
@@ -87,7 +88,7 @@ def expected(samples: dict[Settings, list[Path]]) -> list[tuple[Any, ...]]:
             [str(notice) for notice in report.inapplicable],
         )
         for settings, paths in samples.items()
-        for report in check_paths(paths, settings)
+        for report in check_paths(paths, settings, describe=described_fixes)
     ]
 
 

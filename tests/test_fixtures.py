@@ -22,6 +22,7 @@ import pytest
 from sessionfix import Settings, check_file
 from sessionfix.formats import Format
 from sessionfix.repair.apply import repair_to
+from sessionfix.repair.plan import described_fixes
 from sessionfix.report.render import diagnostic_json
 
 from .conftest import FIXTURES
@@ -65,7 +66,8 @@ def run_case(case: Path, tmp_path: Path) -> list[dict[str, Any]]:
     spec_file = case / "case.json"
     spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
     target = place_case(case, tmp_path)
-    return [_golden_view(d) for d in check_file(target, _settings(spec))]
+    found = check_file(target, _settings(spec), describe=described_fixes)
+    return [_golden_view(d) for d in found]
 
 
 def test_every_rule_has_a_case_and_a_trap() -> None:

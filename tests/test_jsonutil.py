@@ -165,6 +165,20 @@ def test_any_depth_is_rewritten_byte_for_byte() -> None:
     assert jsonutil.stringify_bytes(jsonutil.loads_preserving(record)) == record
 
 
+def test_element_bytes_are_the_exact_slices_of_each_element() -> None:
+    data = b' [ 1 ,{"b":"x]}\\""} , "\x9f\\udc9f",[], -1.5e3 ] '
+    assert jsonutil.element_bytes(data) == [
+        b"1",
+        b'{"b":"x]}\\""}',
+        b'"\x9f\\udc9f"',
+        b"[]",
+        b"-1.5e3",
+    ]
+    assert jsonutil.element_bytes(b"[ ]") == []
+    with pytest.raises(ValueError, match="not a JSON array"):
+        jsonutil.element_bytes(b'{"a":1}')
+
+
 def test_member_bytes_at_any_depth() -> None:
     assert jsonutil.member_bytes(deep()) == {"a": deep()[5:-12], "b": b"-0.0e0"}
 

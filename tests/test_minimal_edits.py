@@ -4,6 +4,7 @@ gives the bytes `repair` writes."""
 
 from __future__ import annotations
 
+import base64
 import io
 import itertools
 import json
@@ -16,8 +17,12 @@ from hypothesis import strategies as st
 
 from sessionfix import Settings, check_file
 from sessionfix.diagnostics import RewriteRecord
+from sessionfix.engine import check_paths, run_rules
+from sessionfix.read.compressed import session_name
+from sessionfix.read.reader import RecordSource
 from sessionfix.repair.apply import repair_to
-from sessionfix.report.render import OutputFormat, write_report
+from sessionfix.repair.plan import RepairPlan, described_fixes
+from sessionfix.report.render import OutputFormat, diagnostic_json, write_report
 from sessionfix.rules.base import changed_bytes
 from sessionfix.scan.scanner import read_session
 
@@ -29,27 +34,34 @@ from .test_fixtures import CASES, _settings, repair_case, run_case
 def apply_edits(data: bytes, edits: list[dict[str, Any]]) -> bytes:
     """Apply JSON fix edits to the input bytes, as the JSON output documents them: byte
     ranges of a line (its terminator included) deleted or replaced, an `append` after
-    the line's bytes."""
+    the line's bytes, a line replaced or deleted whole, new lines inserted after a line
+    (before the first for row 0)."""
     lines = split_lines(data)
     by_row: dict[int, list[dict[str, Any]]] = {}
     for edit in edits:
         by_row.setdefault(edit["row"], []).append(edit)
-    out: list[bytes] = []
+    out: list[bytes] = [_content(edit) + b"\n" for edit in by_row.pop(0, [])]
     for row, line in enumerate(lines, 1):
         row_edits = by_row.pop(row, [])
-        if any(edit["op"] == "delete" for edit in row_edits):
+        inserted = [_content(e) + b"\n" for e in row_edits if e["op"] == "insert_after"]
+        whole = [e for e in row_edits if e["op"] in ("delete", "replace")]
+        if whole:
+            assert len(whole) == len(row_edits) - len(inserted), f"line {row}: {row_edits}"
+            replaced = [_content(e) + line[len(line.rstrip(b"\r\n")) :] for e in whole]
+            out.extend(replaced if whole[0]["op"] == "replace" else [])
+            out.extend(inserted)
             continue
         ranges: list[tuple[int, int, bytes]] = []
         appended = b""
         for edit in row_edits:
             op = edit["op"]
             if op in ("delete_bytes", "replace_bytes"):
-                text = edit.get("content", "").encode()
-                assert (op == "replace_bytes") == bool(text), edit
+                text = _content(edit)
+                assert op == "replace_bytes" or not text, edit
                 ranges.append((edit["byte_column"] - 1, edit["end_byte_column"] - 1, text))
             elif op == "append":
-                appended += edit["content"].encode()
-            else:
+                appended += _content(edit)
+            elif op != "insert_after":
                 raise AssertionError(f"an edit the test cannot apply: {edit}")
         ranges.sort()
         for (_, end, _), (start, _, _) in itertools.pairwise(ranges):
@@ -58,8 +70,15 @@ def apply_edits(data: bytes, edits: list[dict[str, Any]]) -> bytes:
             assert 0 <= start <= end <= len(line)
             line = line[:start] + text + line[end:]
         out.append(line + appended)
+        out.extend(inserted)
     assert not by_row, f"edits for lines the input does not have: {sorted(by_row)}"
     return b"".join(out)
+
+
+def _content(edit: dict[str, Any]) -> bytes:
+    if "content_base64" in edit:
+        return base64.b64decode(edit["content_base64"])
+    return str(edit.get("content", "")).encode()
 
 
 def applied_edits(diagnostics: list[dict[str, Any]], *, unsafe: bool) -> list[dict[str, Any]]:
@@ -76,9 +95,6 @@ LINE_RULES = ("SF001", "SF002", "SF003", "SF004", "SF005", "SF006", "SF007", "SF
 LINE_CASES = [
     case for case in CASES if case.name.startswith(LINE_RULES) and "-trap-" not in case.name
 ]
-ALONE: Final = {"SF008-glued-record-then-garbage-mid-file"}
-"""Cases where two fixes change one line: each fix's edits describe it applied alone (the
-split puts the damaged tail on a line of its own; dropping the tail drops that too)."""
 
 
 def _record_fixes(case: Path) -> bool:
@@ -89,11 +105,25 @@ def _record_fixes(case: Path) -> bool:
     return any(d["fix"] is not None and d["code"] not in LINE_RULES for d in golden)
 
 
+def _shared_lines(case: Path, *, unsafe: bool) -> bool:
+    """Whether two of the fixes applied change one line: each fix's edits are that fix
+    applied alone, so together they do not make the repair (a split puts a damaged tail
+    on a line of its own that dropping the tail drops too; a carriage return at the end
+    of the file becomes the newline of either fix)."""
+    golden = json.loads((case / "diagnostics.json").read_text())
+    rows = [
+        {edit["row"] for edit in d["fix"]["edits"]}
+        for d in golden
+        if d["fix"] is not None and (unsafe or d["fix"]["applicability"] == "safe")
+    ]
+    return any(a & b for a, b in itertools.combinations(rows, 2))
+
+
 COMPOSED: Final = [
     pytest.param(case, unsafe, id=f"{'unsafe' if unsafe else 'safe'}-{case.name}")
     for case in LINE_CASES
     for unsafe in (False, True)
-    if not unsafe or (case.name not in ALONE and not _record_fixes(case))
+    if not _shared_lines(case, unsafe=unsafe) and (not unsafe or not _record_fixes(case))
 ]
 """(case, unsafe) where the described edits, applied together, are the repair."""
 
@@ -170,12 +200,16 @@ REWRITE_CASES = [
     case
     for case in CASES
     if any(
-        edit["op"] in ("replace_bytes", "delete_bytes") and d["code"] not in LINE_RULES
+        edit["op"] in ("replace_bytes", "delete_bytes")
+        and edit["row"] == d["location"]["row"]
+        and d["code"] not in LINE_RULES
         for d in json.loads((case / "diagnostics.json").read_text())
         if d["fix"] is not None
         for edit in d["fix"]["edits"]
     )
 ]
+"""Cases with a record rewritten on the line of its finding (the lines a fix changes
+besides are checked by `test_each_fix_s_edits_are_the_repair_of_that_fix_alone`)."""
 
 
 @pytest.mark.parametrize("case", REWRITE_CASES, ids=[case.name for case in REWRITE_CASES])
@@ -221,3 +255,41 @@ def test_changed_bytes_apply_and_fall_between_characters(old_text: str, new_text
 
 def test_changed_bytes_of_one_changed_accent() -> None:
     assert changed_bytes("café!".encode(), "cafè!".encode()) == (3, 5, "è")
+
+
+FIX_CASES = [
+    case
+    for case in CASES
+    if any(d["fix"] is not None for d in json.loads((case / "diagnostics.json").read_text()))
+]
+
+
+@pytest.mark.parametrize("case", FIX_CASES, ids=[case.name for case in FIX_CASES])
+def test_each_fix_s_edits_are_the_repair_of_that_fix_alone(case: Path, tmp_path: Path) -> None:
+    """Every fix `check --output-format json` lists, its edits applied alone to the input,
+    gives what the repair writes for that fix alone: its own lines and every other line
+    its decisions change (a child re-linked past a dropped record, a kept position moved)."""
+    spec_file = case / "case.json"
+    spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
+    target = tmp_path / spec.get("filename", "session.jsonl")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = (case / "input.jsonl").read_bytes()
+    target.write_bytes(data)
+    settings = _settings(spec)
+    (report,) = check_paths([target], settings, describe=described_fixes)
+    listed = {
+        (d.code, d.row, d.message): diagnostic_json(d)["fix"]["edits"]
+        for d in report.diagnostics
+        if d.fix is not None
+    }
+    assert listed
+    scanned = read_session(target, settings.format, named_as=session_name(target))
+    found = run_rules(scanned, settings, str(target))
+    with RecordSource(target) as source:
+        for diagnostic in found:
+            if diagnostic.fix is None:
+                continue
+            alone = b"".join(RepairPlan(scanned, [diagnostic], source).chunks())
+            edits = listed.pop((diagnostic.code, diagnostic.row, diagnostic.message))
+            assert apply_edits(data, edits) == alone, f"{diagnostic.code} on line {diagnostic.row}"
+    assert not listed

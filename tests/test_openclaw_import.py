@@ -9,10 +9,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import pytest
 from typer.testing import CliRunner
 
+from sessionfix import check_file
 from sessionfix.cli import app
 
 from .openclaw_loader import (
@@ -20,6 +22,7 @@ from .openclaw_loader import (
     OpenClawLoad,
     build_store,
     load_sessions,
+    misnamed_by_import,
     model_view,
     renamed,
     require_openclaw_at_collection,
@@ -168,3 +171,41 @@ def test_the_repaired_v3_sample_keeps_pi_s_leaf(cases: dict[str, Case]) -> None:
     case = cases["v3-sample"]
     assert case.load_fixed.open.leaf == case.pi_fixed.leaf
     assert case.load_fixed.model_context.leaf == case.pi_fixed.leaf
+
+
+GENERATED = "9e8d7c6b-0000-4000-8000-0000000000"
+"""The start of session ids as OpenClaw generates them (UUIDs), two hex digits short."""
+NAMED: Final = {
+    f"{GENERATED}01.jsonl": f"{GENERATED}01",
+    f"{GENERATED}02.jsonl": f"{GENERATED}09",
+    f"{GENERATED}03-topic-42.jsonl": f"{GENERATED}03",
+    "support-desk-topic-42.jsonl": "support-desk",
+    "support-desk-topic-43.jsonl": "support-desk-topic-43",
+    f"2026-07-24T06-21-03-000Z_{GENERATED}04.jsonl": f"{GENERATED}04",
+    f"2026-07-24T06-21-03-000Z_{GENERATED}05.jsonl": f"{GENERATED}06",
+    f"{GENERATED}01.checkpoint.0b5c8a6e-1d2f-4a3b-9c8d-7e6f5a4b3c2d.jsonl": f"{GENERATED}01",
+    f"{GENERATED}01.checkpoint.1b5c8a6e-1d2f-4a3b-9c8d-7e6f5a4b3c2d.jsonl": f"{GENERATED}07",
+}
+"""Names OpenClaw gives transcripts (a session's, a Telegram topic's, a fork's) and its
+checkpoints, each with the header id of the file so named."""
+
+
+def test_sf101_calls_misnamed_the_transcripts_openclaws_import_refuses(tmp_path: Path) -> None:
+    """The import compares a transcript's header id with the id its name gives (a topic's
+    and a fork's only when it is a generated id) and never looks into a checkpoint:
+    SF101 reports a header id differing from its file name for exactly those files."""
+    files = {name: sample_session(ident) for name, ident in NAMED.items()}
+    refused = misnamed_by_import(tmp_path / "import", files)
+    folder = tmp_path / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    reported = set()
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        if any(d.code == "SF101" for d in check_file(folder / name)):
+            reported.add(name)
+    assert reported == refused
+    assert refused == {
+        f"{GENERATED}02.jsonl",
+        "support-desk-topic-42.jsonl",
+        f"2026-07-24T06-21-03-000Z_{GENERATED}05.jsonl",
+    }

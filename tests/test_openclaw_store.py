@@ -32,6 +32,8 @@ from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
 from sessionfix.repair.apply import repair_to
+from sessionfix.repair.plan import described_fixes
+from sessionfix.report.render import diagnostic_json
 from sessionfix.stores import open_store, transcript_of
 
 from .conftest import FIXTURES, ROOT
@@ -203,6 +205,25 @@ def test_findings_name_store_session_and_seq(damaged: tuple[Path, str]) -> None:
     text = CliRunner().invoke(app, ["check", "--output-format", "concise", str(store)], env=ENV)
     assert f"{store}:{session_id}:seq 6: SF201" in text.stdout
     assert "entry a0000005 at seq 5" in text.stdout
+
+
+def test_each_fix_in_a_store_lists_every_edit_of_its_transcript(
+    damaged: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A fix's edits, the rows of its transcript that its repair alone changes (a clone's
+    drop re-links the row after it), are those of the same session checked as a file."""
+    store, session_id = damaged
+    outcome = CliRunner().invoke(app, ["check", "--output-format", "json", str(store)], env=ENV)
+    in_store = [(d["code"], d["fix"]) for d in orjson.loads(outcome.stdout)]
+    session = tmp_path / "sessions" / f"{session_id}.jsonl"
+    session.parent.mkdir()
+    session.write_bytes(_session_text(store, session_id, tmp_path))
+    (report,) = check_paths([session], Settings(), describe=described_fixes)
+    as_file = [(d["code"], d["fix"]) for d in map(diagnostic_json, report.diagnostics)]
+    assert in_store == as_file
+    clone = in_store[0][1]
+    assert clone is not None
+    assert [edit["op"] for edit in clone["edits"]] == ["delete", "replace_bytes"]
 
 
 def test_context_of_a_store_session_is_that_of_its_transcript(

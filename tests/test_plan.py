@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from sessionfix import Settings
@@ -33,3 +34,38 @@ def test_a_row_whose_references_resolve_as_before_is_copied(
         assert b"".join(plan.chunks()) == b"\n".join(kept)
     finally:
         planned.close()
+
+
+@pytest.mark.parametrize(
+    ("case", "settings", "kept", "gone"),
+    [
+        pytest.param(
+            "SF001-glued-then-torn-last-line",
+            Settings(select=("SF002",)),
+            b'"text":"Thanks"}],"timestamp":1784874068000}}\n',
+            b'"id":"a0000099"',
+            id="torn-tail-of-a-glued-line",
+        ),
+        pytest.param(
+            "SF004-claude-nul-run-before-record",
+            Settings(select=("SF103",), unsafe_fixes=True),
+            b"\x00" * 96 + b'{"parentUuid":"c40742f7-a2fa-4cf3-b40f-94774e536121"',
+            b"\x00" * 96 + b'{"parentUuid":"d',
+            id="re-link-behind-nuls",
+        ),
+    ],
+)
+def test_a_fix_on_a_line_whose_glue_or_nuls_stay_is_applied_within_it(
+    tmp_path: Path, case: str, settings: Settings, kept: bytes, gone: bytes
+) -> None:
+    """With the split or the NUL strip off, a line's other fixes still apply: its torn
+    tail dropped, its record re-linked, the glue or the NULs kept as they are."""
+    session = tmp_path / "session.jsonl"
+    session.write_bytes((FIXTURES / case / "input.jsonl").read_bytes())
+    planned = plan_repair(session, msgspec.structs.replace(settings, quiescence=0.0))
+    try:
+        written = b"".join(planned.plan.chunks())
+    finally:
+        planned.close()
+    assert kept in written
+    assert gone not in written

@@ -191,7 +191,7 @@ def _record_plan(item: Repaired, planned: Any, unsafe: bool) -> None:
         for edit in diagnostic.fix.edits:
             if isinstance(edit, RewriteRecord):
                 before = loads(planned.source.read(*view.span(edit.record)))
-                changed.append((before, edit.transform(loads(json.dumps(before)))))
+                changed.append((before, edit.transform(loads(json.dumps(before).encode()))))
     item.changed[unsafe] = changed
     item.glued_records = sum(
         len(f.records) for f in planned.scanned.lines.findings if f.issue is LineIssue.GLUED

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import io
+import json
+import os
+import re
 import shutil
 from pathlib import Path
+from typing import Any, Final
 
 import pytest
+from typer.testing import CliRunner
 
 from sessionfix import check_file
+from sessionfix.cli import app
+from sessionfix.diagnostics import escape, escape_surrogates
 from sessionfix.report.render import OutputFormat, write_report
 from sessionfix.rules.base import Counted
 
@@ -73,3 +80,86 @@ def test_the_final_newline_fix_is_one_appended_byte(tmp_path: Path) -> None:
 )
 def test_the_repair_summary_counts_in_english(what: Counted, one: str, two: str) -> None:
     assert (what.phrase(1), what.phrase(2)) == (one, two)
+
+
+# ---- file names that are not UTF-8 ---------------------------------------------------------
+
+UNDECODABLE: Final = os.fsdecode(b"bad\xff.jsonl")
+"""A session's name holding a byte that is not UTF-8, as Python holds it (surrogateescape)."""
+SHOWN: Final = "bad\\xff.jsonl"
+"""The name as every report shows it: the byte escaped."""
+CLONES = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
+
+
+@pytest.fixture
+def undecodable_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The working directory, holding a session named with a byte that is not UTF-8
+    beside one named in UTF-8, each with findings."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(GLUED, tmp_path / UNDECODABLE)
+    shutil.copy(CLONES, tmp_path / "good.jsonl")
+    return tmp_path
+
+
+def _cli(*args: str) -> Any:
+    runner = CliRunner()
+    return runner.invoke(app, list(args), env={"NO_COLOR": "1", "COLUMNS": "120"}, color=False)
+
+
+def _named(output_format: str, stdout: str) -> list[str]:
+    """The file names of the findings in a report."""
+    if output_format == "json":
+        return [d["filename"] for d in json.loads(stdout)]
+    if output_format == "json-lines":
+        return [json.loads(line)["filename"] for line in stdout.splitlines()]
+    if output_format == "sarif":
+        results = json.loads(stdout)["runs"][0]["results"]
+        return [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results]
+    if output_format == "github":
+        return [re.findall(r",file=([^,]*),", line)[0] for line in stdout.splitlines()]
+    return re.findall(r"^(\S+\.jsonl):\d+:\d+:", stdout, re.MULTILINE)
+
+
+@pytest.mark.parametrize("output_format", [f.value for f in OutputFormat])
+@pytest.mark.parametrize("command", ["scan", "check"])
+def test_a_name_that_is_not_utf8_is_escaped_and_the_other_files_are_reported(
+    undecodable_folder: Path, output_format: str, command: str
+) -> None:
+    given = ["."] if command == "scan" else [UNDECODABLE, "good.jsonl"]
+    result = _cli(command, "--output-format", output_format, *given)
+    assert result.exit_code == 1, result.stderr
+    assert "internal error" not in result.stderr
+    stdout = result.stdout_bytes.decode("utf-8")  # valid UTF-8, every format
+    names = {name.removeprefix("./") for name in _named(output_format, stdout)}
+    shown = "bad%FF.jsonl" if output_format == "sarif" else SHOWN
+    assert names == {shown, "good.jsonl"}
+
+
+@pytest.mark.parametrize("output_format", ["json", "text"])
+@pytest.mark.parametrize("after_repair", [[], ["--after-repair"]])
+def test_context_escapes_a_name_that_is_not_utf8(
+    undecodable_folder: Path, output_format: str, after_repair: list[str]
+) -> None:
+    result = _cli(
+        "context", "--output-format", output_format, *after_repair, UNDECODABLE, "good.jsonl"
+    )
+    assert result.exit_code == 0, result.stderr
+    stdout = result.stdout_bytes.decode("utf-8")
+    if output_format == "json":
+        assert [c["filename"] for c in json.loads(stdout)] == [SHOWN, "good.jsonl"]
+    else:
+        assert stdout.startswith(f"{SHOWN}  (pi, ")
+        assert "\ngood.jsonl  (pi, " in stdout
+
+
+def test_a_diff_and_its_report_escape_a_name_that_is_not_utf8(undecodable_folder: Path) -> None:
+    diff = _cli("repair", "--diff", UNDECODABLE)
+    assert diff.stdout_bytes.decode("utf-8").startswith(f"--- a/{SHOWN}\n+++ b/{SHOWN}\n")
+    report = _cli("repair", "--diff", "--output-format", "json", UNDECODABLE)
+    assert {d["filename"] for d in json.loads(report.stdout_bytes)} == {SHOWN}
+
+
+def test_escape_shows_bytes_that_are_not_utf8_and_lone_surrogates() -> None:
+    assert escape(os.fsdecode(b"a\xff\n.jsonl")) == "a\\xff\\u000a.jsonl"
+    assert escape_surrogates(os.fsdecode(b"a\xff\n\xed\xa0\x80")) == "a\\xff\n\\xed\\xa0\\x80"
+    assert escape_surrogates("lone \ud800 and \udc9f") == "lone \\ud800 and \\x9f"

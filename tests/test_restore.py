@@ -259,3 +259,39 @@ def test_restoring_what_is_already_there_changes_nothing(repaired: Path) -> None
     before = sorted(p.name for p in repaired.parent.iterdir())
     assert restore(repaired, quiescence=0).changed is False
     assert sorted(p.name for p in repaired.parent.iterdir()) == before
+
+
+def test_restore_goes_through_the_link_the_repair_went_through(tmp_path: Path) -> None:
+    target = tmp_path / "store" / "s.jsonl"
+    target.parent.mkdir()
+    shutil.copyfile(CLONES, target)
+    os.utime(target, (LONG_AGO, LONG_AGO))
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    repaired = run("repair", "--in-place", "--quiescence", "0", "--follow-symlinks", link)
+    assert repaired.exit_code == 0, repaired.stderr
+    (kept,) = list_backups(target)
+    refused = run("restore", "--quiescence", "0", link)
+    assert refused.exit_code == 2
+    assert "symbolic link" in refused.stderr
+    listed = run("restore", "--list", "--follow-symlinks", link)
+    assert listed.stdout.startswith(f"{kept.path}\t")
+    restored = run("restore", "--quiescence", "0", "--follow-symlinks", link)
+    assert restored.exit_code == 0, restored.stderr
+    assert link.is_symlink()
+    assert target.read_bytes() == CLONES.read_bytes()
+    assert not [p for p in tmp_path.iterdir() if ".sessionfix-bak-" in p.name]
+
+
+def test_a_followed_link_whose_file_is_gone_recreates_the_file(tmp_path: Path) -> None:
+    target = tmp_path / "store" / "s.jsonl"
+    target.parent.mkdir()
+    shutil.copyfile(CLONES, target)
+    os.utime(target, (LONG_AGO, LONG_AGO))
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    repair_in_place(link, Settings(quiescence=0.0), follow_symlinks=True)
+    target.unlink()
+    assert restore(link, quiescence=0, follow_symlinks=True).changed
+    assert link.is_symlink()
+    assert target.read_bytes() == CLONES.read_bytes()

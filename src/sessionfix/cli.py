@@ -25,9 +25,16 @@ import typer
 from msgspec import Struct
 
 from sessionfix import stores
-from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape
+from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape, escape_surrogates
 from sessionfix.discovery import agent_folders, is_directory, shown
-from sessionfix.engine import EXIT_ERROR, EXIT_OK, NOT_A_SESSION, check_run, select_files
+from sessionfix.engine import (
+    EXIT_ERROR,
+    EXIT_OK,
+    NOT_A_SESSION,
+    FixDescriber,
+    check_run,
+    select_files,
+)
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
 from sessionfix.formats import Format
 from sessionfix.report import render
@@ -568,7 +575,14 @@ def _run_check(
         excerpts = render.shows_excerpts(
             presentation.output_format, as_statistics=presentation.statistics
         )
-        run = check_run(selection, settings, progress=advance, edits=edits, excerpts=excerpts)
+        run = check_run(
+            selection,
+            settings,
+            progress=advance,
+            edits=edits,
+            excerpts=excerpts,
+            describe=_fix_describer(edits),
+        )
     _write_report(run.diagnostics, presentation, settings, len(run.errors))
     for line in run.notices:
         _warning(line)
@@ -581,6 +595,16 @@ def _run_check(
         else:
             _note(run.note())
     return run.exit_code(settings, presentation.exit_zero)
+
+
+def _fix_describer(edits: bool) -> FixDescriber | None:
+    """What completes each fix's edits for a report that lists them: the repair's plan,
+    loaded only then."""
+    if not edits:
+        return None
+    from sessionfix.repair.plan import described_fixes
+
+    return described_fixes
 
 
 # ---- commands ----------------------------------------------------------------------------
@@ -1085,8 +1109,8 @@ def restore(
 
 
 def _text(path: Path) -> str:
-    """A path as valid text (undecodable bytes of its name replaced)."""
-    return os.fsencode(path).decode("utf-8", "replace")
+    """A path as valid text (bytes of its name that are not UTF-8 escaped)."""
+    return escape_surrogates(str(path))
 
 
 def _restore_command(
@@ -1117,7 +1141,7 @@ def _restore_command(
         if backup is not None:
             raise UsageError("--list and --backup cannot be combined")
         out = _stdout()
-        found = backups.list_backups(session)
+        found = backups.list_backups(session, follow_symlinks=follow_symlinks)
         with _writing("to standard output"):
             if output_format is RuleOutput.JSON:
                 rows = [

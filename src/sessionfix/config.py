@@ -192,6 +192,8 @@ def _read(path: Path, shown: Path) -> dict[str, object]:
         raise ConfigError(f"{shown}: invalid TOML ({exc})") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{shown}: invalid TOML (not UTF-8 text)") from None
+    except RecursionError:
+        raise ConfigError(f"{shown}: invalid TOML (arrays or tables nested too deeply)") from None
 
 
 def _tool_table(table: Mapping[str, object], shown: Path) -> dict[str, object] | None:

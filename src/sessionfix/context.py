@@ -20,6 +20,7 @@ import msgspec
 from msgspec import Struct, field
 
 from sessionfix import stores
+from sessionfix.diagnostics import escape_surrogates
 from sessionfix.formats import Format, package_of
 from sessionfix.model.loaded import Loader, LoadRefused, Sent
 from sessionfix.model.view import Flag, Kind, SessionView
@@ -91,10 +92,10 @@ class SessionContext(Struct):
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "filename": self.filename,
+            "filename": escape_surrogates(self.filename),
             "format": self.format,
             "repaired": self.repaired,
-            "refused": self.refused,
+            "refused": None if self.refused is None else escape_surrogates(self.refused),
             "messages": self.messages,
             "by_role": {sent.value: count for sent, count in self.by_sent.items()},
             "tokens": {"estimate": self.tokens, "method": TOKEN_METHOD},

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import msgspec
 
 from sessionfix.engine import check_paths
+from sessionfix.repair.plan import described_fixes
 from sessionfix.report.render import diagnostic_json
 from sessionfix.settings import Settings
 
@@ -75,7 +76,9 @@ def file_results(
             diagnostics=[diagnostic_json(d) for d in report.diagnostics],
             notices=[str(notice) for notice in report.inapplicable],
         )
-        for report in check_paths([path], settings, display=lambda _: name)
+        for report in check_paths(
+            [path], settings, display=lambda _: name, describe=described_fixes
+        )
     ]
 
 

@@ -156,18 +156,25 @@ def _adjust_fix(diagnostic: Diagnostic, settings: Settings, fmt: Format) -> Diag
     return diagnostic
 
 
+FixDescriber = Callable[[ScannedFile, list[Diagnostic]], list[Diagnostic]]
+"""Completes the fixes of a file's diagnostics, while its view is at hand, with every edit
+each makes (`sessionfix.repair.plan.described_fixes`: the repair's plan resolves what a
+fix's decisions entail, a stage above this one)."""
+
+
 def check_file(
     path: str | Path,
     settings: Settings | None = None,
     *,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
+    describe: FixDescriber | None = None,
 ) -> list[Diagnostic]:
-    """Diagnostics for one session file (`*.zst`: compressed). Raises `InputError` when
-    it cannot be read."""
+    """Diagnostics for one session file (`*.zst`: compressed); `describe` completes
+    their fixes' edits. Raises `InputError` when it cannot be read."""
     path = Path(path)
     settings = settings or Settings()
-    return _check(path, settings, filename or str(path), progress)[1]
+    return _check(path, settings, filename or str(path), progress, describe=describe)[1]
 
 
 def _check(
@@ -177,9 +184,11 @@ def _check(
     progress: ProgressCallback | None,
     *,
     excerpts: bool = True,
+    describe: FixDescriber | None = None,
 ) -> tuple[ScannedFile, list[Diagnostic]]:
     """Read a session file (decompressed first if it is compressed) and run the rules;
-    `excerpts`: the diagnostics carry the start of their record."""
+    `excerpts`: the diagnostics carry the start of their record; `describe` completes
+    their fixes' edits."""
     with session_text(path) as readable:
         counted = scaled_progress(progress, path, readable)
         scanned = read_session(
@@ -189,6 +198,8 @@ def _check(
             diagnostics = run_rules(
                 scanned, settings, filename, excerpts=excerpts, hold=is_compressed(path)
             )
+            if describe is not None:
+                diagnostics = describe(scanned, diagnostics)
     return scanned, diagnostics
 
 
@@ -200,6 +211,7 @@ def check_paths(
     progress: ProgressCallback | None = None,
     edits: bool = True,
     excerpts: bool = True,
+    describe: FixDescriber | None = None,
 ) -> Generator[FileReport, None, None]:
     """Check several files, in order; an unreadable one yields a report with `error` set.
     A session store yields a report per session.
@@ -208,10 +220,12 @@ def check_paths(
     when there are enough of them; a large file is read in this process, itself in
     parallel, and so is a store. The reports of files checked by workers hold no open
     file: their fixes' edits are made there (`edits`), or left out where the caller
-    does not report them; so are the excerpts of their records (`excerpts`). Close the
-    iterator when leaving it early: that stops the workers."""
+    does not report them; so are the excerpts of their records (`excerpts`); `describe`
+    completes the fixes' edits where they are kept. Close the iterator when leaving it
+    early: that stops the workers."""
     settings = settings or Settings()
     paths = list(paths)
+    describe = describe if edits else None
     shared = shared_files(paths, settings)
     results: Iterator[FileReport] = iter(())
     with contextlib.ExitStack() as stack:
@@ -221,7 +235,13 @@ def check_paths(
             tasks = [(path, display(path)) for path in shared]  # in the order of `paths`
             alone = msgspec.structs.replace(settings, jobs=1)
             workers = OrderedWorkers(
-                partial(_checked_apart, settings=alone, edits=edits, excerpts=excerpts),
+                partial(
+                    _checked_apart,
+                    settings=alone,
+                    edits=edits,
+                    excerpts=excerpts,
+                    describe=describe,
+                ),
                 tasks,
                 default_workers(settings.jobs),
             )
@@ -233,9 +253,13 @@ def check_paths(
                     progress(shared[path])
                 yield report
             elif stores.is_store(path):
-                yield from _check_store(path, settings, display(path), progress, excerpts)
+                yield from _check_store(
+                    path, settings, display(path), progress, excerpts=excerpts, describe=describe
+                )
             else:
-                yield _checked(path, settings, display(path), progress, excerpts=excerpts)
+                yield _checked(
+                    path, settings, display(path), progress, excerpts=excerpts, describe=describe
+                )
 
 
 MIN_SHARED_FILES: Final = 8
@@ -267,9 +291,12 @@ def _checked(
     progress: ProgressCallback | None,
     *,
     excerpts: bool = True,
+    describe: FixDescriber | None = None,
 ) -> FileReport:
     try:
-        scanned, diagnostics = _check(path, settings, filename, progress, excerpts=excerpts)
+        scanned, diagnostics = _check(
+            path, settings, filename, progress, excerpts=excerpts, describe=describe
+        )
     except SessionfixError as exc:
         return FileReport(path, filename, "unknown", error=str(exc))
     return _report_of(path, filename, scanned, diagnostics, settings)
@@ -295,11 +322,16 @@ def _report_of(
 
 
 def _checked_apart(
-    task: tuple[Path, str], *, settings: Settings, edits: bool, excerpts: bool
+    task: tuple[Path, str],
+    *,
+    settings: Settings,
+    edits: bool,
+    excerpts: bool,
+    describe: FixDescriber | None,
 ) -> FileReport:
     """`_checked` in a worker process: the report as plain data."""
     path, filename = task
-    report = _checked(path, settings, filename, None, excerpts=excerpts)
+    report = _checked(path, settings, filename, None, excerpts=excerpts, describe=describe)
     report.diagnostics = [d.detached(edits=edits) for d in report.diagnostics]
     return report
 
@@ -311,11 +343,15 @@ def check_stored(
     progress: ProgressCallback | None = None,
     *,
     excerpts: bool = True,
+    describe: FixDescriber | None = None,
 ) -> tuple[ScannedFile, list[Diagnostic]]:
-    """Read a store session's transcript and run the rules; findings located in the store."""
+    """Read a store session's transcript and run the rules; findings located in the store
+    (`describe` completes their fixes' edits)."""
     scanned = read_session(transcript.path, Format.AUTO, progress, settings.jobs)
     with gc_paused():
         found = run_rules(scanned, settings, filename, excerpts=excerpts, hold=True)
+        if describe is not None:
+            found = describe(scanned, found)
     return scanned, relocated(found, transcript, filename)
 
 
@@ -372,7 +408,9 @@ def _check_store(
     settings: Settings,
     filename: str,
     progress: ProgressCallback | None,
+    *,
     excerpts: bool,
+    describe: FixDescriber | None,
 ) -> Iterator[FileReport]:
     try:
         store = stores.open_store(path)
@@ -389,7 +427,12 @@ def _check_store(
             try:
                 with stores.transcript_of(store, session) as transcript:
                     scanned, diagnostics = check_stored(
-                        transcript, settings, filename, progress, excerpts=excerpts
+                        transcript,
+                        settings,
+                        filename,
+                        progress,
+                        excerpts=excerpts,
+                        describe=describe,
                     )
             except SessionfixError as exc:
                 yield FileReport(path, filename, "unknown", error=str(exc), session_id=session.id)
@@ -562,17 +605,25 @@ def check_run(
     progress: ProgressCallback | None = None,
     edits: bool = True,
     excerpts: bool = True,
+    describe: FixDescriber | None = None,
 ) -> CheckRun:
     """Check every selected file; an unreadable one becomes an error line, not a failure.
-    `edits`: the diagnostics' fixes keep their edits; `excerpts`: the diagnostics carry
-    the start of their record (`check_paths`)."""
+    `edits`: the diagnostics' fixes keep their edits (completed by `describe`);
+    `excerpts`: the diagnostics carry the start of their record (`check_paths`)."""
     errors = list(selection.errors)
     diagnostics: list[Diagnostic] = []
     reports: list[FileReport] = []
     notices = Notices()
     # Closed however the loop ends, so that the file workers are reaped at once.
     with contextlib.closing(
-        check_paths(selection.files, settings, progress=progress, edits=edits, excerpts=excerpts)
+        check_paths(
+            selection.files,
+            settings,
+            progress=progress,
+            edits=edits,
+            excerpts=excerpts,
+            describe=describe,
+        )
     ) as checked:
         for report in checked:
             reports.append(report)

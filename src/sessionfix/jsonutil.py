@@ -364,6 +364,27 @@ def member_bytes(data: bytes) -> dict[str, bytes]:
         pos = _skip_ws_bytes(data, pos + 1)
 
 
+def element_bytes(data: bytes) -> list[bytes]:
+    """The exact bytes of each element of the JSON array `data`, in order (as
+    `member_bytes` gives an object's members). ValueError if not an array."""
+    elements: list[bytes] = []
+    pos = _skip_ws_bytes(data, 0)
+    if data[pos : pos + 1] != b"[":
+        raise ValueError("not a JSON array")
+    pos = _skip_ws_bytes(data, pos + 1)
+    if data[pos : pos + 1] == b"]":
+        return elements
+    while True:
+        end = _value_end(data, pos)
+        elements.append(data[pos:end])
+        pos = _skip_ws_bytes(data, end)
+        if data[pos : pos + 1] == b"]":
+            return elements
+        if data[pos : pos + 1] != b",":
+            raise ValueError(f"expecting ',' or ']' at byte {pos + 1}")
+        pos = _skip_ws_bytes(data, pos + 1)
+
+
 def _value_end(data: bytes, pos: int) -> int:
     """Where the JSON value starting at `pos` ends: strings are skipped whole, brackets
     counted, so the depth costs nothing but the count."""

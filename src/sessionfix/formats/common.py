@@ -3,16 +3,99 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
-from msgspec import UNSET
+from msgspec import UNSET, Raw
+from msgspec import inspect as types
 
 from sessionfix import jsonutil
 from sessionfix.model.view import MISSING, SessionView
 from sessionfix.read.reader import RecordSource
 
 IdsReader = Callable[[RecordSource, SessionView, int], tuple[str | None, object]]
+T = TypeVar("T")
+
+
+class ParsingDecoder(Generic[T]):
+    """msgspec's typed JSON decoder for the records of agents that read them with
+    `JSON.parse` (pi, OpenClaw, Claude Code; not Codex, whose serde_json refuses what
+    msgspec refuses). Where msgspec refuses text `JSON.parse` reads (a lone surrogate
+    escape such as `"\\ud800"` anywhere in the record, invalid UTF-8, nesting past its
+    depth), the value `JSON.parse` gives is taken into the type instead, each `Raw`
+    holding its member's exact bytes. A value of another type than the field's is
+    refused as msgspec refuses it (ValidationError); text `JSON.parse` refuses too
+    raises ValueError."""
+
+    def __init__(self, kind: type[T]) -> None:
+        self.kind = kind
+        self.typed = msgspec.json.Decoder(kind)
+        self._info: types.Type | None = None
+
+    def decode(self, data: bytes | memoryview) -> T:
+        try:
+            return self.typed.decode(data)
+        except msgspec.ValidationError:
+            raise
+        except (ValueError, RecursionError):
+            pass
+        data = bytes(data)
+        return self.convert(jsonutil.loads(data), data)
+
+    def convert(self, value: object, data: bytes) -> T:
+        """`value`, the record `JSON.parse` reads from `data`, in the type."""
+        if self._info is None:
+            self._info = types.type_info(self.kind)
+        return msgspec.convert(_with_raw(value, data, self._info), self.kind)
+
+
+def _with_raw(value: object, data: bytes, info: types.Type) -> object:
+    """`value` with each member the type takes as `Raw` replaced by its bytes in `data`."""
+    if isinstance(info, types.RawType):
+        return Raw(data)
+    if isinstance(info, types.UnionType):
+        for member in info.types:
+            if isinstance(member, types.RawType) or _takes(member, value):
+                return _with_raw(value, data, member)
+        return value
+    if not _holds_raw(info):
+        return value
+    if isinstance(info, types.StructType) and type(value) is dict:
+        fields = {field.encode_name: field.type for field in info.fields}
+        members = jsonutil.member_bytes(data)
+        return {
+            key: _with_raw(item, members[key], fields[key]) if key in fields else item
+            for key, item in value.items()
+        }
+    if isinstance(info, types.ListType) and type(value) is list:
+        return [
+            _with_raw(item, element, info.item_type)
+            for item, element in zip(value, jsonutil.element_bytes(data), strict=True)
+        ]
+    return value
+
+
+def _takes(info: types.Type, value: object) -> bool:
+    """Whether a union's member `info` is the one a container `value` decodes as."""
+    if type(value) is dict:
+        return isinstance(info, types.StructType | types.DictType)
+    return type(value) is list and isinstance(info, types.ListType)
+
+
+def _holds_raw(info: types.Type, seen: frozenset[int] = frozenset()) -> bool:
+    """Whether a value of the type can hold a `Raw` anywhere."""
+    if isinstance(info, types.RawType):
+        return True
+    if id(info) in seen:
+        return False
+    seen = seen | {id(info)}
+    if isinstance(info, types.UnionType):
+        return any(_holds_raw(member, seen) for member in info.types)
+    if isinstance(info, types.StructType):
+        return any(_holds_raw(field.type, seen) for field in info.fields)
+    if isinstance(info, types.ListType):
+        return _holds_raw(info.item_type, seen)
+    return False
 
 
 def ids_reader(id_field: str, parent_field: str) -> IdsReader:

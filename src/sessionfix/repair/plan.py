@@ -10,7 +10,7 @@ copied byte for byte; a changed record is re-serialised the way its writer does.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any, Final, NamedTuple
 
@@ -20,8 +20,12 @@ from sessionfix import jsonutil
 from sessionfix.diagnostics import (
     STRUCTURAL_ISSUES,
     AddFinalNewline,
+    DescribedEdit,
     Diagnostic,
     DropRecord,
+    Edit,
+    EditOp,
+    Fix,
     InsertRecord,
     JoinLines,
     LineEdit,
@@ -34,6 +38,7 @@ from sessionfix.model.view import MISSING, Flag, Kind, RefRole
 from sessionfix.read.reader import BOM, LineFinding, LineIssue, RecordSource
 from sessionfix.repair.rowmap import PREFIX_ROW, RowMap
 from sessionfix.rules.analysis import TreeOrder, order_of
+from sessionfix.rules.base import changed_bytes
 from sessionfix.scan.scanner import ScannedFile
 from sessionfix.scan.splice import CopiedRun
 
@@ -75,8 +80,12 @@ class RepairPlan:
         source: RecordSource,
         *,
         map_rows: bool = False,
+        children: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         self.view = scanned.view
+        self.children = children
+        """The children of records the decisions may drop (`children_of`), when several
+        plans of one file share them; found here for the records it does not hold."""
         self.lines = scanned.lines
         self.editor = scanned.editor
         self.source = source
@@ -197,7 +206,10 @@ class RepairPlan:
         if dropped:
             moved = {x for x in dropped if not self._same_id_survives(x)}
             if moved:
-                rewrites.update(i for i, parent in enumerate(view.parents) if parent in moved)
+                known = self.children or {}
+                unknown = children_of(view.parents, moved.difference(known))
+                for index in moved:
+                    rewrites.update(known[index] if index in known else unknown[index])
             for index, references in view.references.items():
                 for reference in references:
                     target = view.resolve(reference.target)
@@ -483,6 +495,41 @@ class RepairPlan:
             rows.add(header.row)
         return sorted(rows)
 
+    def fix_edits(self, own: Iterable[Edit]) -> list[Edit]:
+        """For the plan of one fix, every edit that fix makes as the repair writes it:
+        its `own` edits of each line where they give what the plan writes there, else
+        the bytes of the line that change; and each line its decisions change besides
+        (a child re-linked past a dropped record, a kept position that moves, a last
+        line that gets its newline) as the bytes of it that change, or deleted."""
+        changes = {change.row: change for change in self.changes()}
+        named: dict[int, list[Edit]] = {}
+        edits: list[Edit] = []
+        for edit in own:
+            if edit.row == PREFIX_ROW or len(edit.rows) > 1:
+                edits.append(edit)  # a header before line 1, a join: as the plan takes them
+                for row in edit.rows:
+                    changes.pop(row, None)
+            else:
+                named.setdefault(edit.row, []).append(edit)
+        for row, change in changes.items():
+            old = self.source.read(change.start, change.end - change.start)
+            new = self._written(change)
+            mine = named.get(row)
+            if mine is not None and _applied(old, mine, self.terminator) == new:
+                edits.extend(mine)
+            elif not change.lines:
+                edits.append(DescribedEdit(row, described=EditOp.DELETE))
+            else:
+                first, end, text = changed_bytes(old, new)
+                op = EditOp.REPLACE_BYTES if text else EditOp.DELETE_BYTES
+                edits.append(DescribedEdit(row, described=op, text=text or None, span=(first, end)))
+        return edits
+
+    def _written(self, change: RowChange) -> bytes:
+        """The bytes a changed line becomes, its terminators included."""
+        terminator = self.terminator
+        return terminator.join(change.lines) + (terminator if change.terminated else b"")
+
     def prefix(self) -> bytes:
         """Bytes written before the first input line (a rebuilt header)."""
         header = self.header
@@ -580,9 +627,7 @@ class RepairPlan:
         if unfixed == {LineIssue.BOM} and body.startswith(BOM):
             mark = BOM  # the mark stays (its rule is off); the other damage goes
         elif unfixed:
-            if LineIssue.BOM in fixed and body.startswith(BOM):
-                return [body[len(BOM) :]], True
-            return [body], True
+            return self._patched_whole(body, start, findings, fixed, records)
         lines = self._record_lines(records)
         if mark and lines:
             lines[0] = mark + lines[0]
@@ -594,6 +639,45 @@ class RepairPlan:
                 lines.append(body[finding.span[0] : finding.span[1]])
                 damaged_tail = True
         return lines, damaged_tail
+
+    def _patched_whole(
+        self,
+        body: bytes,
+        start: int,
+        findings: list[LineFinding],
+        fixed: set[LineIssue | None],
+        records: range,
+    ) -> tuple[list[bytes], bool]:
+        """A line whose records cannot be written apart (their glue or NULs stay), kept
+        whole with every other decision applied in place: its mark removed, its damaged
+        bytes dropped, its records dropped or rewritten. Whether it still ends in damage."""
+        view = self.view
+        patches: list[tuple[int, int, bytes]] = []
+        if LineIssue.BOM in fixed and body.startswith(BOM):
+            patches.append((0, len(BOM), b""))
+        damaged_tail = False
+        for finding in findings:
+            if finding.issue in (LineIssue.TORN, LineIssue.UNPARSABLE) and finding.span:
+                if finding.issue in fixed:
+                    patches.append((*finding.span, b""))
+                else:
+                    damaged_tail = damaged_tail or finding.span[1] == len(body)
+        for index in records:
+            at = view.offsets[index] - start
+            if index in self.dropped:
+                patches.append((at, at + view.sizes[index], b""))
+            elif index in self._rewrites:
+                patches.append((at, at + view.sizes[index], self._rewritten(index)))
+        if not patches:
+            return [body], True
+        patches.sort()
+        pieces: list[bytes] = []
+        position = 0
+        for first, end, text in patches:
+            pieces += (body[position:first], text)
+            position = end
+        pieces.append(body[position:])
+        return [b"".join(pieces)], damaged_tail
 
     @staticmethod
     def _recordless_row(
@@ -822,6 +906,67 @@ class _RewritesAhead:
         self.batches = None
         self.ready.clear()
         self.stop()
+
+
+def described_fixes(scanned: ScannedFile, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """The diagnostics with each fix listing every edit the repair of that fix alone
+    makes (`RepairPlan.fix_edits`): a fix's own edits name its decisions (drop this
+    record, rewrite that one); its plan resolves what they entail (a child re-linked past
+    a dropped record, a kept position that moves). An `engine.FixDescriber`."""
+    dropped = (
+        edit.record
+        for diagnostic in diagnostics
+        if diagnostic.fix is not None
+        for edit in diagnostic.fix.edits
+        if isinstance(edit, DropRecord)
+    )
+    children = children_of(scanned.view.parents, dropped)
+    described: list[Diagnostic] = []
+    with RecordSource(scanned.info.path) as source:
+        for diagnostic in diagnostics:
+            fix = diagnostic.fix
+            if fix is not None:
+                plan = RepairPlan(scanned, [diagnostic], source, children=children)
+                edits = plan.fix_edits(fix.edits)
+                diagnostic = diagnostic.with_fix(Fix(fix.applicability, fix.message, edits))
+            described.append(diagnostic)
+    return described
+
+
+def children_of(parents: Sequence[int], records: Iterable[int]) -> dict[int, list[int]]:
+    """The children of each of `records` (in one pass over the parent links)."""
+    children: dict[int, list[int]] = {index: [] for index in records}
+    if children:
+        for index, parent in enumerate(parents):
+            if parent in children:
+                children[parent].append(index)
+    return children
+
+
+def _applied(line: bytes, edits: Sequence[Edit], terminator: bytes) -> bytes:
+    """What `edits` of one line make of its bytes (its terminator included), as the JSON
+    output documents them."""
+    inserted = [
+        jsonutil.encode_text(edit.content or "") + terminator
+        for edit in edits
+        if edit.op is EditOp.INSERT_AFTER
+    ]
+    kept = line
+    ranges: list[tuple[int, int, bytes]] = []
+    for edit in edits:
+        op, content = edit.op, jsonutil.encode_text(edit.content or "")
+        if op is EditOp.DELETE:
+            return b"".join(inserted)
+        if op is EditOp.REPLACE:
+            ending = line[len(line.rstrip(b"\r\n")) :]
+            kept = content + (ending and terminator)
+        elif op is EditOp.APPEND:
+            ranges.append((len(line), len(line), content))
+        elif edit.byte_range is not None:
+            ranges.append((*edit.byte_range, content))
+    for first, end, text in sorted(ranges, reverse=True):
+        kept = kept[:first] + text + kept[end:]
+    return kept + b"".join(inserted)
 
 
 class CopiedRange(NamedTuple):

@@ -26,6 +26,7 @@ from sessionfix.diagnostics import (
     Severity,
     WrittenLine,
     escape,
+    escape_surrogates,
 )
 from sessionfix.rules import RULES, Rule, get_rule
 from sessionfix.version import __version__
@@ -206,7 +207,7 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
         "name": diagnostic.name,
         "severity": diagnostic.severity.label,
         "message": diagnostic.message,
-        "filename": diagnostic.filename,
+        "filename": escape_surrogates(diagnostic.filename),
         "format": diagnostic.format,
         "location": {"row": diagnostic.row, "column": diagnostic.column},
         "end_location": {"row": diagnostic.row, "column": diagnostic.column},
@@ -290,9 +291,10 @@ def _github_property(text: str) -> str:
 def write_github(diagnostics: Iterable[Diagnostic], out: IO[bytes]) -> None:
     for d in diagnostics:
         title = _github_property(f"sessionfix ({d.code})")
-        location = f"{d.place}: {d.code} {d.message}"
+        location = escape_surrogates(f"{d.place}: {d.code} {d.message}")
+        filename = _github_property(escape_surrogates(d.filename))
         line = (
-            f"::{_GITHUB_LEVEL[d.severity]} title={title},file={_github_property(d.filename)},"
+            f"::{_GITHUB_LEVEL[d.severity]} title={title},file={filename},"
             f"line={d.row},col={d.column}::{_github_data(location)}\n"
         )
         out.write(line.encode("utf-8", "replace"))
@@ -309,12 +311,13 @@ SRCROOT: Final = "%SRCROOT%"
 def sarif_uri(filename: str, root: str) -> dict[str, str]:
     """A SARIF artifactLocation for `filename`: relative to the directory `root` (posix
     form, percent-encoded, with `uriBaseId`) when the file is inside it, else an
-    absolute `file://` URI, so that code scanning maps results onto the checkout."""
+    absolute `file://` URI, so that code scanning maps results onto the checkout. A
+    name's bytes that are not UTF-8 are percent-encoded as they are."""
     path = os.path.abspath(os.path.join(root, filename))
     relative = os.path.relpath(path, root)
     if relative == os.pardir or relative.startswith(os.pardir + os.sep) or os.path.isabs(relative):
         return {"uri": Path(path).as_uri()}
-    return {"uri": quote(Path(relative).as_posix(), safe="/"), "uriBaseId": SRCROOT}
+    return {"uri": quote(os.fsencode(Path(relative).as_posix()), safe="/"), "uriBaseId": SRCROOT}
 
 
 def _directory_uri(root: str) -> str:

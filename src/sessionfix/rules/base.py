@@ -399,12 +399,13 @@ def changed_bytes(old: bytes, new: bytes) -> tuple[int, int, str]:
     text there. Both ends fall between characters; where the new bytes are not UTF-8
     text, the whole of `old` is named (JSON text cannot carry them exactly anyway)."""
     limit = min(len(old), len(new))
-    first = 0
-    while first < limit and old[first] == new[first]:
-        first += 1
-    last = 0
-    while last < limit - first and old[-1 - last] == new[-1 - last]:
-        last += 1
+    first = _common_length(old, new, limit, lambda n: (slice(0, n), slice(0, n)))
+    last = _common_length(
+        old,
+        new,
+        limit - first,
+        lambda n: (slice(len(old) - n, len(old)), slice(len(new) - n, len(new))),
+    )
     # Back off to character boundaries: never end inside a multi-byte character.
     while first > 0 and (_continues(old, first) or _continues(new, first)):
         first -= 1
@@ -415,6 +416,22 @@ def changed_bytes(old: bytes, new: bytes) -> tuple[int, int, str]:
     except UnicodeDecodeError:
         return 0, len(old), _display(new)
     return first, len(old) - last, text
+
+
+def _common_length(
+    old: bytes, new: bytes, limit: int, spans: Callable[[int], tuple[slice, slice]]
+) -> int:
+    """The largest n up to `limit` for which the two `spans(n)` hold the same bytes, by
+    bisection (each comparison a memcmp: a long record's lines compare in C)."""
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        mine, theirs = spans(middle)
+        if old[mine] == new[theirs]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _continues(data: bytes, at: int) -> bool:

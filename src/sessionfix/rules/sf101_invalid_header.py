@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from sessionfix import jsonutil
@@ -11,6 +10,7 @@ from sessionfix.diagnostics import Diagnostic, RebuildHeader, Severity
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.pi import VALID_VERSIONS
+from sessionfix.formats.pi.location import openclaw_session_of, pi_session_id_of
 from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 
@@ -50,13 +50,14 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             index=0,
         )
     if ctx.format is Format.OPENCLAW and isinstance(header.id, str) and header.id:
-        stem = ctx.origin.name.removesuffix(".jsonl")
-        if stem != header.id and not stem.startswith(header.id + "-topic-"):
+        named = openclaw_session_of(ctx.origin.name)
+        # A checkpoint copies its transcript; the import neither takes nor checks it.
+        if not named.checkpoint and named.session_id != header.id:
             yield ctx.diagnostic(
                 RULE,
                 header.row,
-                f"OpenClaw header id {header.id!r} differs from the file name {stem!r}; "
-                "the SQLite import refuses such transcripts",
+                f"OpenClaw header id {header.id!r} differs from the session id its file name "
+                f"gives, {named.session_id!r}; the SQLite import refuses such transcripts",
                 index=0,
             )
 
@@ -95,7 +96,12 @@ def _rebuilt_header(ctx: RuleContext) -> dict[str, Any]:
     header: dict[str, Any] = {"type": "session"}
     if view.tree:
         header["version"] = 3
-    header["id"] = session_id_from_name(ctx.origin, ctx.format)
+    name = ctx.origin.name
+    header["id"] = (
+        openclaw_session_of(name).session_id
+        if ctx.format is Format.OPENCLAW
+        else pi_session_id_of(name)
+    )
     if len(view):
         try:
             first = ctx.load_record(0)
@@ -106,14 +112,6 @@ def _rebuilt_header(ctx: RuleContext) -> dict[str, Any]:
             header["timestamp"] = timestamp
     header["cwd"] = ctx.settings.cwd
     return header
-
-
-def session_id_from_name(path: Path, fmt: Format) -> str:
-    """OpenClaw names a transcript `<sessionId>.jsonl`; pi `<timestamp>_<sessionId>.jsonl`."""
-    stem = path.name.removesuffix(".jsonl")
-    if fmt is Format.OPENCLAW or "_" not in stem:
-        return stem
-    return stem.split("_", 1)[1]
 
 
 RULE = Rule(

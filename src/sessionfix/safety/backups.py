@@ -34,6 +34,7 @@ from sessionfix.safety.writing import (
     WriteFailed,
     file_digest,
     read_backup_name,
+    refuse_link,
     remove_dead_temps,
     replace_file,
     snapshot,
@@ -109,11 +110,20 @@ class _Found(Struct, frozen=True):
     record: BackupRecord | None
 
 
-def list_backups(session: str | Path, *, now: datetime | None = None) -> list[Backup]:
-    """The backups of `session`, newest first, each checked against its record (which
-    reads each one whole)."""
+def list_backups(
+    session: str | Path, *, follow_symlinks: bool = False, now: datetime | None = None
+) -> list[Backup]:
+    """The backups of `session` (of the file it links to, when links are followed),
+    newest first, each checked against its record (which reads each one whole)."""
     now = now or datetime.now(UTC)
-    return [b for found in _found(Path(session)) if (b := _checked(found, now)) is not None]
+    found = _found(_backed_up(Path(session), follow_symlinks))
+    return [b for candidate in found if (b := _checked(candidate, now)) is not None]
+
+
+def _backed_up(session: Path, follow_symlinks: bool) -> Path:
+    """The path an in-place repair of `session` kept its backups beside: the file a
+    followed link names, where the rewrite went."""
+    return Path(os.path.realpath(session)) if follow_symlinks else session
 
 
 def restore(
@@ -127,7 +137,8 @@ def restore(
     break_stale_lock: bool = False,
     now: datetime | None = None,
 ) -> Restored:
-    """Put back the newest verified backup of `session` (or the one named `backup`).
+    """Put back the newest verified backup of `session` (or the one named `backup`); with
+    `follow_symlinks`, of the file a link names, beside which its repair kept them.
 
     The guards of an in-place repair apply (locks, quiescence, links, other processes
     holding the session open for writing), except that a session that still holds
@@ -135,7 +146,8 @@ def restore(
     window. A damaged backup is refused. The version replaced is kept as a backup unless
     `keep_current` is false; a session that no longer exists is created again.
     """
-    session = Path(session)
+    refuse_link(Path(session), follow_symlinks=follow_symlinks)
+    session = _backed_up(Path(session), follow_symlinks)
     now = now or datetime.now(UTC)
     found = _found(session)
     chosen, warning = _choose(session, found, backup, now)

@@ -70,6 +70,13 @@ class Snapshot(Struct, frozen=True):
         return (st.st_ino, st.st_size, st.st_mtime_ns) == (self.inode, self.size, self.mtime_ns)
 
 
+def refuse_link(path: Path, *, follow_symlinks: bool) -> None:
+    """Refuse to rewrite a symbolic link unless it is followed: the rename would replace
+    the link itself."""
+    if path.is_symlink() and not follow_symlinks:
+        raise WriteRefused(f"{path}: is a symbolic link (refusing to replace it)")
+
+
 def snapshot(
     path: Path, *, follow_symlinks: bool = False, allow_hard_links: bool = False
 ) -> Snapshot:
@@ -79,8 +86,7 @@ def snapshot(
     itself); so are files with other hard links (the other names would keep the old
     content) unless allowed, and anything that is not a regular file.
     """
-    if path.is_symlink() and not follow_symlinks:
-        raise WriteRefused(f"{path}: is a symbolic link (refusing to replace it)")
+    refuse_link(path, follow_symlinks=follow_symlinks)
     resolved = Path(os.path.realpath(path))
     try:
         st = os.stat(resolved)

@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
-import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sessionfix import jsonutil
 from sessionfix.formats.claude.queued import RELAYED, Prompt, is_attachment, queued_prompts
+from sessionfix.formats.common import ParsingDecoder
 from sessionfix.model.loaded import Loaded, Sent
 from sessionfix.model.view import Flag, Kind, Role, SessionView, key_of
 from sessionfix.read.reader import LineFinding, LineIssue, LineReport, NulPlacement, RecordSource
@@ -69,10 +69,10 @@ class _Origin(Struct, gc=False):
     kind: Any = None
 
 
-_DECODER: Final = msgspec.json.Decoder(_Returned)
-_CONTENT: Final = msgspec.json.Decoder(_Role)
-_BLOCKS: Final = msgspec.json.Decoder(_Blocks)
-_ORIGIN: Final = msgspec.json.Decoder(_Origin)
+_DECODER: Final = ParsingDecoder(_Returned)
+_CONTENT: Final = ParsingDecoder(_Role)
+_BLOCKS: Final = ParsingDecoder(_Blocks)
+_ORIGIN: Final = ParsingDecoder(_Origin)
 
 
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
@@ -108,7 +108,7 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
         data = source.read(*view.span(index))
         try:
             record = _DECODER.decode(data)
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             continue
         if returns(record):
             yield _loaded(index, record, data, view.role(index) is Role.TOOL_RESULT)
@@ -134,7 +134,7 @@ def _closes_quiet_turn(record: _Returned) -> bool:
         return False
     try:
         content = _BLOCKS.decode(record.message).content
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return False
     if not isinstance(content, list) or len(content) != 1 or not isinstance(content[0], dict):
         return False
@@ -147,7 +147,7 @@ def _relayed(origin: Raw) -> bool:
         return False
     try:
         return _ORIGIN.decode(origin).kind in RELAYED
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return False
 
 
@@ -299,7 +299,7 @@ def _loaded(index: int, record: _Returned, data: bytes, answers: bool) -> Loaded
         return Loaded(index, sent, len(raw))
     try:
         images, image_bytes = _images(_CONTENT.decode(raw).content)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError, ValueError):
+    except (ValueError, RecursionError):
         images = image_bytes = 0
     return Loaded(index, sent, len(raw), images, image_bytes)
 

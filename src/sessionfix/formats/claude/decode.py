@@ -26,7 +26,7 @@ from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import MainTranscript, main_transcript_of, session_id_of
-from sessionfix.formats.common import ids_reader, text_exceeds
+from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
     MISSING,
@@ -179,9 +179,9 @@ class _FileInput(Struct, gc=False):
 
 
 _RECORD_DECODER: Final = msgspec.json.Decoder(_Record)
-_METADATA_DECODER: Final = msgspec.json.Decoder(_CompactMetadata)
-_SIDECAR_DECODER: Final = msgspec.json.Decoder(_Sidecar)
-_INPUT_DECODER: Final = msgspec.json.Decoder(_FileInput)
+_METADATA_DECODER: Final = ParsingDecoder(_CompactMetadata)
+_SIDECAR_DECODER: Final = ParsingDecoder(_Sidecar)
+_INPUT_DECODER: Final = ParsingDecoder(_FileInput)
 _SUCCESS_TYPES: Final = frozenset({"text", "create", "update"})
 """`toolUseResult.type` of a read that returned text and of a write that replaced a file."""
 
@@ -220,10 +220,8 @@ def _loose_record(value: dict[str, Any]) -> _Record:
 
 
 def _encode_loose(value: object) -> bytes:
-    try:
-        return msgspec.json.encode(value)
-    except (TypeError, ValueError):
-        return b"null"
+    """A parsed value's JSON as `JSON.stringify` writes it (lone surrogates escaped)."""
+    return jsonutil.stringify_bytes(value)
 
 
 def _loose_block(item: object) -> _Block:
@@ -667,7 +665,7 @@ class _ResultRecord(Struct, gc=False):
     toolUseResult: _Sidecar | str | None = None
 
 
-_RESULT_DECODER: Final = msgspec.json.Decoder(_ResultRecord)
+_RESULT_DECODER: Final = ParsingDecoder(_ResultRecord)
 
 
 def _result_text(data: bytes) -> str | None:

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-import msgspec
 from msgspec import Struct
 
 from sessionfix import jsonutil
+from sessionfix.formats.common import ParsingDecoder
 from sessionfix.read.reader import BOM
 
 HOME_FOLDER = ".claude"
@@ -71,7 +71,7 @@ class _Identity(Struct, gc=False):
     uuid: Any = None
 
 
-_IDENTITY: Final = msgspec.json.Decoder(_Identity)
+_IDENTITY: Final = ParsingDecoder(_Identity)
 
 
 class MainTranscript:

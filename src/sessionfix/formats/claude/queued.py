@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-import msgspec
 from msgspec import Raw, Struct
 
+from sessionfix.formats.common import ParsingDecoder
 from sessionfix.model.view import MISSING_KEY, NULL_KEY, Flag, Kind, Role, SessionView, key_of
 from sessionfix.read.reader import RecordSource
 
@@ -82,10 +82,10 @@ class _Turn(Struct, gc=False):
     message: Any = None
 
 
-_ATTACHMENT: Final = msgspec.json.Decoder(_Attachment)
-_COMMAND: Final = msgspec.json.Decoder(_Command)
-_TURN: Final = msgspec.json.Decoder(_Turn)
-_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError)
+_ATTACHMENT: Final = ParsingDecoder(_Attachment)
+_COMMAND: Final = ParsingDecoder(_Command)
+_TURN: Final = ParsingDecoder(_Turn)
+_ERRORS: Final = (ValueError, RecursionError)
 
 
 class Prompt(NamedTuple):

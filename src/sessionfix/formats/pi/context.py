@@ -11,10 +11,10 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any, Final
 
-import msgspec
 from msgspec import Raw, Struct
 
 from sessionfix import jsonutil
+from sessionfix.formats.common import ParsingDecoder
 from sessionfix.model.loaded import Loaded, LoadRefused, Sent
 from sessionfix.model.view import ROOT, Kind, Role, SessionView
 from sessionfix.read.reader import LineIssue, LineReport, RecordSource
@@ -37,7 +37,7 @@ class _Payload(Struct, gc=False):
     summary: Raw = _NO_RAW
 
 
-_DECODER: Final = msgspec.json.Decoder(_Payload)
+_DECODER: Final = ParsingDecoder(_Payload)
 
 
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
@@ -134,7 +134,7 @@ def _loaded(view: SessionView, source: RecordSource, index: int, sent: Sent) -> 
     data = source.read(*view.span(index))
     try:
         payload = _DECODER.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return Loaded(index, sent, len(data))
     raw = bytes(payload.message or payload.content or payload.summary) or data
     if b'"image"' not in raw:

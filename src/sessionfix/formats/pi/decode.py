@@ -28,9 +28,9 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from sessionfix import jsonutil
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
-from sessionfix.formats.common import ids_reader, text_exceeds
+from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
 from sessionfix.formats.pi.edit import ROOT_NAME, PiEditor
-from sessionfix.formats.pi.location import is_openclaw_location
+from sessionfix.formats.pi.location import is_checkpoint_name, is_openclaw_location
 from sessionfix.model.tracking import CleanBlock, PathTracker
 from sessionfix.model.view import (
     MISSING,
@@ -147,7 +147,7 @@ class _PathArguments(Struct, gc=False):
 
 
 _RECORD_DECODER: Final = msgspec.json.Decoder(_Record)
-_ARGUMENTS_DECODER: Final = msgspec.json.Decoder(_PathArguments)
+_ARGUMENTS_DECODER: Final = ParsingDecoder(_PathArguments)
 
 ENTRY_KINDS: Final[dict[str, Kind]] = {
     "session": Kind.HEADER,
@@ -262,7 +262,7 @@ def _loose_arguments(arguments: object) -> Raw:
     """The part of a call's parsed arguments the rules read (the path), as JSON: the
     rest may be nested deeper than a serialiser recurses."""
     path = arguments.get("path") if isinstance(arguments, dict) else None
-    return Raw(jsonutil.canonical({"path": path if isinstance(path, str) else None}))
+    return Raw(jsonutil.stringify_bytes({"path": path if isinstance(path, str) else None}))
 
 
 _TYPE_OF: Final = attrgetter("type")
@@ -937,7 +937,7 @@ def _path_argument(arguments: Raw) -> str | None:
         return None
     try:
         path = _ARGUMENTS_DECODER.decode(arguments).path
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return None
     return path if type(path) is str and path else None
 
@@ -1070,7 +1070,6 @@ FORMATS: Final = frozenset({Format.PI, Format.OPENCLAW})
 ENTRY_TYPES: Final = frozenset(ENTRY_KINDS) - {"session"}
 _SIBLING_NAMES: Final = (
     "*.trajectory.jsonl",
-    "*.checkpoint.*.jsonl",
     "*.corrupt-*.jsonl",
     "*.jsonl.lock",
     "*.jsonl.reset.*",
@@ -1079,8 +1078,9 @@ _SIBLING_NAMES: Final = (
     "*.repair-*.tmp",
     "*.jsonl.imported-*",
 )
-"""What OpenClaw and pi leave beside a transcript: trajectories, checkpoints, quarantined
-copies, locks, reset and deleted copies, their own backups and temporary files."""
+"""What OpenClaw and pi leave beside a transcript: trajectories, quarantined copies,
+locks, reset and deleted copies, their own backups and temporary files (and checkpoints,
+`is_checkpoint_name`)."""
 _SIBLING: Final = re.compile("|".join(fnmatch.translate(pattern) for pattern in _SIBLING_NAMES))
 
 
@@ -1115,4 +1115,4 @@ def capabilities(fmt: Format, tree: bool) -> frozenset[Capability]:
 
 
 def is_sibling(path: Path) -> bool:
-    return _SIBLING.match(path.name) is not None
+    return _SIBLING.match(path.name) is not None or is_checkpoint_name(path.name)
