@@ -38,6 +38,15 @@ from sessionfix.scan.scanner import ScannedFile
 from sessionfix.scan.splice import CopiedRun
 
 COPY_BYTES: Final = 4 << 20
+_PLACED_ROLES: Final = frozenset(
+    {
+        RefRole.FIRST_KEPT,
+        RefRole.FIRST_KEPT_POSITION,
+        RefRole.SEGMENT_MEMBER,
+        RefRole.SEGMENT_HEAD,
+    }
+)
+"""References resolved by the place of the record that holds them in the session."""
 REWRITES_AHEAD_BYTES: Final = 8 << 20
 """Bytes of records to rewrite from which forked workers rewrite them while the output is
 written (each rewrite parses and serialises a whole record: 6 ms a MiB)."""
@@ -593,11 +602,13 @@ class RepairPlan:
             if finding.issue not in fixed:
                 lines.append(body[finding.span[0] : finding.span[1]])
                 damaged_tail = True
+            elif finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
+                # The fix drops the damaged bytes around a whole record, not the record.
+                lines.append(self._recovered(body[slice(*finding.recoverable)]))
         return lines, damaged_tail
 
-    @staticmethod
     def _recordless_row(
-        issues: dict[LineIssue, LineFinding], fixed: set[LineIssue | None], body: bytes
+        self, issues: dict[LineIssue, LineFinding], fixed: set[LineIssue | None], body: bytes
     ) -> list[bytes]:
         """A line holding no complete record: kept as it is unless its fix applies."""
         torn = issues.get(LineIssue.TORN)
@@ -606,13 +617,40 @@ class RepairPlan:
         unparsable = issues.get(LineIssue.UNPARSABLE)
         if unparsable is not None and LineIssue.UNPARSABLE in fixed:
             recovered = unparsable.recoverable
-            return [body[recovered[0] : recovered[1]]] if recovered else []
+            return [self._recovered(body[slice(*recovered)])] if recovered else []
         nul = issues.get(LineIssue.NUL)
         if nul is not None and unparsable is None and LineIssue.NUL in fixed:
             return []
         if LineIssue.BOM in issues and LineIssue.BOM in fixed and body.startswith(BOM):
             return [body[len(BOM) :]]
         return [body]
+
+    def _recovered(self, data: bytes) -> bytes:
+        """A whole record a fix keeps from a damaged line (the view does not hold it): its
+        links to records this repair drops resolved as any record's are (§8), those a
+        record's place decides (cut points, kept segments) aside."""
+        if not self._dropped_ids:
+            return data
+        try:
+            record = jsonutil.loads_preserving(data)
+        except ValueError:
+            return data
+        view, editor = self.view, self.editor
+        changed = False
+        for name, role in editor.references(record):
+            if role in _PLACED_ROLES:
+                continue
+            value = editor.get_field(record, name)
+            if not isinstance(value, str) or value not in self._dropped_ids:
+                continue
+            target = view.resolve(value)
+            if target is None or target not in self.dropped or self._same_id_survives(target):
+                continue
+            new = self._climb(target)[1] if role is RefRole.PARENT else self.remap(value, role, -1)
+            if new != value:
+                record = editor.set_field(name, new)(record)
+                changed = True
+        return jsonutil.stringify_preserved(record) if changed else data
 
     def _record_lines(self, records: range) -> list[bytes]:
         view, source = self.view, self.source
