@@ -116,6 +116,11 @@ class Edit(PartlyCompared, Struct, frozen=True):
         of the first byte and of the byte after the last one."""
         return None
 
+    @property
+    def end_row(self) -> int | None:
+        """For an edit of several whole lines: the last of them (`row` the first)."""
+        return None
+
 
 # ---- line edits: the plan derives their bytes from the line report -----------------
 
@@ -167,18 +172,25 @@ class TrimDamage(ByteEdit, frozen=True, kw_only=True):
 
 
 class JoinLines(ByteEdit, frozen=True, kw_only=True):
-    """Join a line with the later line `rest`: a line break split one record in two. The
-    edit removes the line's terminator, bytes `start` up to `end`."""
+    """Part of writing a record spread over lines, from line `first` on, onto one line:
+    bytes `start` up to `end` of line `row` are whitespace between its tokens (a line
+    break among them), which the join removes, as it removes all such whitespace."""
 
-    rest: int
+    first: int
 
 
 class DropLine(LineEdit, frozen=True, kw_only=True):
-    """Drop a whole line that holds no record."""
+    """Drop a whole line that holds no record, or a run of them up to line `last`."""
+
+    last: int | None = None
 
     @property
     def op(self) -> EditOp:
         return EditOp.DELETE
+
+    @property
+    def end_row(self) -> int | None:
+        return self.last
 
 
 class NormaliseTerminator(Edit, frozen=True, kw_only=True):
@@ -325,11 +337,17 @@ class EndedLine(Edit, frozen=True, kw_only=True):
 
 
 class RemovedLine(Edit, frozen=True):
-    """An input line the repaired file no longer holds."""
+    """An input line the repaired file no longer holds, or several, up to line `last`."""
+
+    last: int | None = None
 
     @property
     def op(self) -> EditOp:
         return EditOp.DELETE
+
+    @property
+    def end_row(self) -> int | None:
+        return self.last
 
 
 class DescribedEdit(Edit, frozen=True, kw_only=True):
@@ -339,10 +357,17 @@ class DescribedEdit(Edit, frozen=True, kw_only=True):
     described: EditOp
     text: str | None = None
     span: tuple[int, int] | None = None
+    last: int | None = None
 
     @classmethod
     def of(cls, edit: Edit) -> DescribedEdit:
-        return cls(edit.row, described=edit.op, text=edit.content, span=edit.byte_range)
+        return cls(
+            edit.row,
+            described=edit.op,
+            text=edit.content,
+            span=edit.byte_range,
+            last=edit.end_row,
+        )
 
     @property
     def op(self) -> EditOp:
@@ -355,6 +380,10 @@ class DescribedEdit(Edit, frozen=True, kw_only=True):
     @property
     def byte_range(self) -> tuple[int, int] | None:
         return self.span
+
+    @property
+    def end_row(self) -> int | None:
+        return self.last
 
 
 class Fix(Struct, frozen=True):
@@ -383,6 +412,8 @@ class Diagnostic(PartlyCompared, Struct, frozen=True):
     entry_id: str | None = None
     fix: Fix | None = None
     format: str = "unknown"
+    end_row: int | None = None
+    """The last line of a finding on several (a run of blank lines, a spread record)."""
     span: tuple[int, int] | None = None
     """Byte offset and length of the record in the file, for excerpts."""
     source: Path | None = None

@@ -834,7 +834,7 @@ class RepairPreview:
         for k in range(len(trace)):
             row = trace.rows[k]
             written = located.get(row, [])
-            change = _edits_of(row, written, source)
+            change = _edits_of(row, written, source, trace.spans[k])
             if row == unterminated and written:
                 offset, length, end = written[0]
                 if end and self._is_last_line(offset, length):
@@ -860,6 +860,7 @@ class RepairPreview:
                     span=diagnostic.span if first_pass else None,
                     source=diagnostic.source if first_pass else None,
                     excerpt=diagnostic.excerpt if first_pass else None,
+                    end_row=diagnostic.end_row if first_pass else None,
                 )
             )
         return listed if self.located is None else self.located(listed)
@@ -896,10 +897,14 @@ class RepairPreview:
         self._text.close()
 
 
-def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource) -> list[Edit]:
+def _edits_of(
+    row: int, lines: list[tuple[int, int, str]], source: RecordSource, span: int = 1
+) -> list[Edit]:
     """An input row's change as edits: dropped, replaced by its first new line and the
     rest inserted after it; lines written before the first row go after row 0. Each
-    names the terminator written after it, and keeps its exact bytes for the JSON."""
+    names the terminator written after it, and keeps its exact bytes for the JSON. The
+    `span - 1` rows after it that the change covers (a run changed as one) go, in one
+    edit."""
 
     def edit(op: EditOp, line: tuple[int, int, str]) -> Edit:
         offset, length, end = line
@@ -913,10 +918,16 @@ def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource)
 
     if row == PREFIX_ROW:
         return [edit(EditOp.INSERT_AFTER, line) for line in lines]
+    last = row + span - 1
     if not lines:
-        return [RemovedLine(row)]
+        return [RemovedLine(row, last=last if span > 1 else None)]
     first, *rest = lines
-    return [edit(EditOp.REPLACE, first), *(edit(EditOp.INSERT_AFTER, line) for line in rest)]
+    covered = [RemovedLine(row + 1, last=last if span > 2 else None)] if span > 1 else []
+    return [
+        edit(EditOp.REPLACE, first),
+        *(edit(EditOp.INSERT_AFTER, line) for line in rest),
+        *covered,
+    ]
 
 
 def preview_repair(

@@ -68,6 +68,9 @@ class RowChange(Struct):
     terminated: bool = True
     """Whether the last output line gets a terminator (not when the input's last line
     had none and no final newline is added)."""
+    rows: int = 1
+    """How many input lines it covers, from `row` on (a run, a spread record); `lines`
+    may then hold several of them kept whole, line breaks and all."""
     causes: frozenset[int] = frozenset()
     """The applied diagnostics (indexes into `RepairPlan.diagnostics`) whose decisions
     change this line, follow-on changes included (a child re-parented past a dropped
@@ -102,9 +105,6 @@ class RepairPlan:
         self.row_fixes: dict[int, set[LineIssue | None]] = {}
         """Damaged line → the damage the applied line edits remove from it."""
         self.row_causes: dict[int, set[int]] = {}
-        self.joins: dict[int, int] = {}
-        """Line → the later line it is joined with (the two halves of one record)."""
-        self.joined_rests: set[int] = set()
         self.header: RebuildHeader | None = None
         self.header_cause = -1
         self.crlf = False
@@ -156,11 +156,11 @@ class RepairPlan:
                     self.final_newline = True
                     self.final_newline_cause = cause
                 case JoinLines():
-                    self.joins[edit.row] = edit.rest
-                    self.joined_rests.add(edit.rest)
-                    for row in (edit.row, edit.rest):
-                        self.row_fixes.setdefault(row, set()).add(edit.repairs)
-                        self.row_causes.setdefault(row, set()).add(cause)
+                    # One decision for all the lines of the record (the edits only
+                    # describe it, line by line).
+                    self.row_fixes.setdefault(edit.first, set()).add(edit.repairs)
+                    self.row_causes.setdefault(edit.first, set()).add(cause)
+                    return
                 case LineEdit():
                     self.row_fixes.setdefault(edit.row, set()).add(edit.repairs)
                     self.row_causes.setdefault(edit.row, set()).add(cause)
@@ -389,9 +389,7 @@ class RepairPlan:
         for row, fixed in self.row_fixes.items():
             if LineIssue.UNPARSABLE in fixed:
                 for finding in self._findings_on(row):
-                    if finding.issue is LineIssue.UNPARSABLE and (
-                        finding.recoverable is not None or row in self.joins
-                    ):
+                    if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
                         cause = min(self.row_causes[row])
                         shifts.append((bisect_left(view.rows, row), 1, cause))
         shifts.sort()
@@ -477,16 +475,33 @@ class RepairPlan:
                 self._by_row.setdefault(finding.row, []).append(finding)
         return self._by_row.get(row, [])
 
+    def _first_rows(self) -> tuple[list[int], list[int]]:
+        """The first and last lines of every finding on several lines, in file order."""
+        firsts: list[int] = []
+        lasts: list[int] = []
+        for finding in self.lines.findings:
+            if finding.rows > 1:
+                firsts.append(finding.row)
+                lasts.append(finding.last_row)
+        return firsts, lasts
+
     def changed_rows(self) -> list[int]:
         view = self.view
         rows = set(self.row_fixes)
         rows.update(view.rows[index] for index in self.dropped)
         rows.update(view.rows[index] for index in self._rewrites)
         rows.update(view.rows[index] for index in self.insertions)
+        within: list[int] = []
+        """Lines that may lie inside a finding on several lines."""
         if self.crlf:
-            rows.update(self.lines.crlf_rows)
+            within.extend(self.lines.crlf_rows)
         if self.final_newline and not self.lines.final_newline:
-            rows.add(self.lines.line_count)
+            within.append(self.lines.line_count)
+        if within:
+            firsts, lasts = self._first_rows()
+            for row in within:
+                k = bisect_right(firsts, row) - 1
+                rows.add(firsts[k] if k >= 0 and row <= lasts[k] else row)
         header = self.header
         if header is not None and header.replaces:
             rows.add(header.row)
@@ -519,8 +534,10 @@ class RepairPlan:
         view, source = self.view, self.source
         findings = self._findings_on(row)
         records = range(bisect_left(view.rows, row), bisect_right(view.rows, row))
+        covered = 1
         if findings:
             start, length = findings[0].offset, findings[0].length
+            covered = findings[0].rows
         else:
             start, length = view.offsets[records[0]], view.sizes[records[0]]
         after = source.read(start + length, 2)
@@ -529,6 +546,9 @@ class RepairPlan:
         damaged_tail = False
         if header is not None and header.replaces and header.row == row:
             lines = [jsonutil.encode_text(header.content or "")]
+            if covered > 1:  # the lines after the damaged header in its run stay
+                body = source.read(start, length)
+                lines.append(self._kept_lines(body[body.index(b"\n") + 1 :]))
         elif findings:
             lines, damaged_tail = self._damaged_row(row, findings, records, start, length)
         else:
@@ -537,16 +557,21 @@ class RepairPlan:
             for edit in self.insertions.get(index, ()):
                 lines.append(self._inserted(index, edit))
                 damaged_tail = False
-        last_line = row == self.lines.line_count and not self.lines.final_newline
+        last_line = row + covered - 1 == self.lines.line_count and not self.lines.final_newline
         # An unterminated last line stays so only while it is still the damaged bytes it
         # was (a write in progress); complete records always end with a newline.
         terminated = not last_line or self.final_newline or not damaged_tail
         causes = self._causes_of(row, records)
         if last_line and self.final_newline:
             causes.add(self.final_newline_cause)
-        change = RowChange(row, start, start + length + ending, lines, terminated)
+        change = RowChange(row, start, start + length + ending, lines, terminated, covered)
         change.causes = frozenset(causes)
         return change
+
+    def _kept_lines(self, body: bytes) -> bytes:
+        """Lines kept as they are, as one piece (their line breaks LF when line endings
+        are normalised)."""
+        return body.replace(b"\r\n", b"\n") if self.crlf else body
 
     def _causes_of(self, row: int, records: range) -> set[int]:
         """The decisions that change line `row`, once its records were emitted."""
@@ -571,16 +596,18 @@ class RepairPlan:
         damaged bytes kept as they were."""
         fixed = self.row_fixes.get(row, set())
         issues = {finding.issue: finding for finding in findings}
+        if LineIssue.SPREAD in issues:
+            lines = self._record_lines(records)
+            if LineIssue.SPREAD in fixed:
+                lines = [jsonutil.compact(line) for line in lines]
+            return lines, False
         body = self.source.read(start, length)
+        if findings[0].rows > 1:  # a run of blank lines or of junk
+            return ([], False) if findings[0].issue in fixed else ([self._kept_lines(body)], True)
         if LineIssue.BLANK in issues:
             return ([], False) if LineIssue.BLANK in fixed else ([body], True)
         if LineIssue.UNDEFINED in issues:
             return ([], False) if LineIssue.UNDEFINED in fixed else ([body], True)
-        if LineIssue.UNPARSABLE in fixed and row in self.joins:
-            rest = self._findings_on(self.joins[row])[0]
-            return [body + self.source.read(rest.offset, rest.length)], False
-        if LineIssue.UNPARSABLE in fixed and row in self.joined_rests:
-            return [], False
         if not records:
             lines = self._recordless_row(issues, fixed, body)
             return lines, bool(lines) and lines[-1] is body
@@ -797,7 +824,10 @@ class RepairPlan:
         for change in self.changes():
             self.rows_written += 1
             if row_map is not None:
-                row_map.add(change.row, len(change.lines), change.causes)
+                count = len(change.lines)
+                if change.rows > 1:  # lines kept whole in one piece
+                    count += sum(line.count(b"\n") for line in change.lines)
+                row_map.add(change.row, count, change.causes, change.rows)
             if change.start > position:
                 copied.append(CopiedRun(position, change.start, written))
                 written += change.start - position

@@ -81,7 +81,9 @@ def _chain(view: SessionView, lines: LineReport) -> Sequence[int]:
     return path
 
 
-_LOST_ISSUES: Final = frozenset({LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED})
+_LOST_ISSUES: Final = frozenset(
+    {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.SPREAD}
+)
 """Line damage that loses the line's records (the reader reads past a run of NUL bytes
 before a record, as the fixtures of NUL runs show)."""
 
