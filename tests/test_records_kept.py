@@ -21,11 +21,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sessionfix import Settings
+from sessionfix.errors import NotASessionFile
 from sessionfix.formats import Format, has_record_shape
 from sessionfix.repair.apply import RepairResult, preview_repair, repair_in_place, repair_to
+from sessionfix.scan import scanner as scanner_module
 
 from .sessions import rollouts, sessions
 from .test_fixtures import CASES, _settings
+from .test_properties import _diagnostics, _index, _parallel
 
 SPREAD_LINES: Final = 500
 """Lines a record spread over lines may take, in these files."""
@@ -232,3 +235,31 @@ def test_the_count_finds_each_kind_of_whole_record() -> None:
         ]
     )
     assert whole_records(data + b"\n", Format.PI) == 5
+
+
+@given(
+    data=damaged_layouts(),
+    task_bytes=st.sampled_from([64, 300, 2000]),
+    read_bytes=st.sampled_from([61, 500]),
+)
+def test_parallel_reads_of_spread_records_and_runs_agree_with_one_pass(
+    tmp_path: Path, data: bytes, task_bytes: int, read_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Byte ranges read apart never split a record spread over lines (the file is read
+    in one piece when one may go on into the next range) nor a run of lines."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    sequential = _read_or_refused(path, jobs=1)
+    with monkeypatch.context() as patch:
+        _parallel(patch, task_bytes)
+        patch.setattr(scanner_module, "READ_BYTES", read_bytes)
+        assert _read_or_refused(path, jobs=2) == sequential
+        assert _read_or_refused(path, jobs=3) == sequential
+
+
+def _read_or_refused(path: Path, jobs: int) -> tuple[Any, ...] | str:
+    """What a read and a check of `path` find, or why it is no session."""
+    try:
+        return _diagnostics(path, jobs=jobs), _index(path, jobs=jobs)
+    except NotASessionFile as refused:
+        return str(refused)

@@ -13,7 +13,7 @@ import gc
 import os
 import re
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import repeat
@@ -545,8 +545,8 @@ class _Pass:
             if run.span is not None:
                 run.span = (0, run.length)
         # Its carriage returns are whitespace inside the record: the join removes them.
-        while crlf and crlf[-1] >= spread.row:
-            crlf.pop()
+        # (The rows of its block after it may be listed already.)
+        del crlf[bisect_left(crlf, spread.row) : bisect_right(crlf, row)]
         rows = row - spread.row + 1
         findings.append(
             LineFinding(LineIssue.SPREAD, spread.row, spread.offset, end - spread.offset, rows=rows)
