@@ -26,10 +26,12 @@ from sessionfix.formats import Format, has_record_shape
 from sessionfix.repair.apply import RepairResult, preview_repair, repair_in_place, repair_to
 from sessionfix.scan import scanner as scanner_module
 
-from .sessions import rollouts, sessions
+from .conftest import FIXTURES
+from .sessions import Session, rollouts, sessions
 from .test_fixtures import CASES, _settings
 from .test_properties import _diagnostics, _index, _parallel
 
+FIXTURE_ROLLOUT: Final = FIXTURES / "SF008-codex-pretty-printed-rollout" / "repaired.jsonl"
 SPREAD_LINES: Final = 500
 """Lines a record spread over lines may take, in these files."""
 
@@ -122,13 +124,21 @@ def _due(result: RepairResult, before: int) -> int:
     return before - result.dropped_entries + result.inserted_records + result.tally["headers"]
 
 
-def _check_kept(source: Path, out: Path, settings: Settings) -> None:
+def _check_kept(source: Path, out: Path, settings: Settings) -> bool:
+    """Repair `source` to `out` and check what it holds; False when the file is refused
+    as no session (then nothing is written)."""
     data = source.read_bytes()
-    result = repair_to(source, out, settings, replace=True)
+    out.unlink(missing_ok=True)
+    try:
+        result = repair_to(source, out, settings, replace=True)
+    except NotASessionFile:
+        assert not out.exists()
+        return False
     fmt = Format(result.format)
     before = whole_records(data, fmt)
     after = whole_records(out.read_bytes(), fmt)
     assert after >= _due(result, before), (before, after, [d.code for d in result.applied])
+    return True
 
 
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
@@ -140,7 +150,7 @@ def test_no_fixture_repair_loses_a_whole_record(case: Path, unsafe: bool, tmp_pa
     source.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(case / "input.jsonl", source)
     settings = msgspec.structs.replace(_settings(spec), unsafe_fixes=unsafe)
-    _check_kept(source, tmp_path / "out.jsonl", settings)
+    assert _check_kept(source, tmp_path / "out.jsonl", settings)
 
 
 def _pretty(line: bytes, indent: int) -> bytes | None:
@@ -207,7 +217,8 @@ def test_no_repair_loses_a_whole_record(tmp_path: Path, data: bytes, unsafe: boo
     source = tmp_path / "s.jsonl"
     source.write_bytes(data)
     settings = Settings(quiescence=0.0, unsafe_fixes=unsafe)
-    _check_kept(source, tmp_path / "out.jsonl", settings)
+    if not _check_kept(source, tmp_path / "out.jsonl", settings):
+        return
     written = (tmp_path / "out.jsonl").read_bytes()
     preview = preview_repair(source, settings)
     try:
@@ -255,6 +266,42 @@ def test_parallel_reads_of_spread_records_and_runs_agree_with_one_pass(
         patch.setattr(scanner_module, "READ_BYTES", read_bytes)
         assert _read_or_refused(path, jobs=2) == sequential
         assert _read_or_refused(path, jobs=3) == sequential
+
+
+def test_a_pretty_printed_header_gives_every_byte_range_its_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header's facts (the cwd relative reads resolve against) reach the ranges read
+    in parallel only from the header itself: a file that may begin with a spread record
+    is read in one piece (the ranges took their facts from the first line-record)."""
+    session = Session()
+    for turn in range(30):
+        call = f"toolu_{turn}"
+        session.user(f"read it again ({turn})")
+        session.assistant([(call, "read", {"path": "src/a.py"})])
+        session.result(call, "read", "x = 1\n" * 20)
+    session.lines[0] = json.dumps(json.loads(session.lines[0]), indent=1)
+    path = tmp_path / "s.jsonl"
+    path.write_text(session.text())
+    sequential = _read_or_refused(path, jobs=1)
+    with monkeypatch.context() as patch:
+        _parallel(patch, 300)
+        assert _read_or_refused(path, jobs=2) == sequential
+
+
+def test_a_first_record_in_a_later_byte_range_is_read_as_the_file_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Junk before a rollout's `session_meta`, the record in the second byte range: that
+    range was decoded as one that follows records, and the header not taken for one
+    (a false SF101, in parallel reads only)."""
+    meta = (FIXTURE_ROLLOUT.read_bytes().split(b"\n"))[0]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"-- a merge conflict --\n" * 3 + meta + b"\n")
+    sequential = _read_or_refused(path, jobs=1)
+    with monkeypatch.context() as patch:
+        _parallel(patch, 64)
+        assert _read_or_refused(path, jobs=2) == sequential
 
 
 def _read_or_refused(path: Path, jobs: int) -> tuple[Any, ...] | str:

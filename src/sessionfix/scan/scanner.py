@@ -918,8 +918,9 @@ def peek_format(
     handle: BinaryIO, path: Path, forced: Format, limit: int | None = PEEK_LINE_BYTES
 ) -> tuple[Format, object] | None:
     """Detect the format and what later byte ranges need to know, from the first record
-    (None when there is none among the first `NO_RECORD_LINES` lines that hold anything:
-    the one-process read then decides what the file is)."""
+    (None when there is none among the first `NO_RECORD_LINES` lines that hold anything,
+    or a record spread over lines may come first: the one-process read then decides what
+    the file is)."""
     handle.seek(0)
     looked = 0
     while raw := handle.readline(-1 if limit is None else limit):
@@ -927,6 +928,8 @@ def peek_format(
             return None
         outcome = classify_line(raw.rstrip(b"\r\n"))
         if not outcome.records:
+            if outcome.damaged is not None and SpreadRecord.begins(raw):
+                return None
             looked += outcome.damaged is not None
             if looked >= NO_RECORD_LINES:
                 return None
@@ -996,7 +999,7 @@ def _read_parallel(
                     progress(task.end - task.start)
     except WorkerDied:
         return None
-    if joined.split_record:
+    if joined.read_whole:
         return None
     adapter, lines, tracker = joined.done(workers)
     return adapter, lines, tracker, kept
@@ -1011,16 +1014,21 @@ class JoinedParts:
         self.adapter = make_adapter(fmt, path, context, named_as)
         self.lines = LineReport()
         self.tracker: PathTracker | None = None
-        self.split_record = False
-        """A record begun in one part may go on in the next, which was read apart: the
-        file is to be read in one piece."""
+        self.read_whole = False
+        """The parts cannot stand for the file, which is to be read in one piece: a
+        record begun in one may go on in the next, read apart; or the first record is
+        in a later part, read as one that follows records (not as a file's start)."""
+        self.added = 0
 
     def add(self, chunk: Chunk, byte_shift: int = 0) -> None:
         """Append the next part; `byte_shift` moves its byte offsets (a part read from
         another file whose bytes lie elsewhere in this one)."""
         lines = self.lines
         if chunk.lines.line_count and lines.spread_open and chunk.lines.carries_on:
-            self.split_record = True
+            self.read_whole = True
+        if self.added and len(chunk.view) and not len(self.adapter.view):
+            self.read_whole = True
+        self.added += 1
         row_offset = lines.line_count
         view = self.adapter.view
         base = len(view)

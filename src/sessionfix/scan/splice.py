@@ -218,7 +218,7 @@ def read_spliced(
                     joined.add(part.chunk(), to - part.start)
         except WorkerDied:
             return None
-        if joined.split_record:
+        if joined.read_whole:
             return None
         adapter, lines, tracker = joined.done(workers)
         settle_last_line(lines)
