@@ -96,7 +96,7 @@ class LineFinding(Struct):
         junk (a whole line that is no JSON object and holds no record); records cut
         off; JSON values of one kind."""
         if self.issue is LineIssue.BLANK:
-            return JUNK_BLANK
+            return BLANK_RUN
         if (
             self.issue is LineIssue.UNPARSABLE
             and self.span == (0, self.length)
@@ -149,9 +149,9 @@ class SplitRecord(Struct):
     end: int
 
 
-JUNK_BLANK: Final = (LineIssue.BLANK, False, None)
+BLANK_RUN: Final = (LineIssue.BLANK, False, None)
 """The run kind of blank lines."""
-JUNK: Final = (LineIssue.UNPARSABLE, False, None)
+JUNK_RUN: Final = (LineIssue.UNPARSABLE, False, None)
 """The run kind of junk: lines that are no JSON object, nor a record cut off, nor a
 JSON value."""
 

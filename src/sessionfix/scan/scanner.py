@@ -36,7 +36,7 @@ from sessionfix.formats import (
 from sessionfix.model.tracking import PathTracker, Tracking
 from sessionfix.model.view import SessionView, all_distinct
 from sessionfix.read.reader import (
-    JUNK,
+    JUNK_RUN,
     FileInfo,
     LineFinding,
     LineIssue,
@@ -417,10 +417,10 @@ class _Pass:
             last = findings[-1]
             if last.issue is LineIssue.BLANK and last.row + last.rows == row:
                 last.rows += rows
-                last.tail = offset - last.offset
+                last.tail = offset + rows - 1 - last.offset
                 last.length = offset + length - last.offset
                 return
-        findings.append(LineFinding(LineIssue.BLANK, row, offset, length, rows=rows))
+        findings.append(LineFinding(LineIssue.BLANK, row, offset, length, rows=rows, tail=rows - 1))
 
     def _add(self, finding: LineFinding) -> None:
         """Record a finding; one that carries on a run of blank lines or of junk joins it."""
@@ -438,7 +438,7 @@ class _Pass:
         if (
             self.spread is None
             and findings
-            and findings[-1].run_kind == JUNK
+            and findings[-1].run_kind == JUNK_RUN
             and findings[-1].last_row == row - 1
             and _plain_junk(body)
         ):
@@ -591,9 +591,9 @@ def _plain_junk(body: bytes) -> bool:
 
 
 _CLEAR_STARTS: Final = (b"{", b"\n", b"\r")
+"""First bytes of a line that carries on no record begun before it."""
 _OBJECT_STARTS: Final = b"{ \t\r\n"
 """First bytes of a line that may decode as a record (JSON whitespace, then `{`)."""
-"""First bytes of a line that carries on no record begun before it."""
 NO_RECORD_LINES: Final = 1000
 """Lines of garbage before any record after which a file is refused without reading on:
 a session starts with records, and a large file of text or binary is read in vain."""
