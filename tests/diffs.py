@@ -83,6 +83,13 @@ def apply_plan(original: bytes, plan: Sequence[dict[str, Any]]) -> bytes:
             assert row not in by_row, f"row {row} is listed twice"
             by_row[row] = edits
     source = split_lines(original)
+    for diagnostic in plan:
+        for edit in diagnostic["fix"]["edits"]:
+            if edit["op"] == "delete" and "end_row" in edit:
+                # A run of lines deleted as one: each of the rows after the first goes too.
+                for row in range(edit["row"] + 1, edit["end_row"] + 1):
+                    assert row not in by_row, f"row {row} is listed twice"
+                    by_row[row] = [("delete", b"")]
     result: list[bytes] = []
     for row in range(len(source) + 1):
         if row:

@@ -250,3 +250,29 @@ def test_the_json_report_of_a_repair_reads_the_edits_of_what_is_left(
     assert edits
     assert all(edit["op"] != "replace" or edit["content"] for edit in edits)
     assert not [n for n in os.listdir(tmp_path) if "sessionfix-tmp" in n]
+
+
+PRETTY_ROLLOUT = FIXTURES / "SF008-codex-pretty-printed-rollout" / "input.jsonl"
+COMPACT_ROLLOUT = FIXTURES / "SF008-codex-pretty-printed-rollout" / "repaired.jsonl"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--format", "codex", "--unsafe-fixes"], ["--unsafe-fixes"], []],
+    ids=["codex-unsafe", "unsafe", "safe"],
+)
+def test_a_pretty_printed_rollout_is_repaired_into_one_record_a_line(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    """A rollout pretty-printed as a repository committed it: the repair wrote an empty
+    file and reported the bytes as saved; now every record comes back, one a line, and
+    the figure saved is what the whitespace took."""
+    session = _at_rest(PRETTY_ROLLOUT, tmp_path / "rollout.jsonl")
+    out = tmp_path / "out.jsonl"
+    result = run("repair", *flags, "-o", out, session)
+    assert result.exit_code == 0, result.stderr
+    assert out.read_bytes() == COMPACT_ROLLOUT.read_bytes()
+    compact = COMPACT_ROLLOUT.read_bytes()
+    assert len(compact.splitlines()) == 10
+    saved = PRETTY_ROLLOUT.stat().st_size - len(compact)
+    assert f"{saved} B saved" in result.stderr

@@ -416,3 +416,69 @@ def test_discovery_skips_compressed_sibling_files(tmp_path: Path) -> None:
     found = discover([tmp_path])
     assert [p.name for p in found.files] == ["rollout-1.jsonl.zst"]
     assert sorted(p.name for p in found.skipped) == ["history.jsonl.zst", "journal.jsonl.zst"]
+
+
+def _newlines_packed(target: Path, count: int) -> Path:
+    """A session header then `count` empty lines, compressed (runs of one byte shrink
+    32,768 times: 64 MiB to about 2 KiB)."""
+    compressor = zstandard.ZstdCompressor(level=3, write_checksum=True).compressobj()
+    header = CLONES.read_bytes().split(b"\n")[0] + b"\n"
+    block = b"\n" * (1 << 20)
+    pieces = [compressor.compress(header)]
+    for _ in range(count >> 20):
+        pieces.append(compressor.compress(block))
+    pieces.append(compressor.compress(b"\n" * (count & ((1 << 20) - 1))))
+    pieces.append(compressor.flush())
+    target.write_bytes(b"".join(pieces))
+    os.utime(target, (LONG_AGO, LONG_AGO))
+    return target
+
+
+def test_a_tiny_file_of_megabytes_of_newlines_is_one_finding(
+    tmp_path: Path, private_tmp: Path
+) -> None:
+    """A few hundred bytes holding 4 MiB of empty lines (it ran past 20 s): one finding,
+    one edit, and the repair drops them."""
+    packed = _newlines_packed(tmp_path / "s.jsonl.zst", 4 << 20)
+    assert packed.stat().st_size < 1024
+    [found] = check_file(packed, SETTINGS)
+    assert (found.code, found.row, found.end_row) == ("SF007", 2, (4 << 20) + 1)
+    assert found.fix is not None
+    assert [(e.op.value, e.row, e.end_row) for e in found.fix.edits] == [
+        ("delete", 2, (4 << 20) + 1)
+    ]
+    result = repair_to(packed, tmp_path / "out.jsonl", SETTINGS)
+    assert result.output_size == len(CLONES.read_bytes().split(b"\n")[0]) + 1
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_a_file_that_expands_past_the_limit_is_refused_as_it_streams(
+    tmp_path: Path, private_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Past 10,000 times its compressed size (and past 64 MiB), the text is refused as
+    it is decompressed, before more of it is written: one line, exit 2, nothing left."""
+    from sessionfix.cli import main
+    from sessionfix.read.compressed import EXPANSION_FLOOR, expansion_limit
+    from sessionfix.units import human_bytes
+
+    packed = _newlines_packed(tmp_path / "s.jsonl.zst", EXPANSION_FLOOR + (1 << 20))
+    assert expansion_limit(packed.stat().st_size) == EXPANSION_FLOOR
+    before = packed.read_bytes()
+    with pytest.raises(InputError, match=r"decompresses to more than 64\.0 MiB, over 10,000 times"):
+        check_file(packed, SETTINGS)
+    out = tmp_path / "out.jsonl"
+    for argv in (
+        ["check", str(packed)],
+        ["repair", "-o", str(out), str(packed)],
+        ["repair", "--in-place", "--quiescence", "0", str(packed)],
+        ["repair", "--diff", str(packed)],
+    ):
+        assert main(argv) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        assert errors == [
+            f"sessionfix: error: {packed}: not read: its zstd data decompresses to more than "
+            f"64.0 MiB, over 10,000 times its {human_bytes(packed.stat().st_size)}"
+        ]
+    assert packed.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl.zst", "tmpdir"]
+    assert list(private_tmp.iterdir()) == []

@@ -94,3 +94,34 @@ def test_a_huge_line_is_held_once(tmp_path: Path, record: bool) -> None:
         assert peak <= limit, f"{args[:3]}: peak {peak >> 20} MiB over {limit >> 20} MiB"
     session.unlink()
     out.unlink()
+
+
+@pytest.mark.parametrize(
+    ("line", "count"),
+    [(b"", 1 << 20), (b" \t", 1 << 18), (b"not json", 1 << 18)],
+    ids=["empty", "whitespace", "junk"],
+)
+def test_runs_of_blank_or_junk_lines_are_one_finding_in_constant_memory(
+    tmp_path: Path, line: bytes, count: int
+) -> None:
+    """A header then a run of empty, whitespace-only or junk lines (each was a finding
+    of its own, about a kilobyte: a million empty lines took 911 MB and 33 s): one
+    finding with one edit, and `check` and `repair -o` of it take no more memory than
+    of the header alone, give or take 32 MiB."""
+    from sessionfix import Settings, check_file
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(generators().TINY_HEADER + b"\n")
+    session = tmp_path / "run.jsonl"
+    session.write_bytes(generators().TINY_HEADER + b"\n" + (line + b"\n") * count)
+    at_rest(session)
+    [found] = check_file(session, Settings(quiescence=0.0))
+    assert (found.row, found.end_row) == (2, count + 1)
+    assert found.fix is not None
+    assert [(e.op.value, e.row, e.end_row) for e in found.fix.edits] == [("delete", 2, count + 1)]
+    baseline = peak_bytes("check", "-q", empty)
+    out = tmp_path / "out.jsonl"
+    for args in (["check", "-q", session], ["repair", "-q", "--unsafe-fixes", "-o", out, session]):
+        peak = peak_bytes(*args)
+        assert peak - baseline <= 32 << 20, f"{args[0]}: {(peak - baseline) >> 20} MiB more"
+    assert out.read_bytes() == empty.read_bytes()

@@ -40,6 +40,9 @@ def apply_edits(data: bytes, edits: list[dict[str, Any]]) -> bytes:
     by_row: dict[int, list[dict[str, Any]]] = {}
     for edit in edits:
         by_row.setdefault(edit["row"], []).append(edit)
+        if edit["op"] == "delete":  # a run of lines, through `end_row`
+            for row in range(edit["row"] + 1, edit.get("end_row", edit["row"]) + 1):
+                by_row.setdefault(row, []).append(edit)
     out: list[bytes] = [_content(edit) + b"\n" for edit in by_row.pop(0, [])]
     for row, line in enumerate(lines, 1):
         row_edits = by_row.pop(row, [])

@@ -18,7 +18,7 @@ from sessionfix.scan.scanner import read_session
 from .conftest import CORPUS, FIXTURES, ROOT
 from .pi_loader import PiLoad, load_with_pi
 
-_LOST = {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.NUL}
+_LOST = {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.NUL, LineIssue.SPREAD}
 
 
 def _pi_sessions() -> list[Path]:
@@ -67,7 +67,14 @@ def test_pi_loads_each_session_as_scan_predicts(path: Path, pi_loads: dict[Path,
         assert "SF008" in codes
     else:
         first_row = _first_content_row(path)
-        lost = sorted({f.row for f in findings if _lost_to_json_parse(f, first_row)})
+        lost = sorted(
+            {
+                row
+                for f in findings
+                if _lost_to_json_parse(f, first_row)
+                for row in range(f.row, f.last_row + 1)
+            }
+        )
         assert list(loaded.skipped) == lost
 
 

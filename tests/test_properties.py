@@ -172,7 +172,7 @@ def _index(path: Path, **options: Any) -> tuple[Any, ...]:
     derived = (list(view.parents), list(view.active_path), view.leaf, view.linear)
     lines = scanned.lines
     report = (
-        [(f.issue, f.row, f.offset, f.length, f.detail, f.span) for f in lines.findings],
+        [(f.issue, f.row, f.rows, f.offset, f.length, f.detail, f.span) for f in lines.findings],
         bytes(lines.crlf_rows),
         (lines.line_count, lines.size, lines.final_newline, lines.last_row),
     )

@@ -128,7 +128,10 @@ def _repair_all(root: Path) -> dict[Path, Repaired]:
             item.passes[unsafe] = 1 + (len(result.applied) > len(planned.applied))
             item.codes[unsafe] |= {d.code for d in result.applied}
             item.remaining_rows[unsafe] = {
-                d.row for d in result.remaining if d.code in LINE_CODES_PI_SKIPS
+                row
+                for d in result.remaining
+                if d.code in LINE_CODES_PI_SKIPS
+                for row in range(d.row, (d.end_row or d.row) + 1)
             }
         _predict_pi(item, path)
         found[path] = item
@@ -141,7 +144,16 @@ def _predict_pi(item: Repaired, path: Path) -> None:
     first_row = _first_content_row(path)
     item.pi_hangs = scanned.view.cycle_on_path
     item.pi_throws = any(f.json_kind == "null" for f in findings)
-    item.pi_skips = tuple(sorted({f.row for f in findings if _lost_to_json_parse(f, first_row)}))
+    item.pi_skips = tuple(
+        sorted(
+            {
+                row
+                for f in findings
+                if _lost_to_json_parse(f, first_row)
+                for row in range(f.row, f.last_row + 1)
+            }
+        )
+    )
 
 
 def _repaired_once() -> dict[Path, Repaired]:

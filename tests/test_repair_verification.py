@@ -275,3 +275,53 @@ def test_a_copy_into_an_openclaw_folder_is_checked_as_openclaw_checks_it(tmp_pat
     assert {d.format for d in copy.remaining} == {"openclaw"}
     assert [(d.code, d.row) for d in copy.remaining] == _found(folder / "other.jsonl", settings)
     assert [d.code for d in copy.remaining] == ["SF101"]
+
+
+GLUED_CODEX = FIXTURES / "SF001-codex-glued-call-and-output" / "input.jsonl"
+"""A Codex rollout (no parent links: a lost record dangles nothing) with a glued line."""
+
+
+@pytest.fixture
+def record_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A defect in the plan: the last record of a line that holds several goes."""
+    emitted = RepairPlan._record_lines
+
+    def lossy(self: RepairPlan, records: range) -> list[bytes]:
+        lines = emitted(self, records)
+        return lines[:-1] if len(lines) > 1 else lines
+
+    monkeypatch.setattr(RepairPlan, "_record_lines", lossy)
+
+
+@pytest.mark.usefixtures("record_lost")
+@pytest.mark.parametrize("mode", ["-o", "-o -", "--in-place", "--diff"])
+def test_a_repair_that_loses_a_whole_record_is_refused_under_every_flag(
+    tmp_path: Path, mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever the flags, a result holding fewer whole records than the input, less
+    those the fixes drop by name, is refused: one line, exit 2, nothing written, and
+    no bytes reported saved."""
+    from sessionfix.cli import main
+
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(GLUED_CODEX.read_bytes())
+    os.utime(session, (LONG_AGO, LONG_AGO))
+    out = tmp_path / "out.jsonl"
+    flags = {
+        "-o": ["-o", str(out)],
+        "-o -": ["-o", "-"],
+        "--in-place": ["--in-place", "--quiescence", "0"],
+        "--diff": ["--diff"],
+    }[mode]
+    assert main(["repair", "-q", *flags, str(session)]) == 2
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("sessionfix: ")]
+    assert errors == [
+        f"sessionfix: error: {session}: the repaired file did not pass verification (it "
+        "holds 9 whole records where 10 were due: the input's 10, 0 dropped by name, 0 "
+        "inserted); nothing was written"
+    ]
+    assert "saved" not in captured.err
+    assert "--- a/" not in captured.out
+    assert session.read_bytes() == GLUED_CODEX.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]

@@ -80,7 +80,7 @@ def model(scanned: ScannedFile, settings: Settings) -> tuple[Any, ...]:
     lines = scanned.lines
     report = (
         [
-            (f.issue, f.row, f.offset, f.length, f.detail, f.span, f.records, f.recoverable)
+            (f.issue, f.row, f.rows, f.offset, f.length, f.detail, f.span, f.records, f.recoverable)
             for f in lines.findings
         ],
         bytes(lines.crlf_rows),

@@ -143,7 +143,9 @@ def context_of(
         found = run_rules(scanned, weighed, name, excerpts=False)
         stale = _records_of(view, (diagnostic.row for diagnostic in found))
         result = SessionContext(name, view.format, file_bytes=scanned.info.size)
-        result.damaged_lines = len({finding.row for finding in scanned.lines.findings})
+        result.damaged_lines = sum(
+            {finding.row: finding.rows for finding in scanned.lines.findings}.values()
+        )
         sent = bytearray(len(view))
         source = RecordSource(readable)
         load = loader or package_of(Format(view.format)).loaded_messages

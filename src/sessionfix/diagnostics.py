@@ -139,9 +139,14 @@ class Edit(PartlyCompared, Struct, frozen=True):
         return None
 
     @property
+    def end_row(self) -> int | None:
+        """For an edit of several whole lines: the last of them (`row` the first)."""
+        return None
+
+    @property
     def rows(self) -> tuple[int, ...]:
         """The input lines the edit changes."""
-        return (self.row,)
+        return tuple(range(self.row, (self.end_row or self.row) + 1))
 
 
 # ---- line edits: the plan derives their bytes from the line report -----------------
@@ -194,22 +199,25 @@ class TrimDamage(ByteEdit, frozen=True, kw_only=True):
 
 
 class JoinLines(ByteEdit, frozen=True, kw_only=True):
-    """Join a line with the later line `rest`: a line break split one record in two. The
-    edit removes the line's terminator, bytes `start` up to `end`."""
+    """Part of writing a record spread over lines, from line `first` on, onto one line:
+    bytes `start` up to `end` of line `row` are whitespace between its tokens (a line
+    break among them), which the join removes, as it removes all such whitespace."""
 
-    rest: int
-
-    @property
-    def rows(self) -> tuple[int, ...]:
-        return self.row, self.rest
+    first: int
 
 
 class DropLine(LineEdit, frozen=True, kw_only=True):
-    """Drop a whole line that holds no record."""
+    """Drop a whole line that holds no record, or a run of them up to line `last`."""
+
+    last: int | None = None
 
     @property
     def op(self) -> EditOp:
         return EditOp.DELETE
+
+    @property
+    def end_row(self) -> int | None:
+        return self.last
 
 
 class NormaliseTerminator(Edit, frozen=True, kw_only=True):
@@ -356,11 +364,17 @@ class EndedLine(Edit, frozen=True, kw_only=True):
 
 
 class RemovedLine(Edit, frozen=True):
-    """An input line the repaired file no longer holds."""
+    """An input line the repaired file no longer holds, or several, up to line `last`."""
+
+    last: int | None = None
 
     @property
     def op(self) -> EditOp:
         return EditOp.DELETE
+
+    @property
+    def end_row(self) -> int | None:
+        return self.last
 
 
 class DescribedEdit(Edit, frozen=True, kw_only=True):
@@ -370,10 +384,17 @@ class DescribedEdit(Edit, frozen=True, kw_only=True):
     described: EditOp
     text: str | None = None
     span: tuple[int, int] | None = None
+    last: int | None = None
 
     @classmethod
     def of(cls, edit: Edit) -> DescribedEdit:
-        return cls(edit.row, described=edit.op, text=edit.content, span=edit.byte_range)
+        return cls(
+            edit.row,
+            described=edit.op,
+            text=edit.content,
+            span=edit.byte_range,
+            last=edit.end_row,
+        )
 
     @property
     def op(self) -> EditOp:
@@ -386,6 +407,10 @@ class DescribedEdit(Edit, frozen=True, kw_only=True):
     @property
     def byte_range(self) -> tuple[int, int] | None:
         return self.span
+
+    @property
+    def end_row(self) -> int | None:
+        return self.last
 
 
 class Fix(Struct, frozen=True):
@@ -414,6 +439,8 @@ class Diagnostic(PartlyCompared, Struct, frozen=True):
     entry_id: str | None = None
     fix: Fix | None = None
     format: str = "unknown"
+    end_row: int | None = None
+    """The last line of a finding on several (a run of blank lines, a spread record)."""
     span: tuple[int, int] | None = None
     """Byte offset and length of the record in the file, for excerpts."""
     source: Path | None = None

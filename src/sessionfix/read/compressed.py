@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.read.reader import open_regular
 from sessionfix.scratch import private_folder
+from sessionfix.units import human_bytes
 
 if TYPE_CHECKING:
     import zstandard
@@ -27,10 +28,18 @@ if TYPE_CHECKING:
 SUFFIX: Final = ".zst"
 LEVEL: Final = 3
 """The compression level of Codex's own writer."""
-READ_BYTES: Final = 4 << 10
+READ_BYTES: Final = 512
 """Compressed bytes decompressed at a time: each step yields at most this times the
-compression ratio (JSONL compresses 10 to 100 times), never the whole session."""
+compression ratio (JSONL compresses 5 to 100 times; a run of one byte, in blocks of 128
+KiB that take 4 bytes each, 32,768 times: 16 MiB), never the whole session."""
 WRITE_BYTES: Final = 1 << 20
+EXPANSION_LIMIT: Final = 10_000
+"""How many times its compressed size a session may decompress to (past
+`EXPANSION_FLOOR`). Real sessions compress 5 to 40 times; a rollout that repeats one
+compacted history thousands of times, about 4,000 times; only runs of one byte (a
+file of newlines) go past 10,000."""
+EXPANSION_FLOOR: Final = 64 << 20
+"""A session may always decompress to this much, whatever its compressed size."""
 
 
 def is_compressed(path: Path | str) -> bool:
@@ -90,10 +99,13 @@ def session_text(
 
 def decompress(path: Path, copy: Path) -> None:
     """Stream the zstd data of `path` into the new file `copy` (mode 0600); every frame
-    must be complete and its checksum, if any, must match."""
+    must be complete and its checksum, if any, must match, and the text may not grow
+    past `expansion_limit` of the compressed size (checked as it streams: a few bytes
+    that expand to gigabytes of newlines are refused, not written out)."""
     import zstandard
 
-    fd, _ = open_regular(path)
+    fd, info = open_regular(path)
+    limit = expansion_limit(info.st_size)
     with os.fdopen(fd, "rb") as packed:
         try:
             out_fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -103,7 +115,15 @@ def decompress(path: Path, copy: Path) -> None:
             ) from None
         try:
             with os.fdopen(out_fd, "wb", buffering=WRITE_BYTES) as out:
+                written = 0
                 for piece in _frames(packed):
+                    written += len(piece)
+                    if written > limit:
+                        raise InputError(
+                            f"{path}: not read: its zstd data decompresses to more than "
+                            f"{human_bytes(limit)}, over {EXPANSION_LIMIT:,} times its "
+                            f"{human_bytes(info.st_size)}"
+                        )
                     out.write(piece)
         except zstandard.ZstdError as exc:
             raise InputError(f"{path}: not valid zstd data ({_reason(exc)})") from None
@@ -111,6 +131,11 @@ def decompress(path: Path, copy: Path) -> None:
             raise InputError(
                 f"{path}: cannot decompress it into {copy.parent} ({described(exc)})"
             ) from None
+
+
+def expansion_limit(size: int) -> int:
+    """The most a session of `size` compressed bytes may decompress to."""
+    return max(EXPANSION_FLOOR, EXPANSION_LIMIT * size)
 
 
 def _frames(packed: BinaryIO) -> Iterator[bytes]:

@@ -46,6 +46,8 @@ class LineIssue(enum.Enum):
     """An empty or whitespace-only line."""
     UNPARSABLE = "unparsable"
     """Anything else that is not exactly one JSON object."""
+    SPREAD = "spread"
+    """Lines that together hold one record, spread over them: none parses alone."""
 
 
 class NulPlacement(enum.Enum):
@@ -64,7 +66,13 @@ class LineFinding(Struct):
     offset: int
     """Byte offset of the line in the file."""
     length: int
-    """Length of the line body (terminator excluded)."""
+    """Length of the line body (terminator excluded); for several lines, up to the end
+    of the last one's body."""
+    rows: int = 1
+    """How many lines it covers from `row` on: a run of blank lines or of junk, or the
+    lines of a record spread over them, is one finding."""
+    tail: int = 0
+    """For a run: where its last line starts, counted from `offset`."""
     detail: str = ""
     span: tuple[int, int] | None = None
     """The affected bytes, relative to the line start (damaged tail, NUL-free record...)."""
@@ -78,6 +86,60 @@ class LineFinding(Struct):
     json_kind: str | None = None
     """For a line that is valid JSON but not an object: what it is ("array", "null"...)."""
 
+    @property
+    def last_row(self) -> int:
+        return self.row + self.rows - 1
+
+    @property
+    def run_kind(self) -> tuple[LineIssue, bool, str | None] | None:
+        """What runs of lines like this one are, if such lines make runs: blank lines;
+        junk (a whole line that is no JSON object and holds no record); records cut
+        off; JSON values of one kind."""
+        if self.issue is LineIssue.BLANK:
+            return BLANK_RUN
+        if (
+            self.issue is LineIssue.UNPARSABLE
+            and self.span == (0, self.length)
+            and self.recoverable is None
+        ):
+            return (LineIssue.UNPARSABLE, self.truncated, self.json_kind)
+        return None
+
+    def continued_by(self, other: LineFinding) -> bool:
+        """Whether `other`, the finding after this one, carries on its run."""
+        kind = self.run_kind
+        return kind is not None and other.row == self.row + self.rows and other.run_kind == kind
+
+    def absorb(self, other: LineFinding) -> None:
+        """Take in `other`, which carries on this finding's run."""
+        self.rows += other.rows
+        self.tail = other.offset + other.tail - self.offset
+        self.length = other.offset + other.length - self.offset
+        if self.span is not None:
+            self.span = (0, self.length)
+
+    def last_line_apart(self, terminator: int) -> LineFinding:
+        """Split the last line off a run (`terminator`: the length of the line break
+        before it) and return it as a finding of its own."""
+        start = self.offset + self.tail
+        length = self.offset + self.length - start
+        last = LineFinding(
+            self.issue,
+            self.last_row,
+            start,
+            length,
+            detail=self.detail,
+            span=None if self.span is None else (0, length),
+            truncated=self.truncated,
+            json_kind=self.json_kind,
+        )
+        self.rows -= 1
+        self.length = start - terminator - self.offset
+        self.tail = 0  # (not kept: a run is split once, at its end)
+        if self.span is not None:
+            self.span = (0, self.length)
+        return last
+
 
 class SplitRecord(Struct):
     """A record recovered by the slow path, with its byte span inside the line."""
@@ -85,6 +147,13 @@ class SplitRecord(Struct):
     value: dict[str, Any]
     start: int
     end: int
+
+
+BLANK_RUN: Final = (LineIssue.BLANK, False, None)
+"""The run kind of blank lines."""
+JUNK_RUN: Final = (LineIssue.UNPARSABLE, False, None)
+"""The run kind of junk: lines that are no JSON object, nor a record cut off, nor a
+JSON value."""
 
 
 class SlowLine(Struct):
@@ -334,6 +403,50 @@ class _ByteOffsets:
         return len(jsonutil.encode_text(self._text[:char_index]))
 
 
+_STRUCTURE: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{}]|"')
+"""A JSON string, a bracket, or a quote that opens a string the line does not close."""
+
+
+class SpreadRecord:
+    """A JSON object begun on a line that does not close it, followed line by line: a
+    record spread over several lines (pretty-printed, or broken where JSON allows
+    whitespace). Strings never cross a line break in JSON text, so each line is looked
+    at on its own, only its brackets counted; the joined lines are parsed once closed."""
+
+    __slots__ = ("depth", "offset", "row")
+
+    def __init__(self, row: int, offset: int) -> None:
+        self.row = row
+        self.offset = offset
+        """Where its first line starts."""
+        self.depth = 0
+
+    @staticmethod
+    def begins(body: bytes) -> bool:
+        """Whether a line that does not parse may begin a spread record: it starts with
+        `{`, at its first byte (a line of a pretty-printed record that begins with one
+        is indented; one that begins at the left edge starts the next record)."""
+        return body[:1] == b"{"
+
+    def follow(self, body: bytes) -> bool | None:
+        """Take the next line: True once the object closes at its end, None while it
+        goes on, False when it cannot be one object spread over the lines so far (a
+        bracket too many, bytes after the close, a string the line leaves open)."""
+        depth = self.depth
+        for match in _STRUCTURE.finditer(body):
+            token = match.group()
+            first = token[0]
+            if first == 0x22:  # '"'
+                if len(token) == 1:
+                    return False
+                continue
+            depth += 1 if first in b"{[" else -1
+            if depth <= 0:
+                return depth == 0 and not body[match.end() :].strip()
+        self.depth = depth
+        return None if depth > 0 else False
+
+
 class LineReport(Struct):
     """Line-level facts of one file: everything the line rules need."""
 
@@ -350,22 +463,34 @@ class LineReport(Struct):
     JSON text holds one, and binary data holds many."""
     foreign: str | None = None
     """What a line that does not parse shows the file to be (see `foreign_data`)."""
+    spread_open: bool = False
+    """The lines read end inside a record begun on a line that does not close it, which
+    the lines after them may carry on."""
+    carries_on: bool = False
+    """The first line read may carry on a record begun before it (it neither begins
+    with `{` nor is blank)."""
 
     def extend(self, other: LineReport, row_offset: int, byte_shift: int = 0) -> None:
         """Append the facts of the lines that follow, read separately (from bytes that
-        lie `byte_shift` further on in this file)."""
+        lie `byte_shift` further on in this file); a run of lines the two share becomes
+        one finding."""
         if not other.line_count:
             return
+        findings = self.findings
         for finding in other.findings:
             finding.row += row_offset
             finding.offset += byte_shift
-            self.findings.append(finding)
+            if findings and findings[-1].continued_by(finding):
+                findings[-1].absorb(finding)
+            else:
+                findings.append(finding)
         self.crlf_rows.extend(array("I", [row + row_offset for row in other.crlf_rows]))
         self.line_count += other.line_count
         self.size += other.size
         self.control_bytes += other.control_bytes
         self.foreign = self.foreign or other.foreign
         self.final_newline = other.final_newline
+        self.spread_open = other.spread_open
         if other.last_row:
             self.last_row = other.last_row + row_offset
 

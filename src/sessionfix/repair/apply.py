@@ -51,7 +51,7 @@ from sessionfix.engine import (
     shared_files,
 )
 from sessionfix.errors import InputError, SessionfixError, described
-from sessionfix.formats import Format, make_adapter
+from sessionfix.formats import Format, has_record_shape, make_adapter
 from sessionfix.formats.pi.location import is_openclaw_location
 from sessionfix.interrupts import signals_deferred
 from sessionfix.model.view import SessionView
@@ -63,7 +63,7 @@ from sessionfix.read.compressed import (
     session_name,
     session_text,
 )
-from sessionfix.read.reader import RecordSource
+from sessionfix.read.reader import LineIssue, RecordSource
 from sessionfix.repair import summary
 from sessionfix.repair.plan import CopiedRange, RepairPlan
 from sessionfix.repair.rowmap import PREFIX_ROW, RepairTrace
@@ -312,6 +312,7 @@ class PlannedRepair:
         self.tally.update(plan.codes)
         self.tally["dropped"] += plan.dropped_entries
         self.tally["inserted"] += plan.inserted_records
+        self.tally["headers"] += plan.header is not None
 
     def _copied_exactly(self, written: Path) -> bool:
         """The written copy has the input's size and digest (a hash pass over two files
@@ -401,9 +402,24 @@ class PlannedRepair:
                 raise self._failed(_described(introduced[0]))
             left = [d for d in diagnostics if applies(d, settings)]
             if not left:
+                self._check_records_kept(scanned, written)
                 return diagnostics
             rewritten |= self._repair_again(written, scanned, left)
         raise self._failed(_described(left[0]))
+
+    def _check_records_kept(self, result: ScannedFile, written: Path) -> None:
+        """No repair writes fewer whole records than its input holds, less those its
+        fixes drop by name and plus those they insert: bytes a fix deletes as damage
+        (a line that does not parse alone, a run of junk) must never hold a record."""
+        held = whole_records(self.scanned, self.path)
+        dropped = self.tally["dropped"]
+        inserted = self.tally["inserted"] + self.tally["headers"]
+        kept = whole_records(result, written)
+        if kept < held - dropped + inserted:
+            raise self._failed(
+                f"it holds {kept} whole records where {held - dropped + inserted} were due: "
+                f"the input's {held}, {dropped} dropped by name, {inserted} inserted"
+            )
 
     def _read_result(self, written: Path, name: Path) -> ScannedFile:
         """The written result as a session, read under `name`, the one it is to have
@@ -557,6 +573,31 @@ def _dangling_names(view: SessionView) -> dict[tuple[str, str], int]:
             if view.resolve(reference.target) is None:
                 names.setdefault((reference.field, reference.target), index)
     return names
+
+
+def whole_records(scanned: ScannedFile, path: Path) -> int:
+    """How many whole records the file read as `scanned` (its text at `path`) holds:
+    those read, and each complete record of its format's shape that ends a damaged
+    line (a partial line followed by a full one)."""
+    count = len(scanned.view)
+    recoverable = [
+        finding
+        for finding in scanned.lines.findings
+        if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None
+    ]
+    if not recoverable:
+        return count
+    fmt = Format(scanned.view.format)
+    with RecordSource(path) as source:
+        for finding in recoverable:
+            assert finding.recoverable is not None
+            start, end = finding.recoverable
+            try:
+                value = jsonutil.loads(source.read(finding.offset + start, end - start))
+            except ValueError:
+                continue
+            count += has_record_shape(fmt, value)
+    return count
 
 
 def _absent_from(path: Path, names: set[str]) -> set[str]:
@@ -793,7 +834,7 @@ class RepairPreview:
         for k in range(len(trace)):
             row = trace.rows[k]
             written = located.get(row, [])
-            change = _edits_of(row, written, source)
+            change = _edits_of(row, written, source, trace.spans[k])
             if row == unterminated and written:
                 offset, length, end = written[0]
                 if end and self._is_last_line(offset, length):
@@ -819,6 +860,7 @@ class RepairPreview:
                     span=diagnostic.span if first_pass else None,
                     source=diagnostic.source if first_pass else None,
                     excerpt=diagnostic.excerpt if first_pass else None,
+                    end_row=diagnostic.end_row if first_pass else None,
                 )
             )
         return listed if self.located is None else self.located(listed)
@@ -855,10 +897,14 @@ class RepairPreview:
         self._text.close()
 
 
-def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource) -> list[Edit]:
+def _edits_of(
+    row: int, lines: list[tuple[int, int, str]], source: RecordSource, span: int = 1
+) -> list[Edit]:
     """An input row's change as edits: dropped, replaced by its first new line and the
     rest inserted after it; lines written before the first row go after row 0. Each
-    names the terminator written after it, and keeps its exact bytes for the JSON."""
+    names the terminator written after it, and keeps its exact bytes for the JSON. The
+    `span - 1` rows after it that the change covers (a run changed as one) go, in one
+    edit."""
 
     def edit(op: EditOp, line: tuple[int, int, str]) -> Edit:
         offset, length, end = line
@@ -872,10 +918,16 @@ def _edits_of(row: int, lines: list[tuple[int, int, str]], source: RecordSource)
 
     if row == PREFIX_ROW:
         return [edit(EditOp.INSERT_AFTER, line) for line in lines]
+    last = row + span - 1
     if not lines:
-        return [RemovedLine(row)]
+        return [RemovedLine(row, last=last if span > 1 else None)]
     first, *rest = lines
-    return [edit(EditOp.REPLACE, first), *(edit(EditOp.INSERT_AFTER, line) for line in rest)]
+    covered = [RemovedLine(row + 1, last=last if span > 2 else None)] if span > 1 else []
+    return [
+        edit(EditOp.REPLACE, first),
+        *(edit(EditOp.INSERT_AFTER, line) for line in rest),
+        *covered,
+    ]
 
 
 def preview_repair(

@@ -43,6 +43,15 @@ from sessionfix.scan.scanner import ScannedFile
 from sessionfix.scan.splice import CopiedRun
 
 COPY_BYTES: Final = 4 << 20
+_PLACED_ROLES: Final = frozenset(
+    {
+        RefRole.FIRST_KEPT,
+        RefRole.FIRST_KEPT_POSITION,
+        RefRole.SEGMENT_MEMBER,
+        RefRole.SEGMENT_HEAD,
+    }
+)
+"""References resolved by the place of the record that holds them in the session."""
 REWRITES_AHEAD_BYTES: Final = 8 << 20
 """Bytes of records to rewrite from which forked workers rewrite them while the output is
 written (each rewrite parses and serialises a whole record: 6 ms a MiB)."""
@@ -64,6 +73,9 @@ class RowChange(Struct):
     terminated: bool = True
     """Whether the last output line gets a terminator (not when the input's last line
     had none and no final newline is added)."""
+    rows: int = 1
+    """How many input lines it covers, from `row` on (a run, a spread record); `lines`
+    may then hold several of them kept whole, line breaks and all."""
     causes: frozenset[int] = frozenset()
     """The applied diagnostics (indexes into `RepairPlan.diagnostics`) whose decisions
     change this line, follow-on changes included (a child re-parented past a dropped
@@ -102,9 +114,6 @@ class RepairPlan:
         self.row_fixes: dict[int, set[LineIssue | None]] = {}
         """Damaged line → the damage the applied line edits remove from it."""
         self.row_causes: dict[int, set[int]] = {}
-        self.joins: dict[int, int] = {}
-        """Line → the later line it is joined with (the two halves of one record)."""
-        self.joined_rests: set[int] = set()
         self.header: RebuildHeader | None = None
         self.header_cause = -1
         self.crlf = False
@@ -156,11 +165,11 @@ class RepairPlan:
                     self.final_newline = True
                     self.final_newline_cause = cause
                 case JoinLines():
-                    self.joins[edit.row] = edit.rest
-                    self.joined_rests.add(edit.rest)
-                    for row in (edit.row, edit.rest):
-                        self.row_fixes.setdefault(row, set()).add(edit.repairs)
-                        self.row_causes.setdefault(row, set()).add(cause)
+                    # One decision for all the lines of the record (the edits only
+                    # describe it, line by line).
+                    self.row_fixes.setdefault(edit.first, set()).add(edit.repairs)
+                    self.row_causes.setdefault(edit.first, set()).add(cause)
+                    return
                 case LineEdit():
                     self.row_fixes.setdefault(edit.row, set()).add(edit.repairs)
                     self.row_causes.setdefault(edit.row, set()).add(cause)
@@ -392,9 +401,7 @@ class RepairPlan:
         for row, fixed in self.row_fixes.items():
             if LineIssue.UNPARSABLE in fixed:
                 for finding in self._findings_on(row):
-                    if finding.issue is LineIssue.UNPARSABLE and (
-                        finding.recoverable is not None or row in self.joins
-                    ):
+                    if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
                         cause = min(self.row_causes[row])
                         shifts.append((bisect_left(view.rows, row), 1, cause))
         shifts.sort()
@@ -480,16 +487,33 @@ class RepairPlan:
                 self._by_row.setdefault(finding.row, []).append(finding)
         return self._by_row.get(row, [])
 
+    def _first_rows(self) -> tuple[list[int], list[int]]:
+        """The first and last lines of every finding on several lines, in file order."""
+        firsts: list[int] = []
+        lasts: list[int] = []
+        for finding in self.lines.findings:
+            if finding.rows > 1:
+                firsts.append(finding.row)
+                lasts.append(finding.last_row)
+        return firsts, lasts
+
     def changed_rows(self) -> list[int]:
         view = self.view
         rows = set(self.row_fixes)
         rows.update(view.rows[index] for index in self.dropped)
         rows.update(view.rows[index] for index in self._rewrites)
         rows.update(view.rows[index] for index in self.insertions)
+        within: list[int] = []
+        """Lines that may lie inside a finding on several lines."""
         if self.crlf:
-            rows.update(self.lines.crlf_rows)
+            within.extend(self.lines.crlf_rows)
         if self.final_newline and not self.lines.final_newline:
-            rows.add(self.lines.line_count)
+            within.append(self.lines.line_count)
+        if within:
+            firsts, lasts = self._first_rows()
+            for row in within:
+                k = bisect_right(firsts, row) - 1
+                rows.add(firsts[k] if k >= 0 and row <= lasts[k] else row)
         header = self.header
         if header is not None and header.replaces:
             rows.add(header.row)
@@ -502,13 +526,21 @@ class RepairPlan:
         (a child re-linked past a dropped record, a kept position that moves, a last
         line that gets its newline) as the bytes of it that change, or deleted."""
         changes = {change.row: change for change in self.changes()}
+        covering = {
+            row: change.row
+            for change in changes.values()
+            if change.rows > 1
+            for row in range(change.row, change.row + change.rows)
+        }
         named: dict[int, list[Edit]] = {}
         edits: list[Edit] = []
         for edit in own:
-            if edit.row == PREFIX_ROW or len(edit.rows) > 1:
-                edits.append(edit)  # a header before line 1, a join: as the plan takes them
+            if edit.row == PREFIX_ROW or len(edit.rows) > 1 or edit.row in covering:
+                # A header before line 1, a run of lines, a line of a record spread over
+                # several: as the plan takes them.
+                edits.append(edit)
                 for row in edit.rows:
-                    changes.pop(row, None)
+                    changes.pop(covering.get(row, row), None)
             else:
                 named.setdefault(edit.row, []).append(edit)
         for row, change in changes.items():
@@ -557,8 +589,10 @@ class RepairPlan:
         view, source = self.view, self.source
         findings = self._findings_on(row)
         records = range(bisect_left(view.rows, row), bisect_right(view.rows, row))
+        covered = 1
         if findings:
             start, length = findings[0].offset, findings[0].length
+            covered = findings[0].rows
         else:
             start, length = view.offsets[records[0]], view.sizes[records[0]]
         after = source.read(start + length, 2)
@@ -567,6 +601,9 @@ class RepairPlan:
         damaged_tail = False
         if header is not None and header.replaces and header.row == row:
             lines = [jsonutil.encode_text(header.content or "")]
+            if covered > 1:  # the lines after the damaged header in its run stay
+                body = source.read(start, length)
+                lines.append(self._kept_lines(body[body.index(b"\n") + 1 :]))
         elif findings:
             lines, damaged_tail = self._damaged_row(row, findings, records, start, length)
         else:
@@ -575,16 +612,21 @@ class RepairPlan:
             for edit in self.insertions.get(index, ()):
                 lines.append(self._inserted(index, edit))
                 damaged_tail = False
-        last_line = row == self.lines.line_count and not self.lines.final_newline
+        last_line = row + covered - 1 == self.lines.line_count and not self.lines.final_newline
         # An unterminated last line stays so only while it is still the damaged bytes it
         # was (a write in progress); complete records always end with a newline.
         terminated = not last_line or self.final_newline or not damaged_tail
         causes = self._causes_of(row, records)
         if last_line and self.final_newline:
             causes.add(self.final_newline_cause)
-        change = RowChange(row, start, start + length + ending, lines, terminated)
+        change = RowChange(row, start, start + length + ending, lines, terminated, covered)
         change.causes = frozenset(causes)
         return change
+
+    def _kept_lines(self, body: bytes) -> bytes:
+        """Lines kept as they are, as one piece (their line breaks LF when line endings
+        are normalised)."""
+        return body.replace(b"\r\n", b"\n") if self.crlf else body
 
     def _causes_of(self, row: int, records: range) -> set[int]:
         """The decisions that change line `row`, once its records were emitted."""
@@ -609,16 +651,18 @@ class RepairPlan:
         damaged bytes kept as they were."""
         fixed = self.row_fixes.get(row, set())
         issues = {finding.issue: finding for finding in findings}
+        if LineIssue.SPREAD in issues:
+            lines = self._record_lines(records)
+            if LineIssue.SPREAD in fixed:
+                lines = [jsonutil.compact(line) for line in lines]
+            return lines, False
         body = self.source.read(start, length)
+        if findings[0].rows > 1:  # a run of blank lines or of junk
+            return ([], False) if findings[0].issue in fixed else ([self._kept_lines(body)], True)
         if LineIssue.BLANK in issues:
             return ([], False) if LineIssue.BLANK in fixed else ([body], True)
         if LineIssue.UNDEFINED in issues:
             return ([], False) if LineIssue.UNDEFINED in fixed else ([body], True)
-        if LineIssue.UNPARSABLE in fixed and row in self.joins:
-            rest = self._findings_on(self.joins[row])[0]
-            return [body + self.source.read(rest.offset, rest.length)], False
-        if LineIssue.UNPARSABLE in fixed and row in self.joined_rests:
-            return [], False
         if not records:
             lines = self._recordless_row(issues, fixed, body)
             return lines, bool(lines) and lines[-1] is body
@@ -638,6 +682,9 @@ class RepairPlan:
             if finding.issue not in fixed:
                 lines.append(body[finding.span[0] : finding.span[1]])
                 damaged_tail = True
+            elif finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
+                # The fix drops the damaged bytes around a whole record, not the record.
+                lines.append(self._recovered(body[slice(*finding.recoverable)]))
         return lines, damaged_tail
 
     def _patched_whole(
@@ -659,7 +706,9 @@ class RepairPlan:
         for finding in findings:
             if finding.issue in (LineIssue.TORN, LineIssue.UNPARSABLE) and finding.span:
                 if finding.issue in fixed:
-                    patches.append((*finding.span, b""))
+                    kept = finding.recoverable
+                    text = b"" if kept is None else self._recovered(body[slice(*kept)])
+                    patches.append((*finding.span, text))
                 else:
                     damaged_tail = damaged_tail or finding.span[1] == len(body)
         for index in records:
@@ -679,9 +728,8 @@ class RepairPlan:
         pieces.append(body[position:])
         return [b"".join(pieces)], damaged_tail
 
-    @staticmethod
     def _recordless_row(
-        issues: dict[LineIssue, LineFinding], fixed: set[LineIssue | None], body: bytes
+        self, issues: dict[LineIssue, LineFinding], fixed: set[LineIssue | None], body: bytes
     ) -> list[bytes]:
         """A line holding no complete record: kept as it is unless its fix applies."""
         torn = issues.get(LineIssue.TORN)
@@ -690,13 +738,40 @@ class RepairPlan:
         unparsable = issues.get(LineIssue.UNPARSABLE)
         if unparsable is not None and LineIssue.UNPARSABLE in fixed:
             recovered = unparsable.recoverable
-            return [body[recovered[0] : recovered[1]]] if recovered else []
+            return [self._recovered(body[slice(*recovered)])] if recovered else []
         nul = issues.get(LineIssue.NUL)
         if nul is not None and unparsable is None and LineIssue.NUL in fixed:
             return []
         if LineIssue.BOM in issues and LineIssue.BOM in fixed and body.startswith(BOM):
             return [body[len(BOM) :]]
         return [body]
+
+    def _recovered(self, data: bytes) -> bytes:
+        """A whole record a fix keeps from a damaged line (the view does not hold it): its
+        links to records this repair drops resolved as any record's are (§8), those a
+        record's place decides (cut points, kept segments) aside."""
+        if not self._dropped_ids:
+            return data
+        try:
+            record = jsonutil.loads_preserving(data)
+        except ValueError:
+            return data
+        view, editor = self.view, self.editor
+        changed = False
+        for name, role in editor.references(record):
+            if role in _PLACED_ROLES:
+                continue
+            value = editor.get_field(record, name)
+            if not isinstance(value, str) or value not in self._dropped_ids:
+                continue
+            target = view.resolve(value)
+            if target is None or target not in self.dropped or self._same_id_survives(target):
+                continue
+            new = self._climb(target)[1] if role is RefRole.PARENT else self.remap(value, role, -1)
+            if new != value:
+                record = editor.set_field(name, new)(record)
+                changed = True
+        return jsonutil.stringify_preserved(record) if changed else data
 
     def _record_lines(self, records: range) -> list[bytes]:
         view, source = self.view, self.source
@@ -843,7 +918,10 @@ class RepairPlan:
         for change in self.changes():
             self.rows_written += 1
             if row_map is not None:
-                row_map.add(change.row, len(change.lines), change.causes)
+                count = len(change.lines)
+                if change.rows > 1:  # lines kept whole in one piece
+                    count += sum(line.count(b"\n") for line in change.lines)
+                row_map.add(change.row, count, change.causes, change.rows)
             if change.start > position:
                 copied.append(CopiedRun(position, change.start, written))
                 written += change.start - position

@@ -46,48 +46,58 @@ class Causes:
 class RowMap:
     """How one pass turned the rows (1-based) of its input into rows of its output.
 
-    Rows it does not name are copied one to one; a named row became `counts[k]` lines
-    (0 when dropped); `PREFIX_ROW` holds the lines written before the first row.
+    Rows it does not name are copied one to one; a named row, with the `spans[k] - 1`
+    rows after it (a run of lines changed as one), became `counts[k]` lines (0 when
+    dropped); `PREFIX_ROW` holds the lines written before the first row.
     """
 
-    __slots__ = ("_offsets", "causes", "counts", "rows")
+    __slots__ = ("_offsets", "causes", "counts", "rows", "spans")
 
     def __init__(self) -> None:
         self.rows: array[int] = array("Q")
         self.counts: array[int] = array("Q")
+        self.spans: array[int] = array("Q")
         self.causes = Causes()
         """Indexes into the pass's applied diagnostics."""
         self._offsets: array[int] | None = None
 
-    def add(self, row: int, count: int, causes: frozenset[int]) -> None:
-        """Name input `row` (named in ascending order) as having become `count` lines."""
+    def add(self, row: int, count: int, causes: frozenset[int], span: int = 1) -> None:
+        """Name input `row` (named in ascending order), and the `span - 1` rows after
+        it, as having become `count` lines."""
         self.rows.append(row)
         self.counts.append(count)
+        self.spans.append(0 if row == PREFIX_ROW else span)
         self.causes.append(causes)
         self._offsets = None
 
     def output_row(self, row: int) -> int:
-        """The output row where input row `row` (≥ 1) starts; the row after the last
+        """The output row where input row `row` (≥ 1) starts (for a row inside a run
+        changed as one, the row after what the run became); the row after the last
         input row gives the row after the last output row."""
         offsets = self._offsets
         if offsets is None:
             offsets = self._offsets = array("q", [0])
             total = 0
-            for named, count in zip(self.rows, self.counts, strict=True):
-                total += count - (named != PREFIX_ROW)
+            for count, span in zip(self.counts, self.spans, strict=True):
+                total += count - span
                 offsets.append(total)
+        k = bisect_right(self.rows, row) - 1
+        if k >= 0 and self.rows[k] < row < self.rows[k] + self.spans[k]:
+            return self.rows[k] + offsets[k] + self.counts[k]
         return row + offsets[bisect_left(self.rows, row)]
 
 
 class RepairTrace:
-    """The passes of one repair composed: each input row that any pass changed, the rows
-    of the final output it became (`starts[k]`, `counts[k]` of them), and the causes of
-    the change (indexes into the applied diagnostics of all passes, concatenated in
-    pass order). Rows not listed were copied byte for byte."""
+    """The passes of one repair composed: each input row that any pass changed (with
+    the `spans[k] - 1` rows after it, for a run changed as one), the rows of the final
+    output it became (`starts[k]`, `counts[k]` of them), and the causes of the change
+    (indexes into the applied diagnostics of all passes, concatenated in pass order).
+    Rows not listed were copied byte for byte."""
 
     def __init__(self, first: RowMap) -> None:
         self.rows: array[int] = array("Q", first.rows)
         self.counts: array[int] = array("Q", first.counts)
+        self.spans: array[int] = array("Q", first.spans)
         self.starts: array[int] = array(
             "Q", (1 if row == PREFIX_ROW else first.output_row(row) for row in first.rows)
         )
@@ -99,6 +109,10 @@ class RepairTrace:
     def causes(self, position: int) -> frozenset[int]:
         return self._causes[position]
 
+    def _after(self, k: int) -> int:
+        """The input row after those change `k` covers."""
+        return self.rows[k] + max(self.spans[k], 1)
+
     def origin(self, row: int) -> int:
         """The input row that row `row` of the current output comes from (`PREFIX_ROW`
         for lines written before the first input row)."""
@@ -108,27 +122,33 @@ class RepairTrace:
         end = self.starts[k] + self.counts[k]
         if row < end:
             return self.rows[k]
-        return self.rows[k] + row - end + 1
+        return self._after(k) + row - end
 
     def then(self, later: RowMap, offset: int) -> None:
         """Compose a pass over the current output; its causes are numbered from `offset`."""
         added: dict[int, set[int]] = {}
         for position, output_row in enumerate(later.rows):
-            origin = PREFIX_ROW if output_row == PREFIX_ROW else self.origin(output_row)
-            added.setdefault(origin, set()).update(c + offset for c in later.causes[position])
+            made = {c + offset for c in later.causes[position]}
+            if output_row == PREFIX_ROW:
+                added.setdefault(PREFIX_ROW, set()).update(made)
+                continue
+            for row in range(output_row, output_row + later.spans[position]):
+                added.setdefault(self.origin(row), set()).update(made)
         known = {row: k for k, row in enumerate(self.rows)}
         rows = sorted(known.keys() | added.keys())
         starts: array[int] = array("Q")
         counts: array[int] = array("Q")
+        spans: array[int] = array("Q")
         causes: list[frozenset[int]] = []
         for row in rows:
             k = known.get(row)
             if k is not None:
                 start, count, before = self.starts[k], self.counts[k], self.causes(k)
+                span = self.spans[k]
             elif row == PREFIX_ROW:
-                start, count, before = 1, 0, frozenset()
+                start, count, before, span = 1, 0, frozenset(), 0
             else:
-                start, count, before = self._output_row(row), 1, frozenset()
+                start, count, before, span = self._output_row(row), 1, frozenset(), 1
             end = start + count
             if row == PREFIX_ROW:
                 new_start = 1
@@ -138,10 +158,12 @@ class RepairTrace:
                 new_count = later.output_row(end) - new_start
             starts.append(new_start)
             counts.append(new_count)
+            spans.append(span)
             causes.append(before | added.get(row, set()))
         self.rows = array("Q", rows)
         self.starts = starts
         self.counts = counts
+        self.spans = spans
         self._causes = causes
 
     def _output_row(self, row: int) -> int:
@@ -149,7 +171,7 @@ class RepairTrace:
         k = bisect_left(self.rows, row) - 1
         if k < 0:
             return row
-        return self.starts[k] + self.counts[k] + row - self.rows[k] - 1
+        return self.starts[k] + self.counts[k] + row - self._after(k)
 
     def locate(self, output: BinaryIO) -> dict[int, list[tuple[int, int, str]]]:
         """The byte offset and length of every line of the final output that a changed

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import IO, BinaryIO, Final
+from typing import IO, BinaryIO, Final, TypeVar
 
 from msgspec import Struct, field
 
@@ -120,20 +120,24 @@ def write_diff(
         if pending is not None and trace.rows[pending] == PREFIX_ROW:
             writer.change(0, [], [_next(new_lines) for _ in range(trace.counts[pending])])
             pending = next(changes, None)
-        for row, line in enumerate(_lines(old, preview.input_size), 1):
+        old_lines = enumerate(_lines(old, preview.input_size), 1)
+        for row, line in old_lines:
+            removed = [line]
             if pending is not None and trace.rows[pending] == row:
                 added = [_next(new_lines) for _ in range(trace.counts[pending])]
+                # The rows after it that it covers (a run of lines changed as one).
+                removed.extend(_next(old_lines)[1] for _ in range(trace.spans[pending] - 1))
                 pending = next(changes, None)
             else:
                 added = [_next(new_lines)]
                 if added[0] == line:
                     writer.same(line)
                     continue
-            if len(added) > 1 and added[0] == line:
+            if len(removed) == 1 and len(added) > 1 and added[0] == line:
                 # Records inserted after a line that stays as it was.
                 writer.change(row, [], added[1:], anchor=line)
             else:
-                writer.change(row, [line], added)
+                writer.change(row, removed, added)
         rest = list(new_lines)
         if rest:
             writer.change(writer.old_row, [], rest)
@@ -141,10 +145,13 @@ def write_diff(
     return True
 
 
-def _next(lines: Iterator[Line]) -> Line:
+T = TypeVar("T")
+
+
+def _next(lines: Iterator[T]) -> T:
     line = next(lines, None)
     if line is None:
-        raise ValueError("the repaired file ended before its trace did")
+        raise ValueError("a file ended before the trace of its repair did")
     return line
 
 

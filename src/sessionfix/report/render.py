@@ -210,7 +210,7 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
         "filename": escape_surrogates(diagnostic.filename),
         "format": diagnostic.format,
         "location": {"row": diagnostic.row, "column": diagnostic.column},
-        "end_location": {"row": diagnostic.row, "column": diagnostic.column},
+        "end_location": {"row": diagnostic.end_row or diagnostic.row, "column": diagnostic.column},
         **(
             {"session_id": diagnostic.session_id, "seq": diagnostic.seq}
             if diagnostic.session_id
@@ -230,6 +230,8 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
 
 def _edit_json(edit: Any) -> dict[str, Any]:
     data: dict[str, Any] = {"op": edit.op.value, "row": edit.row}
+    if edit.end_row is not None:
+        data["end_row"] = edit.end_row
     span = edit.byte_range
     if span is not None:
         # Byte columns, not characters: a range can split a character or hold no text.
@@ -361,7 +363,7 @@ def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes], root: str | N
                         "region": {
                             "startLine": d.row,
                             "startColumn": d.column,
-                            "endLine": d.row,
+                            "endLine": d.end_row or d.row,
                             "endColumn": d.column,
                         },
                     },

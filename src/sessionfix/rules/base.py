@@ -242,6 +242,7 @@ class RuleContext:
         fix: Fix | None = None,
         column: int | None = None,
         span: tuple[int, int] | None = None,
+        end_row: int | None = None,
     ) -> Diagnostic:
         view = self.view
         if index is not None:
@@ -261,6 +262,7 @@ class RuleContext:
             format=view.format,
             span=span,
             source=self.info.path,
+            end_row=end_row,
         )
 
     def _excerpt(self, span: tuple[int, int]) -> str | None:

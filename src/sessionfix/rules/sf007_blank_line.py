@@ -12,7 +12,10 @@ from sessionfix.rules.base import Rule, RuleContext, safe
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for finding in ctx.lines.findings:
-        if finding.issue is LineIssue.BLANK:
+        if finding.issue is not LineIssue.BLANK:
+            continue
+        count = finding.rows
+        if count == 1:
             what = "empty" if finding.length == 0 else "whitespace-only"
             yield ctx.diagnostic(
                 RULE,
@@ -21,6 +24,21 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 span=(finding.offset, finding.length),
                 fix=safe("drop the line", DropLine(finding.row, repairs=LineIssue.BLANK)),
             )
+            continue
+        # A run holds only its line breaks when every line in it is empty.
+        what = "empty" if finding.length == count - 1 else "blank (empty or whitespace-only)"
+        yield ctx.diagnostic(
+            RULE,
+            finding.row,
+            f"{count} {what} lines in a row, to line {finding.last_row}; strict JSONL readers "
+            "reject them",
+            span=(finding.offset, finding.length),
+            end_row=finding.last_row,
+            fix=safe(
+                f"drop the {count} lines",
+                DropLine(finding.row, last=finding.last_row, repairs=LineIssue.BLANK),
+            ),
+        )
 
 
 RULE = Rule(

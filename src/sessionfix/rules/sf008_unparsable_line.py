@@ -2,61 +2,35 @@
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 from sessionfix import jsonutil
-from sessionfix.diagnostics import Diagnostic, DropLine, JoinLines, Severity, TrimDamage
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    DropLine,
+    Edit,
+    Fix,
+    JoinLines,
+    Severity,
+    TrimDamage,
+)
 from sessionfix.formats import Format, has_record_shape
 from sessionfix.formats.capabilities import Capability
 from sessionfix.read.reader import LineFinding, LineIssue
-from sessionfix.rules.analysis import damaged_header_row, outside, stripped_bounds
+from sessionfix.rules.analysis import damaged_header_row, outside, records_on_row, stripped_bounds
 from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     header_row = ctx.shared(damaged_header_row)
     glued_rows = {f.row for f in ctx.lines.findings if f.issue is LineIssue.GLUED}
-    unparsable = {
-        f.row: f
-        for f in ctx.lines.findings
-        if f.issue is LineIssue.UNPARSABLE and f.row != header_row and f.row not in glued_rows
-    }
-    begun_on: dict[int, int] = {}
     for finding in ctx.lines.findings:
+        if finding.issue is LineIssue.SPREAD:
+            yield _spread(ctx, finding)
+            continue
         if finding.issue is not LineIssue.UNPARSABLE or finding.row == header_row:
-            continue
-        span = (finding.offset, finding.length)
-        if finding.row in begun_on:
-            yield ctx.diagnostic(
-                RULE,
-                finding.row,
-                f"line ends the record begun on line {begun_on[finding.row]}, split by a line "
-                "break; readers skip both halves",
-                span=span,
-            )
-            continue
-        rest = unparsable.get(finding.row + 1)
-        if finding.row in unparsable and rest is not None and _one_record(ctx, finding, rest):
-            begun_on[rest.row] = finding.row
-            yield ctx.diagnostic(
-                RULE,
-                finding.row,
-                f"line holds the start of a record split by a line break; with line {rest.row} "
-                "it is one whole record, and readers skip both halves",
-                span=span,
-                fix=unsafe(
-                    f"join the line with line {rest.row}: together they are one record",
-                    JoinLines(
-                        finding.row,
-                        rest=rest.row,
-                        start=finding.length,
-                        end=finding.length + _terminator_length(ctx, finding.row),
-                        repairs=LineIssue.UNPARSABLE,
-                    ),
-                ),
-            )
             continue
         reason = finding.detail or "not JSON"
         span = finding.span or (0, finding.length)
@@ -71,6 +45,28 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                     repairs=LineIssue.UNPARSABLE,
                 ),
             )
+        elif finding.rows > 1:
+            if finding.truncated:
+                what = "hold records cut off mid-write; readers skip them"
+            elif finding.json_kind is not None:
+                what = (
+                    f"are JSON {finding.json_kind}s, not objects; "
+                    f"{_kept_value_consequence(ctx.format, finding.json_kind, several=True)}"
+                )
+            else:
+                what = f"are not JSON objects (line {finding.row}: {reason}); readers skip them"
+            yield ctx.diagnostic(
+                RULE,
+                finding.row,
+                f"{finding.rows} lines in a row, to line {finding.last_row}, {what}",
+                span=(finding.offset, finding.length),
+                end_row=finding.last_row,
+                fix=unsafe(
+                    f"drop the {finding.rows} lines",
+                    DropLine(finding.row, last=finding.last_row, repairs=LineIssue.UNPARSABLE),
+                ),
+            )
+            continue
         else:
             if finding.truncated:
                 message = "line holds a record cut off mid-write; readers skip it"
@@ -98,36 +94,82 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
 
 
-def _terminator_length(ctx: RuleContext, row: int) -> int:
-    crlf = ctx.lines.crlf_rows
-    return 2 if bisect_left(crlf, row) < bisect_right(crlf, row) else 1
+def _spread(ctx: RuleContext, finding: LineFinding) -> Diagnostic:
+    """A record spread over lines (pretty-printed, or broken where JSON allows
+    whitespace): each line alone is no JSON object, so every reader skips them all.
+    Written on one line without the whitespace between its tokens, it is the record
+    as a compact writer writes it, every token's bytes unchanged: safe."""
+    return ctx.diagnostic(
+        RULE,
+        finding.row,
+        f"one record is spread over {finding.rows} lines, to line {finding.last_row}; "
+        "readers parse each line alone and skip them all",
+        index=records_on_row(ctx, finding.row)[0],
+        end_row=finding.last_row,
+        fix=Fix(
+            Applicability.SAFE,
+            "write the record on one line, without the whitespace between its tokens",
+            _JoinEdits(ctx, finding),
+        ),
+    )
 
 
-_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+class _JoinEdits(Sequence[Edit]):
+    """The whitespace between a spread record's tokens, line by line (its line breaks
+    among it): what writing it on one line removes. Found when first asked for, by
+    reading the record again."""
+
+    def __init__(self, ctx: RuleContext, finding: LineFinding) -> None:
+        self._ctx = ctx
+        self._finding = finding
+        self._parts: list[tuple[int, int, int]] | None = None
+
+    def _made(self) -> list[tuple[int, int, int]]:
+        if self._parts is None:
+            finding = self._finding
+            data = self._ctx.source.read(finding.offset, finding.length)
+            parts: list[tuple[int, int, int]] = []
+            row, line_start = finding.row, 0
+            for start, end in jsonutil.spaces_between_tokens(data):
+                while start < end:
+                    newline = data.find(b"\n", start, end)
+                    stop = end if newline < 0 else newline + 1
+                    parts.append((row, start - line_start, stop - line_start))
+                    if newline >= 0:
+                        row, line_start = row + 1, stop
+                    start = stop
+            self._parts = parts
+        return self._parts
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+    @overload
+    def __getitem__(self, index: int) -> Edit: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Edit]: ...
+    def __getitem__(self, index: int | slice) -> Edit | Sequence[Edit]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        row, start, end = self._made()[index]
+        return JoinLines(
+            row, start=start, end=end, first=self._finding.row, repairs=LineIssue.SPREAD
+        )
 
 
-def _one_record(ctx: RuleContext, start: LineFinding, rest: LineFinding) -> bool:
-    """Whether two unparsable lines, without the line break between them, are one record
-    of the format's shape, and the break lay outside its strings, where JSON allows
-    whitespace (inside a string it may stand for a byte that is gone)."""
-    head = ctx.source.read(start.offset, start.length)
-    if _ESCAPE.sub(b"", head).count(b'"') % 2:
-        return False
-    tail = ctx.source.read(rest.offset, rest.length)
-    try:
-        value = jsonutil.loads(head + tail)
-    except ValueError:
-        return False
-    return has_record_shape(ctx.format, value)
-
-
-def _kept_value_consequence(fmt: Format, kind: str) -> str:
-    """What happens to a line of valid JSON that is not an object: `JSON.parse` accepts
-    it, so pi keeps it as an entry (checked against pi's own loader)."""
+def _kept_value_consequence(fmt: Format, kind: str, *, several: bool = False) -> str:
+    """What happens to a line of valid JSON that is not an object (or to `several`):
+    `JSON.parse` accepts it, so pi keeps it as an entry (checked against pi's own
+    loader)."""
     if fmt not in PI_FORMATS:
-        return "readers expect a record here"
+        return "readers expect records here" if several else "readers expect a record here"
     if kind == "null":
         return "pi cannot open the session (it reads the type of every entry and throws)"
+    if several:
+        return (
+            "pi keeps each as an entry with no type or id; as the last line, one leaves "
+            "pi no leaf and an empty context"
+        )
     return (
         "pi keeps it as an entry with no type or id; as the last line it leaves pi "
         "no leaf and an empty context"
@@ -150,7 +192,7 @@ RULE = Rule(
     code="SF008",
     name="unparsable-line",
     severity=Severity.ERROR,
-    fix="unsafe",
+    fix="safe (a record spread over lines), else unsafe",
     requires=frozenset({Capability.LINES}),
     summary="A line that is not exactly one JSON object",
     check=check,

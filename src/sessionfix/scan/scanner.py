@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import repeat
@@ -22,15 +23,25 @@ from typing import TYPE_CHECKING, BinaryIO, Final
 
 from msgspec import Struct
 
+from sessionfix import jsonutil
 from sessionfix.errors import InputError, NotASessionFile
-from sessionfix.formats import Format, FormatAdapter, RecordEditor, detect, make_adapter
+from sessionfix.formats import (
+    Format,
+    FormatAdapter,
+    RecordEditor,
+    detect,
+    has_record_shape,
+    make_adapter,
+)
 from sessionfix.model.tracking import PathTracker, Tracking
 from sessionfix.model.view import SessionView, all_distinct
 from sessionfix.read.reader import (
+    JUNK_RUN,
     FileInfo,
     LineFinding,
     LineIssue,
     LineReport,
+    SpreadRecord,
     classify_line,
     control_bytes,
     foreign_data,
@@ -111,6 +122,12 @@ class _Pass:
         """Digests the bytes of the part under way, as they are indexed."""
         self.cut_format = Format.UNKNOWN
         self.cut_context: object = None
+        self.fd = -1
+        """The file read (a spread record's lines are read again, joined, once it closes)."""
+        self.spread: SpreadRecord | None = None
+        """A record begun on a line that does not close it, followed line by line."""
+        self.spread_garbage = 0
+        """Lines of the open spread record that count as garbage if it does not close."""
 
     def run(
         self,
@@ -121,6 +138,7 @@ class _Pass:
     ) -> None:
         """Index the lines that start at `offset` or later (and before `end`), reading
         the open file `fd` at positions of its own (the file offset is left alone)."""
+        self.fd = fd
         self.part_start = reported = position = offset
         pending: list[bytes] = []
         pending_bytes = 0
@@ -199,14 +217,17 @@ class _Pass:
             if progress is not None:
                 progress(offset - reported)
         lines = self.lines
+        lines.spread_open = self.spread is not None
+        self._spread_fails()
         lines.line_count = self.row
         lines.size = offset - self.part_start
         lines.final_newline = final_newline
         lines.last_row = self.last_row
 
     def _cut(self, offset: int) -> None:
-        """End the part under way before `offset`, a line start, and begin the next."""
-        if offset == self.part_start:
+        """End the part under way before `offset`, a line start, and begin the next
+        (not inside a spread record: it goes on in the next part)."""
+        if offset == self.part_start or self.spread is not None:
             return
         assert self.parts is not None
         assert self.adapter is not None
@@ -240,6 +261,8 @@ class _Pass:
         if crlf:
             self.lines.crlf_rows.append(self.row + 1)
         line = read_exactly(fd, stop - offset - crlf, offset)
+        if self.row == 0:
+            self.lines.carries_on = line[:1] not in _CLEAR_STARTS
         if self.hasher is not None:
             self.hasher.update(line)
             self.hasher.update((b"\r" if crlf else b"") + (b"\n" if terminated else b""))
@@ -262,7 +285,10 @@ class _Pass:
         Returns the next offset and whether the byte range ended inside the block.
         """
         base = offset - begin
-        starts = _line_starts(raw, limit, terminated, begin)
+        runs: dict[int, int] = {}
+        starts = _line_starts(
+            raw, limit, terminated, begin, runs, None if end is None else end - base
+        )
         count = len(starts) - 1
         stopped = False
         if end is not None and base + starts[-2] >= end:
@@ -271,6 +297,10 @@ class _Pass:
             stopped = True
         if not count:
             return offset, stopped
+        if self.row == 0:
+            self.lines.carries_on = raw[starts[0] : starts[0] + 1] not in _CLEAR_STARTS
+        if runs:
+            return self._block_with_runs(raw, starts, count, base, runs, terminated, stopped)
         next_offset = base + (starts[-1] if terminated else limit)
         lengths = list(map(sub, starts[1:], map(_PLUS_ONE, starts)))
         first_row = self.row + 1
@@ -304,6 +334,8 @@ class _Pass:
             # every line a "{" ... "}" (after which JSON never continues with "{"), prove
             # one record per line, none glued and none spanning two lines.
             if records is not None and len(records) == rest:
+                if self.spread is not None:
+                    self._spread_fails()
 
                 def line(k: int) -> bytes:
                     return raw[starts[done + k] : starts[done + k] + sizes[done + k]]
@@ -322,28 +354,117 @@ class _Pass:
             self._line(raw[starts[k] : starts[k] + lengths[k]], base + starts[k], sizes[k])
         return next_offset, stopped
 
+    def _block_with_runs(
+        self,
+        raw: bytes,
+        starts: list[int],
+        count: int,
+        base: int,
+        runs: dict[int, int],
+        terminated: bool,
+        stopped: bool,
+    ) -> tuple[int, bool]:
+        """`_block` for lines among which runs of empty lines stand as one line each
+        (`runs`: their index → how many empty lines), line by line."""
+        limit = starts[count] - 1
+        next_offset = base + (starts[count] if terminated else limit)
+        for k in range(count):
+            start = starts[k]
+            empty = runs.get(k)
+            if empty is not None:
+                self.row += empty
+                self._blank(self.row - empty + 1, base + start, empty - 1, empty)
+                continue
+            stop = starts[k + 1] - 1
+            line = raw[start:stop]
+            size = len(line)
+            if size and line[-1] == 13:
+                size -= 1
+                self.lines.crlf_rows.append(self.row + 1)
+            self._line(line, base + start, size)
+        return next_offset, stopped
+
     def _line(self, line: bytes, offset: int, size: int) -> None:
         self.row += 1
         row = self.row
+        body = line[:size] if size < len(line) else line
+        if not body or body.isspace():
+            if body.strip(b" \t"):  # vertical tabs and form feeds are control bytes
+                self.lines.control_bytes += control_bytes(body)
+            self._blank(row, offset, size)
+            return
         adapter = self.adapter
-        if adapter is not None:
+        if adapter is not None and line[:1] in _OBJECT_STARTS:
             try:
                 record = adapter.decode(line)
             except FAST_PATH_MISSES:
                 pass
             else:
+                if self.spread is not None:
+                    self._spread_fails()
                 adapter.ingest(record, line, row, 1, offset, size)
                 self.last_row = row
                 return
-        if self._slow(line[:size], row, offset):
+        if self._slow(body, row, offset):
             self.last_row = row
+
+    def _blank(self, row: int, offset: int, length: int, rows: int = 1) -> None:
+        """An empty or whitespace-only line, or a run of `rows` of them."""
+        if self.spread is not None:
+            self._spread_fails()
+        findings = self.lines.findings
+        if findings:
+            last = findings[-1]
+            if last.issue is LineIssue.BLANK and last.row + last.rows == row:
+                last.rows += rows
+                last.tail = offset + rows - 1 - last.offset
+                last.length = offset + length - last.offset
+                return
+        findings.append(LineFinding(LineIssue.BLANK, row, offset, length, rows=rows, tail=rows - 1))
+
+    def _add(self, finding: LineFinding) -> None:
+        """Record a finding; one that carries on a run of blank lines or of junk joins it."""
+        findings = self.lines.findings
+        if findings and findings[-1].continued_by(finding):
+            findings[-1].absorb(finding)
+        else:
+            findings.append(finding)
 
     def _slow(self, body: bytes, row: int, offset: int) -> bool:
         """Classify a line the fast path rejected. Returns whether it has content."""
         lines = self.lines
         lines.control_bytes += control_bytes(body)
+        findings = lines.findings
+        if (
+            self.spread is None
+            and findings
+            and findings[-1].run_kind == JUNK_RUN
+            and findings[-1].last_row == row - 1
+            and _plain_junk(body)
+        ):
+            # A run of junk goes on: the line is not classified again.
+            run = findings[-1]
+            run.rows += 1
+            run.tail = offset - run.offset
+            run.length = offset + len(body) - run.offset
+            run.span = (0, run.length)
+            if self.give_up:
+                self._garbage()
+            return True
         lines.foreign = lines.foreign or foreign_data(body)
         outcome = classify_line(body)
+        # Damage only: no record, nothing else found (a line a spread record may hold).
+        damage = not (outcome.records or outcome.findings) and outcome.damaged is not None
+        spread = self.spread
+        if spread is not None:
+            if damage and not SpreadRecord.begins(body):
+                followed = spread.follow(body)
+                if followed and self._spread_closes(row, offset + len(body)):
+                    return True
+                if followed is not None:
+                    self._spread_fails()
+            else:
+                self._spread_fails()
         has_content = outcome.damaged is not None or bool(outcome.records)
         for issue, extra in outcome.findings:
             finding = LineFinding(issue, row, offset, len(body), **extra)
@@ -351,7 +472,7 @@ class _Pass:
                 finding.records = tuple((r.start, r.end) for r in outcome.records)
             elif issue is LineIssue.UNDEFINED:
                 has_content = True
-            self.lines.findings.append(finding)
+            self._add(finding)
         for record in outcome.records:
             if self.adapter is None:
                 self.adapter = make_adapter(detect(record.value), self.path, None, self.named_as)
@@ -359,9 +480,7 @@ class _Pass:
             data = body[record.start : record.end]
             self.adapter.add_object(record.value, data, row, column, offset + record.start)
         if outcome.damaged is not None:
-            if self.give_up and not outcome.records and outcome.recoverable is None:
-                self._garbage()
-            self.lines.findings.append(
+            self._add(
                 LineFinding(
                     LineIssue.UNPARSABLE,
                     row,
@@ -374,10 +493,81 @@ class _Pass:
                     json_kind=outcome.json_kind,
                 )
             )
+            if damage and self.spread is None and outcome.damaged_truncated:
+                self._spread_begins(body, row, offset)
+            if self.give_up and not outcome.records and outcome.recoverable is None:
+                if self.spread is None:
+                    self._garbage()
+                else:
+                    self.spread_garbage += 1
+                    if self.adapter is None and (
+                        self.garbage_rows + self.spread_garbage >= NO_RECORD_LINES
+                    ):
+                        self._spread_fails()
         return has_content
 
-    def _garbage(self) -> None:
-        self.garbage_rows += 1
+    def _spread_begins(self, body: bytes, row: int, offset: int) -> None:
+        """Follow the record a line that does not close it may begin."""
+        if SpreadRecord.begins(body):
+            spread = SpreadRecord(row, offset)
+            if spread.follow(body) is None:
+                self.spread = spread
+
+    def _spread_closes(self, row: int, end: int) -> bool:
+        """Take the spread record that closes at `end`, on line `row`, if its lines
+        joined are one record of the format's shape (of a known format, before the
+        first record): its lines' findings become one, and the record is indexed."""
+        spread = self.spread
+        assert spread is not None
+        data = read_exactly(self.fd, end - spread.offset, spread.offset)
+        try:
+            value = jsonutil.loads(data)
+        except (ValueError, RecursionError):
+            return False
+        adapter = self.adapter
+        fmt = detect(value) if adapter is None else Format(adapter.view.format)
+        if fmt is Format.UNKNOWN or not has_record_shape(fmt, value):
+            return False
+        self.spread = None
+        self.spread_garbage = 0
+        lines = self.lines
+        findings, crlf = lines.findings, lines.crlf_rows
+        while findings and findings[-1].row >= spread.row:
+            findings.pop()
+        if findings and findings[-1].last_row >= spread.row:
+            # A run its first line carried on (records cut off) ends before it.
+            run = findings[-1]
+            k = bisect_left(crlf, spread.row - 1)
+            terminator = 2 if k < len(crlf) and crlf[k] == spread.row - 1 else 1
+            run.rows = spread.row - run.row
+            run.length = spread.offset - terminator - run.offset
+            run.tail = 0  # (not known again: only a run that ends the file is split)
+            if run.span is not None:
+                run.span = (0, run.length)
+        # Its carriage returns are whitespace inside the record: the join removes them.
+        # (The rows of its block after it may be listed already.)
+        del crlf[bisect_left(crlf, spread.row) : bisect_right(crlf, row)]
+        rows = row - spread.row + 1
+        findings.append(
+            LineFinding(LineIssue.SPREAD, spread.row, spread.offset, end - spread.offset, rows=rows)
+        )
+        if adapter is None:
+            adapter = self.adapter = make_adapter(fmt, self.path, None, self.named_as)
+        adapter.add_object(value, data, spread.row, 1, spread.offset)
+        self.last_row = row
+        return True
+
+    def _spread_fails(self) -> None:
+        """The open spread record is none: its lines are what they were found to be."""
+        if self.spread is None:
+            return
+        self.spread = None
+        garbage, self.spread_garbage = self.spread_garbage, 0
+        if garbage:
+            self._garbage(garbage)
+
+    def _garbage(self, count: int = 1) -> None:
+        self.garbage_rows += count
         if self.adapter is None and self.garbage_rows >= NO_RECORD_LINES:
             raise NotASessionFile(
                 f"{self.path}: not a session file of a known format (its first "
@@ -385,6 +575,25 @@ class _Pass:
             )
 
 
+_NEWLINES: Final = re.compile(rb"\n+")
+_NOT_PLAIN: Final = re.compile(
+    rb'[{\["\x00\xef]|\A\s*(?:true|false|null|undefined|-?[0-9][0-9.eE+-]*)\s*\Z'
+)
+"""What a line holds that may make it more than junk: a record or a JSON value may
+start there (a bracket or a quote), or it is a JSON scalar or `undefined`; NUL bytes
+and a byte-order mark are findings of their own."""
+
+
+def _plain_junk(body: bytes) -> bool:
+    """Whether a line that does not decode is junk with no more to it (no record, no
+    JSON value, nothing another rule reports), known without parsing it."""
+    return _NOT_PLAIN.search(body) is None and not body.isspace()
+
+
+_CLEAR_STARTS: Final = (b"{", b"\n", b"\r")
+"""First bytes of a line that carries on no record begun before it."""
+_OBJECT_STARTS: Final = b"{ \t\r\n"
+"""First bytes of a line that may decode as a record (JSON whitespace, then `{`)."""
 NO_RECORD_LINES: Final = 1000
 """Lines of garbage before any record after which a file is refused without reading on:
 a session starts with records, and a large file of text or binary is read in vain."""
@@ -426,16 +635,34 @@ def read_exactly(fd: int, size: int, offset: int) -> bytes:
     return b"".join(pieces)
 
 
-def _line_starts(raw: bytes, limit: int, terminated: bool, begin: int = 0) -> list[int]:
+def _line_starts(
+    raw: bytes,
+    limit: int,
+    terminated: bool,
+    begin: int = 0,
+    runs: dict[int, int] | None = None,
+    cut: int | None = None,
+) -> list[int]:
     """Start offsets of the lines of `raw[begin:limit]`, and the end (plus one for the
-    newline) of the last: line k is `raw[starts[k] : starts[k + 1] - 1]`."""
+    newline) of the last: line k is `raw[starts[k] : starts[k + 1] - 1]`. With `runs`, a
+    run of empty lines is found at once and stands as one line (its index → how many
+    empty lines), a run that passes `cut` ending there."""
     starts = [begin]
     append = starts.append
     find = raw.find
+    line = begin
     position = find(b"\n", begin, limit)
     while position >= 0:
+        if position == line and runs is not None:
+            stop = _NEWLINES.match(raw, position, limit).end()  # type: ignore[union-attr]
+            if cut is not None and position < cut < stop:
+                stop = cut
+            if stop - position > 1:
+                runs[len(starts) - 1] = stop - position
+                position = stop - 1
         position += 1
         append(position)
+        line = position
         position = find(b"\n", position, limit)
     if not terminated:
         append(limit + 1)
@@ -460,16 +687,25 @@ def _column(body: bytes, start: int) -> int:
 
 
 def settle_last_line(lines: LineReport) -> None:
-    """A record cut off on the last non-blank line is a torn write, not mid-file damage."""
+    """A record cut off on the last non-blank line is a torn write, not mid-file damage
+    (one that ends a run of records cut off is split off the run)."""
     last_row = lines.last_row
-    for finding in reversed(lines.findings):
+    findings = lines.findings
+    for position in range(len(findings) - 1, -1, -1):
+        finding = findings[position]
         if finding.row > last_row:
             continue
-        if finding.row < last_row:
+        if finding.last_row < last_row:
             break
-        if finding.issue is LineIssue.UNPARSABLE:
+        if finding.issue is LineIssue.UNPARSABLE and finding.last_row == last_row:
             lines.last_row_parsed = False
             if finding.truncated:
+                if finding.rows > 1:
+                    crlf = lines.crlf_rows
+                    k = bisect_left(crlf, last_row - 1)
+                    crlf_before = k < len(crlf) and crlf[k] == last_row - 1
+                    finding = finding.last_line_apart(2 if crlf_before else 1)
+                    findings.insert(position + 1, finding)
                 finding.issue = LineIssue.TORN
 
 
@@ -493,17 +729,19 @@ def refuse_non_jsonl(path: Path, lines: LineReport, records: int, detected: Form
         )
     if detected is not Format.UNKNOWN:
         return
-    garbage = {
-        finding.row
-        for finding in lines.findings
-        if finding.issue is LineIssue.UNPARSABLE
-        and not finding.truncated
-        and finding.recoverable is None
-    }
-    if len(garbage) > records:
-        content = len(garbage) + records
+    garbage = sum(
+        {
+            finding.row: finding.rows
+            for finding in lines.findings
+            if finding.issue is LineIssue.UNPARSABLE
+            and not finding.truncated
+            and finding.recoverable is None
+        }.values()
+    )
+    if garbage > records:
+        content = garbage + records
         raise NotASessionFile(
-            f"{path}: not a session file of a known format ({len(garbage)} of {content} "
+            f"{path}: not a session file of a known format ({garbage} of {content} "
             "lines are not JSON objects)"
         )
 
@@ -680,8 +918,9 @@ def peek_format(
     handle: BinaryIO, path: Path, forced: Format, limit: int | None = PEEK_LINE_BYTES
 ) -> tuple[Format, object] | None:
     """Detect the format and what later byte ranges need to know, from the first record
-    (None when there is none among the first `NO_RECORD_LINES` lines that hold anything:
-    the one-process read then decides what the file is)."""
+    (None when there is none among the first `NO_RECORD_LINES` lines that hold anything,
+    or a record spread over lines may come first: the one-process read then decides what
+    the file is)."""
     handle.seek(0)
     looked = 0
     while raw := handle.readline(-1 if limit is None else limit):
@@ -689,6 +928,8 @@ def peek_format(
             return None
         outcome = classify_line(raw.rstrip(b"\r\n"))
         if not outcome.records:
+            if outcome.damaged is not None and SpreadRecord.begins(raw):
+                return None
             looked += outcome.damaged is not None
             if looked >= NO_RECORD_LINES:
                 return None
@@ -758,6 +999,8 @@ def _read_parallel(
                     progress(task.end - task.start)
     except WorkerDied:
         return None
+    if joined.read_whole:
+        return None
     adapter, lines, tracker = joined.done(workers)
     return adapter, lines, tracker, kept
 
@@ -771,11 +1014,21 @@ class JoinedParts:
         self.adapter = make_adapter(fmt, path, context, named_as)
         self.lines = LineReport()
         self.tracker: PathTracker | None = None
+        self.read_whole = False
+        """The parts cannot stand for the file, which is to be read in one piece: a
+        record begun in one may go on in the next, read apart; or the first record is
+        in a later part, read as one that follows records (not as a file's start)."""
+        self.added = 0
 
     def add(self, chunk: Chunk, byte_shift: int = 0) -> None:
         """Append the next part; `byte_shift` moves its byte offsets (a part read from
         another file whose bytes lie elsewhere in this one)."""
         lines = self.lines
+        if chunk.lines.line_count and lines.spread_open and chunk.lines.carries_on:
+            self.read_whole = True
+        if self.added and len(chunk.view) and not len(self.adapter.view):
+            self.read_whole = True
+        self.added += 1
         row_offset = lines.line_count
         view = self.adapter.view
         base = len(view)

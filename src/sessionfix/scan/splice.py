@@ -218,6 +218,8 @@ def read_spliced(
                     joined.add(part.chunk(), to - part.start)
         except WorkerDied:
             return None
+        if joined.read_whole:
+            return None
         adapter, lines, tracker = joined.done(workers)
         settle_last_line(lines)
         return finished_read(adapter, lines, tracker, handle, info)

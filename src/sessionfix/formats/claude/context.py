@@ -243,7 +243,13 @@ def _lost(finding: LineFinding) -> bool:
     """Whether `JSON.parse` rejects the line once the reader skipped the bytes up to the
     space that start it (a run of NUL bytes before the record among them)."""
     issue = finding.issue
-    if issue in (LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.BOM):
+    if issue in (
+        LineIssue.GLUED,
+        LineIssue.TORN,
+        LineIssue.UNDEFINED,
+        LineIssue.BOM,
+        LineIssue.SPREAD,
+    ):
         return True
     if issue is LineIssue.NUL:
         return finding.nul in (NulPlacement.TRAILING, NulPlacement.AROUND)

@@ -49,6 +49,8 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
     if any(finding.json_kind == "null" for finding in lines.findings):
         raise LoadRefused("pi throws on the line that is JSON `null`")
     lost = _lost_rows(view, lines)
+    if view.rows[0] in lost:  # the header is on a line pi does not read: no header
+        return
     path: Sequence[int]
     if lost:
         path, boundary, window = _path_without(view, lost)
@@ -74,7 +76,7 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
 
 
 _LOST_ISSUES: Final = frozenset(
-    {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.NUL}
+    {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.NUL, LineIssue.SPREAD}
 )
 
 
