@@ -759,9 +759,8 @@ def test_several_sessions_go_on_past_one_that_fails(template_store: Path, tmp_pa
     assert "no session 'nope' in any session store read" in nowhere.stderr
 
 
-def test_corrupt_cold_archive_is_one_line(damaged: tuple[Path, str]) -> None:
-    store, session_id = damaged
-    archive = b"\x28\xb5\x2f\xfd" + b"garbage that is no zstd frame" * 4
+def _archive_cold(store: Path, session_id: str, archive: bytes) -> None:
+    """Move the session's rows out to `archive`, kept in the store as a blob."""
     digest = hashlib.sha256(archive).hexdigest()
     db = apsw.Connection(str(store))
     with db:
@@ -773,6 +772,11 @@ def test_corrupt_cold_archive_is_one_line(damaged: tuple[Path, str]) -> None:
             (session_id, "0" * 32, f"{digest}.jsonl.zst", digest, len(archive), archive),
         )
     db.close()
+
+
+def test_corrupt_cold_archive_is_one_line(damaged: tuple[Path, str]) -> None:
+    store, session_id = damaged
+    _archive_cold(store, session_id, b"\x28\xb5\x2f\xfd" + b"garbage that is no zstd frame" * 4)
     outcome = CliRunner().invoke(app, ["check", str(store)], env=ENV)
     assert outcome.exit_code == 2
     (line,) = outcome.stderr.strip().splitlines()
@@ -1083,6 +1087,35 @@ def test_a_compressed_row_that_expands_without_bound_is_one_line(
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert f"session {session_id}, seq 2: the compressed row expands past the 100 bytes" in line
+    assert _digest(store) == before
+
+
+def test_a_cold_archive_that_expands_without_bound_is_one_line(
+    damaged: tuple[Path, str],
+) -> None:
+    """A cold archive of 32 KiB that expands to 1 GiB on one line is read no further than
+    a compressed session file may expand: one line, in a run whose memory could not hold
+    the expansion, and the store as it was."""
+    store, session_id = damaged
+    _archive_cold(store, session_id, _bomb())
+    before = _digest(store)
+    script = (
+        "import resource, sys, runpy;"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT}));"
+        f"sys.argv = ['sessionfix', 'check', '--no-progress', {str(store)!r}];"
+        "runpy.run_module('sessionfix', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ENV},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"session {session_id}'s cold archive decompresses to more than" in line, line
     assert _digest(store) == before
 
 

@@ -29,7 +29,9 @@ import zstandard
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.formats import Format
 from sessionfix.model.loaded import Loader
+from sessionfix.read.compressed import EXPANSION_LIMIT, expansion_limit
 from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
+from sessionfix.units import human_bytes
 
 STORE_NAME: Final = "openclaw-agent.sqlite"
 KIND: Final = "OpenClaw session store"
@@ -275,13 +277,21 @@ class OpenClawStore:
         transcript.digest = "cold:" + str(sha256)
         reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))
         lines = io.BufferedReader(reader, 1 << 20)
+        limit = expansion_limit(len(data))
+        left = limit
         while True:
             try:
-                line = lines.readline()
+                line = lines.readline(left + 1)
             except (zstandard.ZstdError, OSError) as exc:
                 raise InputError(f"{where} does not decompress ({exc})") from None
             if not line:
                 return
+            left -= len(line)
+            if left < 0:
+                raise InputError(
+                    f"{where} decompresses to more than {human_bytes(limit)}, over "
+                    f"{EXPANSION_LIMIT:,} times its {human_bytes(len(data))}"
+                )
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError:
