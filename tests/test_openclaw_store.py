@@ -1169,6 +1169,30 @@ def test_reading_one_session_reads_not_the_rows_of_every_other(
     assert read < 4 << 20, f"{read:,} bytes read"
 
 
+def test_a_compressed_row_that_records_more_than_it_may_expand_to_is_one_line(
+    damaged: tuple[Path, str],
+) -> None:
+    """A compressed row that records a size no compressed session may expand to from its
+    bytes (a terabyte from 20 bytes; OpenClaw's table admits 4 MiB, and a read-only
+    check does not look at that) is refused on one line before it is decompressed: the
+    read had asked for a buffer of the size recorded, internal error: MemoryError."""
+    store, session_id = damaged
+    db = apsw.Connection(str(store))
+    db.execute("PRAGMA ignore_check_constraints = ON")
+    with db:
+        db.execute(
+            "UPDATE transcript_events SET event_utf8_bytes = ? WHERE session_id = ? AND seq = 3",
+            (1 << 40, session_id),
+        )
+    db.close()
+    for argv in (["check", str(store)], ["context", str(store)]):
+        line = _one_line_refusal(store, argv)
+        assert (
+            f"session {session_id}, seq 3: the compressed row records 1,099,511,627,776 bytes"
+            in line
+        ), line
+
+
 LOOSE_VALUES = {
     "created_at NULL": ("created_at = NULL", 2, "the row's seq or created_at is not an integer"),
     "created_at text": ("created_at = 'noon'", 2, "the row's seq or created_at is not an integer"),

@@ -354,20 +354,31 @@ class OpenClawStore:
         return write.restore_session(self, session_id, backup, keep_current=keep_current)
 
 
+_ROW_PIECE: Final = 1 << 20
+"""Bytes of a compressed row decompressed at a time."""
+
+
 def decompressed_row(
     decompressor: zstandard.ZstdDecompressor, packed: bytes, size: Any, where: str
 ) -> bytes:
     """A compressed row's event, decompressed no further than the size the row records
     (and one byte to tell a row that holds more): a small row that expands without
-    bound is refused on one line, never held in memory."""
+    bound is refused on one line, never held in memory. A size past what its bytes may
+    expand to (as a compressed session file may) is refused before anything is read:
+    OpenClaw's table admits 4 MiB, but a read-only connection does not check that."""
     if not isinstance(size, int) or size < 0:
         raise InputError(f"{where}: the compressed row does not record its size")
+    if size > expansion_limit(len(packed)):
+        raise InputError(
+            f"{where}: the compressed row records {size:,} bytes, more than its "
+            f"{len(packed):,} compressed bytes may expand to"
+        )
     chunks: list[bytes] = []
     held = 0
     try:
         with decompressor.stream_reader(packed) as reader:
             while held <= size:
-                chunk = reader.read(size + 1 - held)
+                chunk = reader.read(min(size + 1 - held, _ROW_PIECE))
                 if not chunk:
                     break
                 chunks.append(chunk)
