@@ -1239,6 +1239,94 @@ def test_a_row_of_a_type_its_strict_column_refuses_is_one_line(
         assert f"session {session_id}, seq {seq}: {said}" in line, line
 
 
+def _renamed_session(store: Path, session_id: str, name: str) -> None:
+    """Give the session the id `name` (an SQL expression) in every table that names it."""
+    db = apsw.Connection(str(store))
+    try:
+        db.execute("PRAGMA foreign_keys = OFF")
+        with db:
+            for (table,) in db.execute(
+                "SELECT m.name FROM sqlite_schema AS m, pragma_table_info(m.name) AS c "
+                "WHERE m.type = 'table' AND c.name = 'session_id'"
+            ).fetchall():
+                db.execute(
+                    f"UPDATE {table} SET session_id = {name} WHERE session_id = ?", (session_id,)
+                )
+    finally:
+        db.close()
+
+
+def test_a_session_id_that_is_not_utf8_is_one_line(damaged: tuple[Path, str]) -> None:
+    """A session id stored as text that is not UTF-8 (SQLite keeps any bytes; OpenClaw
+    reads them as other text and cannot name the session): every command says so on one
+    line, where reading it was internal error: UnicodeDecodeError."""
+    store, session_id = damaged
+    _renamed_session(store, session_id, "CAST(x'41ff42' AS TEXT)")
+    for argv in (
+        ["check", str(store)],
+        ["context", str(store)],
+        ["repair", "--in-place", "--quiescence", "0", str(store)],
+        ["restore", str(store)],
+    ):
+        line = _one_line_refusal(store, argv)
+        assert "a session id is not UTF-8 text (b'A\\xffB')" in line, line
+
+
+def test_a_session_key_that_is_not_utf8_is_read(damaged: tuple[Path, str]) -> None:
+    """A session key (only shown) stored as text that is not UTF-8 is read with the bytes
+    replaced; the session is checked as any other."""
+    store, session_id = damaged
+    db = apsw.Connection(str(store))
+    with db:
+        db.execute("PRAGMA foreign_keys = OFF")
+        db.execute(
+            "UPDATE session_windows SET session_key = CAST(x'6bff' AS TEXT) WHERE session_id = ?",
+            (session_id,),
+        )
+    db.close()
+    with open_store(store) as opened:
+        (session,) = opened.sessions()
+    assert (session.id, session.key) == (session_id, "k\ufffd")
+    checked = CliRunner().invoke(app, ["check", str(store)], env=ENV)
+    assert checked.exit_code == 1, checked.output
+
+
+def test_a_backup_whose_record_is_not_utf8_is_damaged(damaged: tuple[Path, str]) -> None:
+    """A backup whose record holds text that is not UTF-8 is listed as damaged and not
+    restored: reading its record was internal error: UnicodeDecodeError, for `restore
+    --list` as for `restore`."""
+    store, _ = damaged
+    outcome = CliRunner().invoke(
+        app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    (backup,) = store.parent.glob("*.sessionfix-bak-*")
+    db = apsw.Connection(str(backup))
+    with db:
+        db.execute("UPDATE meta SET value = CAST(x'41ff' AS TEXT) WHERE key = 'taken'")
+    db.close()
+    listing = CliRunner().invoke(
+        app, ["restore", "--list", "--output-format", "json", str(store)], env=ENV
+    )
+    assert listing.exit_code == 0, listing.output
+    assert [b["status"] for b in orjson.loads(listing.stdout)] == ["damaged"]
+    line = _one_line_refusal(store, ["restore", str(store)])
+    assert "no sessionfix backup of session" in line, line
+
+
+def test_a_cold_archive_record_that_is_not_utf8_is_one_line(damaged: tuple[Path, str]) -> None:
+    """A cold archive whose name is stored as text that is not UTF-8: one line, where
+    reading it was internal error: UnicodeDecodeError."""
+    store, session_id = damaged
+    _archive_cold(store, session_id, zstandard.ZstdCompressor().compress(b"{}\n"))
+    db = apsw.Connection(str(store))
+    with db:
+        db.execute("UPDATE session_transcript_cold_archives SET archive_name = CAST(x'ff' AS TEXT)")
+    db.close()
+    line = _one_line_refusal(store, ["check", str(store)])
+    assert "its cold archive's record holds text that is not UTF-8" in line, line
+
+
 def test_a_store_whose_touched_tables_fail_the_integrity_check_is_not_written(
     damaged: tuple[Path, str],
 ) -> None:

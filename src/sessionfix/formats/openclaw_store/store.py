@@ -202,7 +202,8 @@ class OpenClawStore:
                     SELECT DISTINCT session_id FROM transcript_events
                     UNION SELECT session_id FROM session_transcript_cold_archives
                 )
-                SELECT ids.session_id, w.session_key, c.session_id IS NOT NULL
+                SELECT CAST(ids.session_id AS BLOB), CAST(w.session_key AS BLOB),
+                    c.session_id IS NOT NULL
                 FROM ids
                 LEFT JOIN session_windows AS w USING (session_id)
                 LEFT JOIN session_transcript_cold_archives AS c USING (session_id)
@@ -212,9 +213,23 @@ class OpenClawStore:
         except apsw.Error as exc:
             raise InputError(f"{self.path}: cannot list its sessions ({_reason(exc)})") from None
         return [
-            StoredSession(str(sid), key if isinstance(key, str) else None, bool(cold))
+            StoredSession(
+                self._session_id(sid),
+                key.decode("utf-8", "replace") if isinstance(key, bytes) else None,
+                bool(cold),
+            )
             for sid, key, cold in rows
         ]
+
+    def _session_id(self, stored: object) -> str:
+        """A session id as stored (text, read as bytes): OpenClaw reads text that is not
+        UTF-8 as other text, and cannot name such a session."""
+        try:
+            return bytes(stored).decode() if isinstance(stored, bytes) else str(stored)
+        except UnicodeDecodeError:
+            raise InputError(
+                f"{self.path}: a session id is not UTF-8 text ({stored!r}); nothing read"
+            ) from None
 
     # ---- reading a session -----------------------------------------------------------
 
@@ -236,6 +251,11 @@ class OpenClawStore:
         except apsw.Error as exc:
             raise InputError(
                 f"{self.path}: cannot read session {session.id} ({_reason(exc)})"
+            ) from None
+        except UnicodeDecodeError:
+            raise InputError(
+                f"{self.path}: cannot read session {session.id} (its cold archive's record "
+                "holds text that is not UTF-8)"
             ) from None
         except OSError as exc:
             raise InputError(

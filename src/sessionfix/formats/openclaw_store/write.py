@@ -766,7 +766,7 @@ def _read_backup(path: Path) -> tuple[dict[str, str], str]:
             return meta, "damaged"
         intact = meta.get("digest") == _events_digest(db, columns)
         return meta, "ok" if intact else "damaged"
-    except (apsw.Error, orjson.JSONDecodeError):
+    except (apsw.Error, ValueError):  # a record that is not JSON, or not UTF-8 text
         return {}, "damaged"
     finally:
         db.close()
