@@ -99,11 +99,17 @@ def _events_damaged(db: apsw.Connection) -> str | None:
     for _, name, _, _, partial in db.execute("PRAGMA index_list(transcript_events)").fetchall():
         if partial:
             continue  # holds only the rows its WHERE admits; no read goes through it
-        quoted = '"' + str(name).replace('"', '""') + '"'
-        entries = db.execute(f"SELECT count(1) FROM transcript_events INDEXED BY {quoted}").get
+        entries = db.execute(
+            f"SELECT count(1) FROM transcript_events INDEXED BY {quoted(str(name))}"
+        ).get
         if entries != stored:
             return f"events' index {name} holds {entries} entries for {stored} rows"
     return None
+
+
+def quoted(name: str) -> str:
+    """An SQL identifier for `name`, whatever it holds."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def is_hot_journal(error: apsw.Error) -> bool:

@@ -50,6 +50,7 @@ from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.formats.openclaw_store.store import (
     decompressed_row,
     file_name,
+    quoted,
     read_only_uri,
     schema_problem,
 )
@@ -435,10 +436,6 @@ def _lines(path: Path) -> Iterator[bytes]:
             yield line[:-1] if line.endswith(b"\n") else line
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _replace_rows(
     db: apsw.Connection,
     session_id: str,
@@ -448,7 +445,7 @@ def _replace_rows(
     columns: Sequence[str],
 ) -> int:
     """Replace the session's rows by the repaired lines; returns how many rows it has."""
-    names = ", ".join(map(_quoted, columns))
+    names = ", ".join(map(quoted, columns))
     db.execute(f"CREATE TEMP TABLE sessionfix_old (seq INTEGER PRIMARY KEY, {names})")
     db.execute(
         f"INSERT INTO temp.sessionfix_old (seq, {names}) SELECT seq, {names} "
@@ -460,7 +457,7 @@ def _replace_rows(
         f"INSERT INTO main.transcript_events (session_id, seq, {names}) "
         f"SELECT ?, ?, {names} FROM temp.sessionfix_old WHERE seq = ?"
     )
-    unknown = "".join(", " + _quoted(name) for name in columns if name not in _KNOWN_COLUMNS)
+    unknown = "".join(", " + quoted(name) for name in columns if name not in _KNOWN_COLUMNS)
     changed = (
         "INSERT INTO main.transcript_events (session_id, seq, event_json, created_at, "
         f"event_zstd, event_utf8_bytes, navigation_json{unknown}) "
@@ -670,7 +667,7 @@ def _write_backup(store: Path, session_id: str, columns: Sequence[str]) -> Path:
         raise SessionfixError(
             f"{store}: cannot write a backup beside it ({exc}); nothing changed"
         ) from None
-    names = ", ".join(map(_quoted, columns))
+    names = ", ".join(map(quoted, columns))
     try:
         copy.execute("PRAGMA synchronous = FULL")
         copy.execute("ATTACH ? AS store", (read_only_uri(store),))
@@ -725,7 +722,7 @@ def _rows_digest(
     """Of the rows `FROM {rows}` in `seq` order: each value of `columns` by its type and
     bytes, as stored (text that is not UTF-8 included)."""
     digest = xxhash.xxh3_64()
-    values = "".join(f", typeof({name}), hex({name})" for name in map(_quoted, columns))
+    values = "".join(f", typeof({name}), hex({name})" for name in map(quoted, columns))
     for row in db.execute(f"SELECT seq{values} FROM {rows} ORDER BY seq", bindings):
         digest.update(orjson.dumps(row))
     return digest.hexdigest()
@@ -823,9 +820,9 @@ def _copy_backup_rows(
             f"{where}: the backup holds column {lost[0]}, which the store's events do not; "
             "not restored"
         )
-    names = ", ".join(map(_quoted, held))
+    names = ", ".join(map(quoted, held))
     values = ", ".join(
-        f"CAST({_quoted(name)} AS TEXT)" if name == "event_json" else _quoted(name) for name in held
+        f"CAST({quoted(name)} AS TEXT)" if name == "event_json" else quoted(name) for name in held
     )
     db.execute(
         f"INSERT INTO main.transcript_events (session_id, seq, {names}) "
