@@ -662,6 +662,43 @@ def test_store_named_through_a_link_is_locked_and_backed_up_where_it_is(
     assert restored.exit_code == 0, restored.output
 
 
+def test_a_store_in_a_folder_whose_name_is_not_utf8_is_read_repaired_and_restored(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """A store whose path holds a byte that is not UTF-8 (a home folder named in
+    Latin-1) is opened by its bytes: every command works on it as on any store, and the
+    JSON report names it escaped (each command was internal error: UnicodeEncodeError,
+    the path given to SQLite as UTF-8 text)."""
+    built, session_id = _store_for(template_store, tmp_path / "jose", EXAMPLE.read_bytes())
+    home = Path(os.fsdecode(bytes(tmp_path) + b"/jos\xe9"))
+    (tmp_path / "jose").rename(home)
+    store = home / built.relative_to(tmp_path / "jose")
+    before = _all_rows(_linked_plainly(store, tmp_path), session_id)
+    checked = CliRunner().invoke(app, ["check", "--output-format", "json", str(store)], env=ENV)
+    assert checked.exit_code == 1, checked.output
+    assert {d["filename"] for d in orjson.loads(checked.stdout)} == {
+        str(store).replace("\udce9", "\\xe9")
+    }
+    for argv, code in (
+        (["context", "--output-format", "json", str(store)], 0),
+        (["repair", "--in-place", "--quiescence", "0", str(store)], 1),
+        (["restore", "--list", "--output-format", "json", str(store)], 0),
+        (["restore", str(store)], 0),
+    ):
+        outcome = CliRunner().invoke(app, argv, env=ENV)
+        assert outcome.exit_code == code, (argv, outcome.output)
+    assert len(list(store.parent.glob("*.sessionfix-bak-*"))) == 2
+    assert _all_rows(_linked_plainly(store, tmp_path), session_id) == before
+
+
+def _linked_plainly(store: Path, tmp_path: Path) -> Path:
+    """A link with a UTF-8 name to the store's folder, for the tests' own reads of it."""
+    link = tmp_path / "plain"
+    if not link.exists():
+        link.symlink_to(store.parent)
+    return link / store.name
+
+
 def test_rewritten_row_that_is_not_utf8_keeps_its_bytes(
     template_store: Path, tmp_path: Path
 ) -> None:

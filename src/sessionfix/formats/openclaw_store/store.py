@@ -49,9 +49,15 @@ _EVENTS: Final = (
 )
 
 
+def database_uri(path: Path) -> str:
+    """The URI that opens `path`, its bytes percent-encoded as they are: SQLite takes a
+    file name as UTF-8 text, which a name that is not UTF-8 cannot be."""
+    return "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
+
+
 def read_only_uri(path: Path) -> str:
     """The URI that opens (or attaches) `path` read-only: no file is created, nothing written."""
-    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    return database_uri(path) + "?mode=ro"
 
 
 def connect_read_only(path: Path) -> apsw.Connection:

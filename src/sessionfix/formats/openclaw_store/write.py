@@ -45,9 +45,11 @@ import orjson
 import xxhash
 import zstandard
 
+from sessionfix.diagnostics import escape_surrogates
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.formats.openclaw_store.store import (
+    database_uri,
     decompressed_row,
     file_name,
     quoted,
@@ -392,7 +394,9 @@ def _close(db: apsw.Connection) -> None:
 
 def _connect_write(path: Path) -> apsw.Connection:
     try:
-        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI)
+        db = apsw.Connection(
+            database_uri(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI
+        )
         db.set_busy_timeout(0)
         db.execute("PRAGMA foreign_keys = ON")
     except apsw.Error as exc:
@@ -660,7 +664,9 @@ def _write_backup(store: Path, session_id: str, columns: Sequence[str]) -> Path:
         with open(path, "xb"):
             pass
         os.chmod(path, 0o600)
-        copy = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI)
+        copy = apsw.Connection(
+            database_uri(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI
+        )
     except (OSError, apsw.Error) as exc:
         with suppress(OSError):
             path.unlink()
@@ -684,7 +690,7 @@ def _write_backup(store: Path, session_id: str, columns: Sequence[str]) -> Path:
                 "INSERT INTO main.meta VALUES (?, ?)",
                 [
                     ("session_id", session_id),
-                    ("store", str(store)),
+                    ("store", escape_surrogates(str(store))),
                     ("taken", taken.isoformat()),
                     ("rows", str(rows)),
                     ("columns", orjson.dumps(list(columns)).decode()),
@@ -751,7 +757,9 @@ def list_backups(store: Path, session_id: str | None) -> list[StoreBackup]:
 
 def _read_backup(path: Path) -> tuple[dict[str, str], str]:
     try:
-        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        db = apsw.Connection(
+            read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        )
     except apsw.Error:
         return {}, "damaged"
     try:
