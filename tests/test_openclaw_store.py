@@ -1182,6 +1182,36 @@ def _bytes_read() -> int:
     raise AssertionError("no rchar in /proc/self/io")
 
 
+def test_reads_go_through_the_events_key_alone(damaged: tuple[Path, str]) -> None:
+    """An index a store added on the events (here partial, covering a read, and missing
+    rows: it was built for seq < 5 and its schema then says otherwise) is never read
+    through: SQLite took it for the session's rows, the check saw 5 of 15 rows and
+    passed the session, and neither SQLite's quick check nor the count of the key's
+    entries tells that such an index misses rows."""
+    store, _ = damaged
+
+    def found() -> list[tuple[str, int]]:
+        outcome = CliRunner().invoke(app, ["check", "--output-format", "json", str(store)], env=ENV)
+        assert outcome.exit_code == 1, outcome.output
+        return [(d["code"], d["seq"]) for d in orjson.loads(outcome.stdout)]
+
+    before = found()
+    db = apsw.Connection(str(store))
+    db.execute(
+        "CREATE INDEX added ON transcript_events (session_id, seq, created_at, event_json, "
+        "event_zstd, event_utf8_bytes) WHERE session_id IS NOT NULL AND seq < 5"
+    )
+    version = db.execute("PRAGMA schema_version").fetchone()[0]
+    db.execute("PRAGMA writable_schema = ON")
+    with db:
+        db.execute(
+            "UPDATE sqlite_schema SET sql = replace(sql, ' AND seq < 5', '') WHERE name = 'added'"
+        )
+    db.execute(f"PRAGMA schema_version = {version + 1}")
+    db.close()
+    assert found() == before
+
+
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts reads by /proc/self/io")
 def test_reading_one_session_reads_not_the_rows_of_every_other(
     damaged: tuple[Path, str],

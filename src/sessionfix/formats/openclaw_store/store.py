@@ -2,8 +2,8 @@
 
 Always through a read-only connection (`mode=ro`): a scan never writes, never takes a
 write lock, and in WAL mode never blocks OpenClaw's writers. Only the agent schema
-OpenClaw 2026.9 writes is read; and only a store whose events' indexes each hold an entry
-for every row, since its rows are found through them. Rows are read as bytes
+OpenClaw 2026.9 writes is read; and only a store whose events' primary key index holds an
+entry for every row: every read of them goes through it, and it alone. Rows are read as bytes
 (`CAST(... AS BLOB)`), so a line is exactly what the row stores; a row OpenClaw keeps
 zstd-compressed (`event_json` NULL) is decompressed up to the size it records. A
 cold-archived session is read from its archive (`sessions/cold/<sha256>.jsonl.zst`, or
@@ -45,7 +45,7 @@ READ_BUSY_MS: Final = 5000
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _EVENTS: Final = (
     "SELECT seq, CAST(event_json AS BLOB), event_zstd, event_utf8_bytes, created_at "
-    "FROM transcript_events WHERE session_id = ? ORDER BY seq"
+    "FROM transcript_events INDEXED BY {index} WHERE session_id = ? ORDER BY seq"
 )
 
 
@@ -95,21 +95,26 @@ def schema_problem(db: apsw.Connection) -> str | None:
     )
 
 
-def _events_damaged(db: apsw.Connection) -> str | None:
-    """Which index of the events table holds another number of entries than the table
-    holds rows, if one does: rows are found through an index, and one that misses rows
-    hides them from every read. Counted as SQLite's quick check counts them, from the
-    leaves of each tree: the quick check reads every row besides, in tree order (10 s
-    for a store of 700 MiB that is not in the page cache)."""
+def _key_index(db: apsw.Connection) -> str | None:
+    """The index of the events' primary key, `(session_id, seq)`, if they have one: every
+    read of them goes through it, by name, so that SQLite takes no other (an index a
+    store added, whose entries `_events_damaged` does not count)."""
+    for _, name, _, origin, _ in db.execute("PRAGMA index_list(transcript_events)"):
+        if origin == "pk":
+            return str(name)
+    return None
+
+
+def _events_damaged(db: apsw.Connection, index: str) -> str | None:
+    """Whether the events' index `index` holds another number of entries than the table
+    holds rows: rows are found through it, and an index that misses rows hides them
+    from every read. Counted as SQLite's quick check counts them, from the leaves of
+    each tree: the quick check reads every row besides, in tree order (10 s for a store
+    of 700 MiB that is not in the page cache)."""
     stored = db.execute("SELECT count(*) FROM transcript_events NOT INDEXED").get
-    for _, name, _, _, partial in db.execute("PRAGMA index_list(transcript_events)").fetchall():
-        if partial:
-            continue  # holds only the rows its WHERE admits; no read goes through it
-        entries = db.execute(
-            f"SELECT count(1) FROM transcript_events INDEXED BY {quoted(str(name))}"
-        ).get
-        if entries != stored:
-            return f"events' index {name} holds {entries} entries for {stored} rows"
+    entries = db.execute(f"SELECT count(1) FROM transcript_events INDEXED BY {quoted(index)}").get
+    if entries != stored:
+        return f"events' index {index} holds {entries} entries for {stored} rows"
     return None
 
 
@@ -179,8 +184,13 @@ class OpenClawStore:
             self._db.execute("SELECT role FROM schema_meta LIMIT 0").fetchall()
             self._db.execute("SELECT seq FROM transcript_events LIMIT 0").fetchall()
             problem = schema_problem(self._db)
+            index = _key_index(self._db) if problem is None else None
             if problem is None:
-                problem = _events_damaged(self._db)
+                problem = (
+                    "events have no primary key"
+                    if index is None
+                    else _events_damaged(self._db, index)
+                )
         except apsw.Error as exc:
             self._db.close()
             if is_hot_journal(exc):
@@ -190,9 +200,11 @@ class OpenClawStore:
                 ) from None
             what = "not an" if isinstance(exc, apsw.SQLError) else "cannot read the"
             raise InputError(f"{path}: {what} {KIND} ({_reason(exc)})") from None
-        if problem is not None:
+        if problem is not None or index is None:
             self._db.close()
             raise InputError(f"{path}: the {KIND}'s {problem}; nothing read")
+        self._key = quoted(index)
+        """The events' primary key index, which every read of them names."""
 
     def close(self) -> None:
         self._db.close()
@@ -209,9 +221,9 @@ class OpenClawStore:
         """Every session with rows or a cold archive, ordered by id."""
         try:
             rows = self._db.execute(
-                """
+                f"""
                 WITH ids(session_id) AS (
-                    SELECT DISTINCT session_id FROM transcript_events
+                    SELECT DISTINCT session_id FROM transcript_events INDEXED BY {self._key}
                     UNION SELECT session_id FROM session_transcript_cold_archives
                 )
                 SELECT CAST(ids.session_id AS BLOB), CAST(w.session_key AS BLOB),
@@ -279,7 +291,9 @@ class OpenClawStore:
         digest = xxhash.xxh3_64()
         decompressor = zstandard.ZstdDecompressor()
         with self._db:  # one read transaction: a consistent snapshot of the session
-            for seq, text, packed, size, created in self._db.execute(_EVENTS, (session_id,)):
+            for seq, text, packed, size, created in self._db.execute(
+                _EVENTS.format(index=self._key), (session_id,)
+            ):
                 if type(seq) is not int or type(created) is not int:
                     raise InputError(
                         f"{self.path}: session {session_id}, seq {seq!r}: the row's seq or "
