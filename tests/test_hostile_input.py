@@ -26,11 +26,11 @@ from typing import Final
 import orjson
 import pytest
 
-from sessionfix import Settings
+from sessionfix import Settings, check_file
 from sessionfix.diagnostics import Applicability, Diagnostic, DropLine, Fix, Severity
 from sessionfix.report.render import escape
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, ROOT
 from .diffs import apply_diff
 from .pi_loader import load_with_pi, require_pi
 from .robustness import (
@@ -509,6 +509,40 @@ def test_a_record_inserted_below_an_odd_id_names_it_exactly(
     assert repaired[4] == data.split(b"\n")[3].replace(
         b'"parentId":"' + odd_id + b'"', b'"parentId":"' + inserted_id + b'"'
     )
+
+
+CLAUDE_EXAMPLES: Final = sorted((ROOT / "examples" / "sessions").glob("claude-*.jsonl"))
+
+
+def _with_member(data: bytes, member: bytes) -> bytes:
+    """`data` with `member` written first into every line that holds one JSON object."""
+    return b"\n".join(
+        line[:1] + member + b"," + line[1:] if line.startswith(b"{") else line
+        for line in data.split(b"\n")
+    )
+
+
+@pytest.mark.parametrize("example", CLAUDE_EXAMPLES, ids=[p.name for p in CLAUDE_EXAMPLES])
+def test_a_lone_surrogate_in_a_key_of_every_claude_record_changes_no_finding(
+    tmp_path: Path, capsysbinary: Capture, example: Path
+) -> None:
+    """A member whose key holds a lone surrogate escape and a byte that is not UTF-8
+    (both of which `JSON.parse` reads), in every record of a Claude Code session: the
+    findings are those with a plain member of the same length in its place (what a
+    replayed record repeats was written again with its keys as Python text: internal
+    error: UnicodeEncodeError)."""
+    data = example.read_bytes()
+    odd = write(tmp_path, _with_member(data, b'"k\\ud800\xff":"\\udc00 v \\ud83d"'), example.name)
+    plain = tmp_path / "plain" / example.name
+    plain.parent.mkdir()
+    plain.write_bytes(_with_member(data, b'"kAAAAAAA":"AAAAAA v AAAAAA"'))
+    at_rest(plain)
+
+    def found(path: Path) -> list[tuple[str, int]]:
+        return [(d.code, d.row) for d in check_file(path)]
+
+    assert found(odd) == found(plain)
+    exercise(odd, capsysbinary, light=True)
 
 
 # ---- NUL bytes -----------------------------------------------------------------------------

@@ -135,3 +135,38 @@ def test_the_fallback_decodes_what_msgspec_decodes_the_same_way(
     data = json.dumps(record, indent=indent, ensure_ascii=ascii_only).encode()
     typed = DECODER.typed.decode(data)
     assert _plain(DECODER.convert(jsonutil.loads(data), data)) == _plain(typed)
+
+
+class _Inner(Struct):
+    type: Any = None
+
+
+class _Outer(Struct):
+    type: Any = None
+    inner: _Inner | None = None
+    inners: list[_Inner] = []
+    mapping: dict[str, Any] = {}
+    anything: Any = None
+    input: Raw = _NO_RAW
+
+
+@pytest.mark.parametrize("key", [b"\\ud800", b"\\udc9f", b"\xff"], ids=repr)
+def test_a_key_no_field_can_have_is_passed_over_where_a_struct_takes_the_object(
+    key: bytes,
+) -> None:
+    """A key holding a lone surrogate escape or a byte that is not UTF-8 (which
+    `JSON.parse` reads, and msgspec cannot look a field up by) in an object taken as a
+    struct, at any depth, is passed over as a struct passes over keys it does not know;
+    in a member taken as a mapping or as any value it stays."""
+    odd = b'"k' + key + b'":1'
+    data = (
+        b'{"type":"t",ODD,"inner":{ODD,"type":"i"},"inners":[{"type":"j",ODD}],'
+        b'"mapping":{ODD},"anything":{ODD},"input":{ODD}}'
+    ).replace(b"ODD", odd)
+    record = ParsingDecoder(_Outer).decode(data)
+    assert record.type == "t"
+    assert record.inner == _Inner("i")
+    assert record.inners == [_Inner("j")]
+    name = jsonutil.loads(b'"k' + key + b'"')
+    assert record.mapping == record.anything == {name: 1}
+    assert bytes(record.input) == b"{" + odd + b"}"

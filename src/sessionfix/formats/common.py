@@ -49,30 +49,49 @@ class ParsingDecoder(Generic[T]):
         return msgspec.convert(_with_raw(value, data, self._info), self.kind)
 
 
-def _with_raw(value: object, data: bytes, info: types.Type) -> object:
-    """`value` with each member the type takes as `Raw` replaced by its bytes in `data`."""
+def _with_raw(value: object, data: bytes | None, info: types.Type) -> object:
+    """`value` as msgspec can convert it into the type: each member the type takes as
+    `Raw` replaced by its bytes in `data` (None: not needed), and each key that no field
+    can have (a lone surrogate or a byte that is not UTF-8 in it, which msgspec cannot
+    look a field up by: UnicodeEncodeError) left out of an object taken as a struct,
+    which passes over keys it does not know."""
     if isinstance(info, types.RawType):
-        return Raw(data)
+        return value if data is None else Raw(data)
     if isinstance(info, types.UnionType):
         for member in info.types:
             if isinstance(member, types.RawType) or _takes(member, value):
                 return _with_raw(value, data, member)
         return value
-    if not _holds_raw(info):
+    if not _holds(info, types.StructType):
         return value
+    raw = data is not None and _holds(info, types.RawType)
     if isinstance(info, types.StructType) and type(value) is dict:
         fields = {field.encode_name: field.type for field in info.fields}
-        members = jsonutil.member_bytes(data)
+        members = jsonutil.member_bytes(data) if raw and data is not None else {}
         return {
-            key: _with_raw(item, members[key], fields[key]) if key in fields else item
+            key: _with_raw(item, members.get(key), fields[key]) if key in fields else item
             for key, item in value.items()
+            if key in fields or _encodable(key)
         }
     if isinstance(info, types.ListType) and type(value) is list:
+        elements: list[bytes | None] = (
+            list(jsonutil.element_bytes(data)) if raw and data is not None else [None] * len(value)
+        )
         return [
             _with_raw(item, element, info.item_type)
-            for item, element in zip(value, jsonutil.element_bytes(data), strict=True)
+            for item, element in zip(value, elements, strict=True)
         ]
+    if isinstance(info, types.DictType) and type(value) is dict:
+        return {key: _with_raw(item, None, info.value_type) for key, item in value.items()}
     return value
+
+
+def _encodable(key: str) -> bool:
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _takes(info: types.Type, value: object) -> bool:
@@ -82,19 +101,21 @@ def _takes(info: types.Type, value: object) -> bool:
     return type(value) is list and isinstance(info, types.ListType)
 
 
-def _holds_raw(info: types.Type, seen: frozenset[int] = frozenset()) -> bool:
-    """Whether a value of the type can hold a `Raw` anywhere."""
-    if isinstance(info, types.RawType):
+def _holds(info: types.Type, kind: type[types.Type], seen: frozenset[int] = frozenset()) -> bool:
+    """Whether a value of the type can hold a value of type `kind` anywhere (itself too)."""
+    if isinstance(info, kind):
         return True
     if id(info) in seen:
         return False
     seen = seen | {id(info)}
     if isinstance(info, types.UnionType):
-        return any(_holds_raw(member, seen) for member in info.types)
+        return any(_holds(member, kind, seen) for member in info.types)
     if isinstance(info, types.StructType):
-        return any(_holds_raw(field.type, seen) for field in info.fields)
+        return any(_holds(field.type, kind, seen) for field in info.fields)
     if isinstance(info, types.ListType):
-        return _holds_raw(info.item_type, seen)
+        return _holds(info.item_type, kind, seen)
+    if isinstance(info, types.DictType):
+        return _holds(info.value_type, kind, seen)
     return False
 
 

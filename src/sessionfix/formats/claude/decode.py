@@ -710,13 +710,18 @@ RESTAMPED: Final = frozenset(
 
 def copied_bytes(data: bytes) -> bytes | None:
     """The exact bytes a replay of this record repeats: every member but the restamped
-    envelope fields, in order; None when the bytes hold no object."""
+    envelope fields, in order, each key as `JSON.stringify` writes it (a lone surrogate
+    or a byte that is not UTF-8 in it too); None when the bytes hold no object."""
     try:
         members = jsonutil.member_bytes(data)
     except ValueError:
         return None
-    kept = [(name, raw) for name, raw in members.items() if name not in RESTAMPED]
-    return msgspec.json.encode({name: Raw(raw) for name, raw in kept})
+    kept = [
+        jsonutil.stringify_bytes(name) + b":" + raw
+        for name, raw in members.items()
+        if name not in RESTAMPED
+    ]
+    return b"{" + b",".join(kept) + b"}"
 
 
 def _read_type_name(source: RecordSource, view: SessionView, index: int) -> str | None:

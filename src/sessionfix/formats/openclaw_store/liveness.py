@@ -36,7 +36,9 @@ def state_folder(store: Path) -> Path | None:
 
 def coordinator_path(state: Path, runtime: Path = Path("/tmp")) -> Path:
     database = os.path.realpath(state / "state" / "openclaw.sqlite")
-    digest = hashlib.sha256(database.encode()).hexdigest()[:8]
+    # As Node names it: bytes of the path that are not UTF-8 read as U+FFFD.
+    named = os.fsencode(database).decode("utf-8", "replace")
+    digest = hashlib.sha256(named.encode()).hexdigest()[:8]
     folder = runtime / f"openclaw-state-locks-{os.getuid()}"
     return folder / f"gateway-lifecycle.{digest}.lock.sqlite"
 

@@ -2,8 +2,8 @@
 
 Always through a read-only connection (`mode=ro`): a scan never writes, never takes a
 write lock, and in WAL mode never blocks OpenClaw's writers. Only the agent schema
-OpenClaw 2026.9 writes is read; and only a store whose events table passes SQLite's quick
-check, since its rows are found through its index. Rows are read as bytes
+OpenClaw 2026.9 writes is read; and only a store whose events' primary key index holds an
+entry for every row: every read of them goes through it, and it alone. Rows are read as bytes
 (`CAST(... AS BLOB)`), so a line is exactly what the row stores; a row OpenClaw keeps
 zstd-compressed (`event_json` NULL) is decompressed up to the size it records. A
 cold-archived session is read from its archive (`sessions/cold/<sha256>.jsonl.zst`, or
@@ -45,13 +45,19 @@ READ_BUSY_MS: Final = 5000
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _EVENTS: Final = (
     "SELECT seq, CAST(event_json AS BLOB), event_zstd, event_utf8_bytes, created_at "
-    "FROM transcript_events WHERE session_id = ? ORDER BY seq"
+    "FROM transcript_events INDEXED BY {index} WHERE session_id = ? ORDER BY seq"
 )
+
+
+def database_uri(path: Path) -> str:
+    """The URI that opens `path`, its bytes percent-encoded as they are: SQLite takes a
+    file name as UTF-8 text, which a name that is not UTF-8 cannot be."""
+    return "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
 
 
 def read_only_uri(path: Path) -> str:
     """The URI that opens (or attaches) `path` read-only: no file is created, nothing written."""
-    return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    return database_uri(path) + "?mode=ro"
 
 
 def connect_read_only(path: Path) -> apsw.Connection:
@@ -89,11 +95,32 @@ def schema_problem(db: apsw.Connection) -> str | None:
     )
 
 
-def _events_damaged(db: apsw.Connection) -> str | None:
-    """What SQLite's quick check finds wrong with the events table, if anything: its rows
-    are found through its index, and one that misses rows hides them from every read."""
-    found = [str(row[0]) for row in db.execute("PRAGMA quick_check(transcript_events)")]
-    return None if found == ["ok"] else f"events fail SQLite's quick check ({found[0]})"
+def _key_index(db: apsw.Connection) -> str | None:
+    """The index of the events' primary key, `(session_id, seq)`, if they have one: every
+    read of them goes through it, by name, so that SQLite takes no other (an index a
+    store added, whose entries `_events_damaged` does not count)."""
+    for _, name, _, origin, _ in db.execute("PRAGMA index_list(transcript_events)"):
+        if origin == "pk":
+            return str(name)
+    return None
+
+
+def _events_damaged(db: apsw.Connection, index: str) -> str | None:
+    """Whether the events' index `index` holds another number of entries than the table
+    holds rows: rows are found through it, and an index that misses rows hides them
+    from every read. Counted as SQLite's quick check counts them, from the leaves of
+    each tree: the quick check reads every row besides, in tree order (10 s for a store
+    of 700 MiB that is not in the page cache)."""
+    stored = db.execute("SELECT count(*) FROM transcript_events NOT INDEXED").get
+    entries = db.execute(f"SELECT count(1) FROM transcript_events INDEXED BY {quoted(index)}").get
+    if entries != stored:
+        return f"events' index {index} holds {entries} entries for {stored} rows"
+    return None
+
+
+def quoted(name: str) -> str:
+    """An SQL identifier for `name`, whatever it holds."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def is_hot_journal(error: apsw.Error) -> bool:
@@ -157,8 +184,13 @@ class OpenClawStore:
             self._db.execute("SELECT role FROM schema_meta LIMIT 0").fetchall()
             self._db.execute("SELECT seq FROM transcript_events LIMIT 0").fetchall()
             problem = schema_problem(self._db)
+            index = _key_index(self._db) if problem is None else None
             if problem is None:
-                problem = _events_damaged(self._db)
+                problem = (
+                    "events have no primary key"
+                    if index is None
+                    else _events_damaged(self._db, index)
+                )
         except apsw.Error as exc:
             self._db.close()
             if is_hot_journal(exc):
@@ -168,9 +200,11 @@ class OpenClawStore:
                 ) from None
             what = "not an" if isinstance(exc, apsw.SQLError) else "cannot read the"
             raise InputError(f"{path}: {what} {KIND} ({_reason(exc)})") from None
-        if problem is not None:
+        if problem is not None or index is None:
             self._db.close()
             raise InputError(f"{path}: the {KIND}'s {problem}; nothing read")
+        self._key = quoted(index)
+        """The events' primary key index, which every read of them names."""
 
     def close(self) -> None:
         self._db.close()
@@ -187,12 +221,13 @@ class OpenClawStore:
         """Every session with rows or a cold archive, ordered by id."""
         try:
             rows = self._db.execute(
-                """
+                f"""
                 WITH ids(session_id) AS (
-                    SELECT DISTINCT session_id FROM transcript_events
+                    SELECT DISTINCT session_id FROM transcript_events INDEXED BY {self._key}
                     UNION SELECT session_id FROM session_transcript_cold_archives
                 )
-                SELECT ids.session_id, w.session_key, c.session_id IS NOT NULL
+                SELECT CAST(ids.session_id AS BLOB), CAST(w.session_key AS BLOB),
+                    c.session_id IS NOT NULL
                 FROM ids
                 LEFT JOIN session_windows AS w USING (session_id)
                 LEFT JOIN session_transcript_cold_archives AS c USING (session_id)
@@ -202,9 +237,23 @@ class OpenClawStore:
         except apsw.Error as exc:
             raise InputError(f"{self.path}: cannot list its sessions ({_reason(exc)})") from None
         return [
-            StoredSession(str(sid), key if isinstance(key, str) else None, bool(cold))
+            StoredSession(
+                self._session_id(sid),
+                key.decode("utf-8", "replace") if isinstance(key, bytes) else None,
+                bool(cold),
+            )
             for sid, key, cold in rows
         ]
+
+    def _session_id(self, stored: object) -> str:
+        """A session id as stored (text, read as bytes): OpenClaw reads text that is not
+        UTF-8 as other text, and cannot name such a session."""
+        try:
+            return bytes(stored).decode() if isinstance(stored, bytes) else str(stored)
+        except UnicodeDecodeError:
+            raise InputError(
+                f"{self.path}: a session id is not UTF-8 text ({stored!r}); nothing read"
+            ) from None
 
     # ---- reading a session -----------------------------------------------------------
 
@@ -227,6 +276,11 @@ class OpenClawStore:
             raise InputError(
                 f"{self.path}: cannot read session {session.id} ({_reason(exc)})"
             ) from None
+        except UnicodeDecodeError:
+            raise InputError(
+                f"{self.path}: cannot read session {session.id} (its cold archive's record "
+                "holds text that is not UTF-8)"
+            ) from None
         except OSError as exc:
             raise InputError(
                 f"{self.path}: cannot read session {session.id} into {folder} ({exc.strerror})"
@@ -237,15 +291,22 @@ class OpenClawStore:
         digest = xxhash.xxh3_64()
         decompressor = zstandard.ZstdDecompressor()
         with self._db:  # one read transaction: a consistent snapshot of the session
-            for seq, text, packed, size, created in self._db.execute(_EVENTS, (session_id,)):
+            for seq, text, packed, size, created in self._db.execute(
+                _EVENTS.format(index=self._key), (session_id,)
+            ):
+                if type(seq) is not int or type(created) is not int:
+                    raise InputError(
+                        f"{self.path}: session {session_id}, seq {seq!r}: the row's seq or "
+                        "created_at is not an integer"
+                    )
                 digest.update(b"%d %d\n" % (seq, created))
                 if text is None:
-                    if packed is None:
-                        raise InputError(
-                            f"{self.path}: session {session_id}, seq {seq}: the row holds no event"
-                        )
-                    digest.update(packed)
                     where = f"{self.path}: session {session_id}, seq {seq}"
+                    if packed is None:
+                        raise InputError(f"{where}: the row holds no event")
+                    if not isinstance(packed, bytes):
+                        raise InputError(f"{where}: the row's compressed event is not a blob")
+                    digest.update(packed)
                     text = decompressed_row(decompressor, packed, size, where)
                 else:
                     digest.update(text)
@@ -339,20 +400,31 @@ class OpenClawStore:
         return write.restore_session(self, session_id, backup, keep_current=keep_current)
 
 
+_ROW_PIECE: Final = 1 << 20
+"""Bytes of a compressed row decompressed at a time."""
+
+
 def decompressed_row(
     decompressor: zstandard.ZstdDecompressor, packed: bytes, size: Any, where: str
 ) -> bytes:
     """A compressed row's event, decompressed no further than the size the row records
     (and one byte to tell a row that holds more): a small row that expands without
-    bound is refused on one line, never held in memory."""
+    bound is refused on one line, never held in memory. A size past what its bytes may
+    expand to (as a compressed session file may) is refused before anything is read:
+    OpenClaw's table admits 4 MiB, but a read-only connection does not check that."""
     if not isinstance(size, int) or size < 0:
         raise InputError(f"{where}: the compressed row does not record its size")
+    if size > expansion_limit(len(packed)):
+        raise InputError(
+            f"{where}: the compressed row records {size:,} bytes, more than its "
+            f"{len(packed):,} compressed bytes may expand to"
+        )
     chunks: list[bytes] = []
     held = 0
     try:
         with decompressor.stream_reader(packed) as reader:
             while held <= size:
-                chunk = reader.read(size + 1 - held)
+                chunk = reader.read(min(size + 1 - held, _ROW_PIECE))
                 if not chunk:
                     break
                 chunks.append(chunk)

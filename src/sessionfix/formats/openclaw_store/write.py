@@ -45,11 +45,14 @@ import orjson
 import xxhash
 import zstandard
 
+from sessionfix.diagnostics import escape_surrogates
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.formats.openclaw_store.store import (
+    database_uri,
     decompressed_row,
     file_name,
+    quoted,
     read_only_uri,
     schema_problem,
 )
@@ -391,7 +394,9 @@ def _close(db: apsw.Connection) -> None:
 
 def _connect_write(path: Path) -> apsw.Connection:
     try:
-        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI)
+        db = apsw.Connection(
+            database_uri(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI
+        )
         db.set_busy_timeout(0)
         db.execute("PRAGMA foreign_keys = ON")
     except apsw.Error as exc:
@@ -435,10 +440,6 @@ def _lines(path: Path) -> Iterator[bytes]:
             yield line[:-1] if line.endswith(b"\n") else line
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _replace_rows(
     db: apsw.Connection,
     session_id: str,
@@ -448,7 +449,7 @@ def _replace_rows(
     columns: Sequence[str],
 ) -> int:
     """Replace the session's rows by the repaired lines; returns how many rows it has."""
-    names = ", ".join(map(_quoted, columns))
+    names = ", ".join(map(quoted, columns))
     db.execute(f"CREATE TEMP TABLE sessionfix_old (seq INTEGER PRIMARY KEY, {names})")
     db.execute(
         f"INSERT INTO temp.sessionfix_old (seq, {names}) SELECT seq, {names} "
@@ -460,7 +461,7 @@ def _replace_rows(
         f"INSERT INTO main.transcript_events (session_id, seq, {names}) "
         f"SELECT ?, ?, {names} FROM temp.sessionfix_old WHERE seq = ?"
     )
-    unknown = "".join(", " + _quoted(name) for name in columns if name not in _KNOWN_COLUMNS)
+    unknown = "".join(", " + quoted(name) for name in columns if name not in _KNOWN_COLUMNS)
     changed = (
         "INSERT INTO main.transcript_events (session_id, seq, event_json, created_at, "
         f"event_zstd, event_utf8_bytes, navigation_json{unknown}) "
@@ -663,14 +664,16 @@ def _write_backup(store: Path, session_id: str, columns: Sequence[str]) -> Path:
         with open(path, "xb"):
             pass
         os.chmod(path, 0o600)
-        copy = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI)
+        copy = apsw.Connection(
+            database_uri(path), flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI
+        )
     except (OSError, apsw.Error) as exc:
         with suppress(OSError):
             path.unlink()
         raise SessionfixError(
             f"{store}: cannot write a backup beside it ({exc}); nothing changed"
         ) from None
-    names = ", ".join(map(_quoted, columns))
+    names = ", ".join(map(quoted, columns))
     try:
         copy.execute("PRAGMA synchronous = FULL")
         copy.execute("ATTACH ? AS store", (read_only_uri(store),))
@@ -687,7 +690,7 @@ def _write_backup(store: Path, session_id: str, columns: Sequence[str]) -> Path:
                 "INSERT INTO main.meta VALUES (?, ?)",
                 [
                     ("session_id", session_id),
-                    ("store", str(store)),
+                    ("store", escape_surrogates(str(store))),
                     ("taken", taken.isoformat()),
                     ("rows", str(rows)),
                     ("columns", orjson.dumps(list(columns)).decode()),
@@ -725,7 +728,7 @@ def _rows_digest(
     """Of the rows `FROM {rows}` in `seq` order: each value of `columns` by its type and
     bytes, as stored (text that is not UTF-8 included)."""
     digest = xxhash.xxh3_64()
-    values = "".join(f", typeof({name}), hex({name})" for name in map(_quoted, columns))
+    values = "".join(f", typeof({name}), hex({name})" for name in map(quoted, columns))
     for row in db.execute(f"SELECT seq{values} FROM {rows} ORDER BY seq", bindings):
         digest.update(orjson.dumps(row))
     return digest.hexdigest()
@@ -754,7 +757,9 @@ def list_backups(store: Path, session_id: str | None) -> list[StoreBackup]:
 
 def _read_backup(path: Path) -> tuple[dict[str, str], str]:
     try:
-        db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        db = apsw.Connection(
+            read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        )
     except apsw.Error:
         return {}, "damaged"
     try:
@@ -766,7 +771,7 @@ def _read_backup(path: Path) -> tuple[dict[str, str], str]:
             return meta, "damaged"
         intact = meta.get("digest") == _events_digest(db, columns)
         return meta, "ok" if intact else "damaged"
-    except (apsw.Error, orjson.JSONDecodeError):
+    except (apsw.Error, ValueError):  # a record that is not JSON, or not UTF-8 text
         return {}, "damaged"
     finally:
         db.close()
@@ -823,9 +828,9 @@ def _copy_backup_rows(
             f"{where}: the backup holds column {lost[0]}, which the store's events do not; "
             "not restored"
         )
-    names = ", ".join(map(_quoted, held))
+    names = ", ".join(map(quoted, held))
     values = ", ".join(
-        f"CAST({_quoted(name)} AS TEXT)" if name == "event_json" else _quoted(name) for name in held
+        f"CAST({quoted(name)} AS TEXT)" if name == "event_json" else quoted(name) for name in held
     )
     db.execute(
         f"INSERT INTO main.transcript_events (session_id, seq, {names}) "
