@@ -116,4 +116,3 @@ def test_an_interrupt_at_any_module_load_ends_the_run_in_one_line(
     assert wrong == {}
     left = {path.name for path in tmp_path.glob("*/*")}
     assert left <= {"repaired.jsonl"}, "an interrupted run left files behind"
-
