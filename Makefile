@@ -70,6 +70,7 @@ demo: install
 
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: install
 	$(BIN)/mypy --strict src
