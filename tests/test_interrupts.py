@@ -116,3 +116,33 @@ def test_an_interrupt_at_any_module_load_ends_the_run_in_one_line(
     assert wrong == {}
     left = {path.name for path in tmp_path.glob("*/*")}
     assert left <= {"repaired.jsonl"}, "an interrupted run left files behind"
+
+
+def test_a_record_source_freed_open_runs_no_python(tmp_path: Path) -> None:
+    """A source freed with its file open is closed by C alone: a signal handler runs only
+    in Python code, and an interrupt raised in a finalizer is discarded (the unclosed-file
+    warning once formatted a Path's repr there, and a run so interrupted went on)."""
+    import gc
+    import warnings
+
+    from sessionfix.read.reader import RecordSource
+
+    session = tmp_path / "session.jsonl"
+    session.write_bytes(b"{}\n")
+    source = RecordSource(session)
+    assert source.read(0, 2) == b"{}"
+    called: list[str] = []
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call":
+            called.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.setprofile(profile)
+        try:
+            del source
+        finally:
+            sys.setprofile(None)
+        gc.collect()
+    assert called == []

@@ -621,18 +621,24 @@ class RecordSource:
     edit's content), so it lives as long as they do. Its file is closed by `close()`, or
     when the source is freed: by the file object's own C finalizer, never by Python code,
     so that an interrupt can never land inside a finalizer (where Python would print it
-    and lose it)."""
+    and lose it, or drop it unseen)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: io.FileIO | None = None
+
+    def _open(self) -> io.FileIO:
+        # Opened by its name as text: the finalizer's unclosed-file warning formats the
+        # name, and a Path's repr is Python code, where a signal handler would run and
+        # its KeyboardInterrupt be discarded by the finalizer.
+        return io.FileIO(os.fspath(self.path), "r")
 
     def hold(self) -> RecordSource:
         """Open the file now, so that later reads still find its bytes once its name is
         gone (a decompressed copy, removed after the scan)."""
         if self._file is None:
             try:
-                self._file = io.FileIO(self.path, "r")
+                self._file = self._open()
             except OSError as exc:
                 raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
         return self
@@ -641,7 +647,7 @@ class RecordSource:
         try:
             file = self._file
             if file is None:
-                file = self._file = io.FileIO(self.path, "r")
+                file = self._file = self._open()
             fd = file.fileno()
             data = os.pread(fd, length, offset)
             while len(data) < length:
@@ -660,7 +666,7 @@ class RecordSource:
         try:
             file = self._file
             if file is None:
-                file = self._file = io.FileIO(self.path, "r")
+                file = self._file = self._open()
             fd = file.fileno()
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
