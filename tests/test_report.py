@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from sessionfix import check_file
 from sessionfix.cli import app
-from sessionfix.diagnostics import escape, escape_surrogates
+from sessionfix.escapes import escape, escape_surrogates
 from sessionfix.report.render import OutputFormat, write_report
 from sessionfix.rules.base import Counted
 

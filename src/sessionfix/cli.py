@@ -25,7 +25,7 @@ import typer
 from msgspec import Struct
 
 from sessionfix import stores
-from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity, escape, escape_surrogates
+from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
 from sessionfix.discovery import agent_folders, is_directory, shown
 from sessionfix.engine import (
     EXIT_ERROR,
@@ -36,6 +36,7 @@ from sessionfix.engine import (
     select_files,
 )
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
+from sessionfix.escapes import escape, escape_surrogates
 from sessionfix.formats import Format
 from sessionfix.report import render
 from sessionfix.report.render import OutputFormat

@@ -20,7 +20,7 @@ import msgspec
 from msgspec import Struct, field
 
 from sessionfix import stores
-from sessionfix.diagnostics import escape_surrogates
+from sessionfix.escapes import escape_surrogates
 from sessionfix.formats import Format, package_of
 from sessionfix.model.loaded import Loader, LoadRefused, Sent
 from sessionfix.model.view import Flag, Kind, SessionView

@@ -8,7 +8,7 @@ from typing import Final
 import orjson
 
 from sessionfix.context import TOKEN_METHOD, Part, SessionContext
-from sessionfix.diagnostics import escape
+from sessionfix.escapes import escape
 from sessionfix.units import human_bytes
 
 AGENTS: Final = {"pi": "pi", "openclaw": "OpenClaw", "claude": "Claude Code", "codex": "Codex"}

@@ -19,7 +19,7 @@ from typing import IO, BinaryIO, Final, TypeVar
 
 from msgspec import Struct, field
 
-from sessionfix.diagnostics import escape
+from sessionfix.escapes import escape
 from sessionfix.repair.apply import RepairPreview
 from sessionfix.repair.rowmap import PREFIX_ROW
 

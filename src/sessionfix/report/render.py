@@ -20,14 +20,8 @@ from urllib.parse import quote
 import orjson
 from msgspec import Struct
 
-from sessionfix.diagnostics import (
-    Applicability,
-    Diagnostic,
-    Severity,
-    WrittenLine,
-    escape,
-    escape_surrogates,
-)
+from sessionfix.diagnostics import Applicability, Diagnostic, Severity, WrittenLine
+from sessionfix.escapes import escape, escape_surrogates
 from sessionfix.rules import RULES, Rule, get_rule
 from sessionfix.version import __version__
 

@@ -45,8 +45,8 @@ import orjson
 import xxhash
 import zstandard
 
-from sessionfix.diagnostics import escape_surrogates
 from sessionfix.errors import InputError, SessionfixError
+from sessionfix.escapes import escape_surrogates
 from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.formats.openclaw_store.store import (
     database_uri,
