@@ -70,7 +70,7 @@ def whole_records(data: bytes, fmt: Format) -> int:
     NUL bytes around it aside), several glued on one, one after a damaged prefix, and
     one spread over lines from a line that begins with `{` (a record of the format's
     shape; any of its lines may begin with `{` too, or be an object alone: an object
-    nested in it, broken onto a line of its own)."""
+    nested in it, broken onto a line of its own; or be blank)."""
     lines = data.split(b"\n")
     count = 0
     at = 0
@@ -99,8 +99,6 @@ def _spread_end(lines: list[bytes], at: int, first: bytes, fmt: Format) -> int |
     joined = first
     for end in range(at, min(len(lines), at + SPREAD_LINES)):
         part = lines[end].removesuffix(b"\r")
-        if not part.strip():
-            return None
         joined += b"\n" + part
         value = _whole(joined)
         if value is not None:
@@ -282,8 +280,12 @@ def _items_inline(value: Any, level: int = 0) -> str:
         # short objects): the last item of one, a whole object alone, was taken for a
         # record and ended the record spread around it (the file not a session at all).
         lambda record: _items_inline(record),
+        # A blank line among its lines, whitespace to JSON: it ended the record, whose
+        # lines were junk, until a fix deleting the blank line brought the record back
+        # in the result, naming a parent another fix dropped (the repair refused).
+        lambda record: json.dumps(record, indent=2).replace("\n", "\n\n", 1),
     ],
-    ids=["indent-0", "broken-before-an-object", "items-inline"],
+    ids=["indent-0", "broken-before-an-object", "items-inline", "blank-line-inside"],
 )
 def test_a_record_spread_over_lines_with_nested_objects_at_the_left_edge_is_one_record(
     layout: Any, unsafe: bool, tmp_path: Path

@@ -462,8 +462,8 @@ def spread_ends(
     one open before them (`depth` brackets deep, keyed -1) and one begun on each line of
     them that `SpreadRecord.begins` (keyed by its line), each to the end of the line
     where its brackets close with nothing after them (its key → that end); a record
-    whose brackets go wrong, that nests deeper than `SPREAD_DEPTH`, or that a blank
-    line, a string left open or the end of the lines cuts off, does not close. A line
+    whose brackets go wrong, that nests deeper than `SPREAD_DEPTH`, or that a string
+    left open or the end of the lines cuts off, does not close. A line
     that begins with `{` inside a record spread over lines may begin a record or carry
     on the one open (a nested object broken onto a line of its own, as `indent=0`
     writes it): which, the records that close tell.
@@ -476,8 +476,6 @@ def spread_ends(
     read_to = -1
     for row, end, body in lines:
         read_to = end
-        if not body.strip():
-            break
         if SpreadRecord.begins(body):
             open_records.append([row, depth, depth])
         for match in _STRUCTURE.finditer(body):
@@ -523,9 +521,6 @@ class LineReport(Struct):
     spread_open: bool = False
     """The lines read end inside a record begun on a line that does not close it, which
     the lines after them may carry on."""
-    carries_on: bool = False
-    """The first line read may carry on a record begun before it (it neither begins
-    with `{` nor is blank)."""
 
     def extend(self, other: LineReport, row_offset: int, byte_shift: int = 0) -> None:
         """Append the facts of the lines that follow, read separately (from bytes that

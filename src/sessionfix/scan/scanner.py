@@ -270,8 +270,6 @@ class _Pass:
         if crlf:
             self.lines.crlf_rows.append(self.row + 1)
         line = read_exactly(fd, stop - offset - crlf, offset)
-        if self.row == 0:
-            self.lines.carries_on = line[:1] not in _CLEAR_STARTS
         if self.hasher is not None:
             self.hasher.update(line)
             self.hasher.update((b"\r" if crlf else b"") + (b"\n" if terminated else b""))
@@ -306,8 +304,6 @@ class _Pass:
             stopped = True
         if not count:
             return offset, stopped
-        if self.row == 0:
-            self.lines.carries_on = raw[starts[0] : starts[0] + 1] not in _CLEAR_STARTS
         if runs:
             return self._block_with_runs(raw, starts, count, base, runs, terminated, stopped)
         next_offset = base + (starts[-1] if terminated else limit)
@@ -421,9 +417,8 @@ class _Pass:
             self.last_row = row
 
     def _blank(self, row: int, offset: int, length: int, rows: int = 1) -> None:
-        """An empty or whitespace-only line, or a run of `rows` of them."""
-        if self.spread is not None:
-            self._spread_fails()
+        """An empty or whitespace-only line, or a run of `rows` of them (whitespace a
+        record spread over lines may hold)."""
         findings = self.lines.findings
         if findings:
             last = findings[-1]
@@ -448,20 +443,21 @@ class _Pass:
         lines.control_bytes += control_bytes(body)
         findings = lines.findings
         if (
-            self.spread is None
-            and findings
+            findings
             and findings[-1].run_kind == JUNK_RUN
             and findings[-1].last_row == row - 1
             and _plain_junk(body)
+            and (self.spread is None or _CLOSING.search(body) is None)
         ):
-            # A run of junk goes on: the line is not classified again.
+            # A run of junk goes on: the line is not classified again (nor followed by
+            # a record spread over lines: it holds no bracket and no string).
             run = findings[-1]
             run.rows += 1
             run.tail = offset - run.offset
             run.length = offset + len(body) - run.offset
             run.span = (0, run.length)
             if self.give_up:
-                self._garbage()
+                self._junk()
             return True
         lines.foreign = lines.foreign or foreign_data(body)
         outcome = classify_line(body)
@@ -511,15 +507,18 @@ class _Pass:
             if damage and self.spread is None and outcome.damaged_truncated:
                 self._spread_begins(body, row, offset)
             if self.give_up and not outcome.records and outcome.recoverable is None:
-                if self.spread is None:
-                    self._garbage()
-                else:
-                    self.spread_garbage += 1
-                    if self.adapter is None and (
-                        self.garbage_rows + self.spread_garbage >= NO_RECORD_LINES
-                    ):
-                        self._spread_fails()
+                self._junk()
         return has_content
+
+    def _junk(self) -> None:
+        """A line that holds no record: counted as garbage (those of an open spread
+        record once it does not close)."""
+        if self.spread is None:
+            self._garbage()
+            return
+        self.spread_garbage += 1
+        if self.adapter is None and self.garbage_rows + self.spread_garbage >= NO_RECORD_LINES:
+            self._spread_fails()
 
     def _spread_begins(self, body: bytes, row: int, offset: int) -> None:
         """Follow the record a line that does not close it may begin."""
@@ -662,6 +661,7 @@ def _lines_ahead(fd: int, row: int, offset: int) -> Iterator[tuple[int, int, byt
             start += len(piece) + 1
 
 
+_CLOSING: Final = re.compile(rb"[]}]")
 _NEWLINES: Final = re.compile(rb"\n+")
 _NOT_PLAIN: Final = re.compile(
     rb'[{\["\x00\xef]|\A\s*(?:true|false|null|undefined|-?[0-9][0-9.eE+-]*)\s*\Z'
@@ -677,9 +677,6 @@ def _plain_junk(body: bytes) -> bool:
     return _NOT_PLAIN.search(body) is None and not body.isspace()
 
 
-_CLEAR_STARTS: Final = (b"\n", b"\r")
-"""First bytes of a line that carries on no record begun before it (a blank one; a line
-that begins with `{` may carry one on, `spread_ends`)."""
 _OBJECT_STARTS: Final = b"{ \t\r\n"
 """First bytes of a line that may decode as a record (JSON whitespace, then `{`)."""
 NO_RECORD_LINES: Final = 1000
@@ -1112,7 +1109,7 @@ class JoinedParts:
         """Append the next part; `byte_shift` moves its byte offsets (a part read from
         another file whose bytes lie elsewhere in this one)."""
         lines = self.lines
-        if chunk.lines.line_count and lines.spread_open and chunk.lines.carries_on:
+        if chunk.lines.line_count and lines.spread_open:
             self.read_whole = True
         if self.added and len(chunk.view) and not len(self.adapter.view):
             self.read_whole = True
