@@ -609,9 +609,13 @@ class RepairPlan:
         header = self.header
         damaged_tail = False
         if header is not None and header.replaces and header.row == row:
-            lines = [jsonutil.encode_text(header.content or "")]
+            lines = [jsonutil.encode_text(header.content or ""), *self._record_lines(records)]
+            body = source.read(start, length)
+            for finding in findings:
+                if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
+                    # A whole record the damaged header's line holds after it stays.
+                    lines.append(self._recovered(body[slice(*finding.recoverable)]))
             if covered > 1:  # the lines after the damaged header in its run stay
-                body = source.read(start, length)
                 lines.append(self._kept_lines(body[body.index(b"\n") + 1 :]))
         elif findings:
             lines, damaged_tail = self._damaged_row(row, findings, records, start, length)
