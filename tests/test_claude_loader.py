@@ -1297,3 +1297,68 @@ def test_context_counts_what_the_reader_returns(
     expected[Sent.SUMMARY] += summaries
     assert context.messages == len(loaded.messages)
     assert context.by_sent == {sent: expected[sent] for sent in Sent if expected[sent] > 0}
+
+
+def _parallel_reads_session() -> list[dict[str, Any]]:
+    """A prompt answered by two assistant messages that each call tools in parallel
+    (one API message over several lines, each line a call; each result a child of its
+    call's line, off the chain until the reader re-attaches it)."""
+    session = "5d0c1f7e-93a2-4c6b-8e15-2b7f4a9d6c31"
+    records: list[dict[str, Any]] = []
+
+    def add(kind: str, parent: str | None, body: dict[str, Any]) -> str:
+        uuid = f"5d0c1f7e-0000-4000-8000-{len(records) + 1:012d}"
+        stamp = f"2026-09-14T16:00:{len(records) + 1:02d}.000Z"
+        records.append(
+            {"parentUuid": parent, "isSidechain": False, "type": kind, **body}
+            | {"uuid": uuid, "timestamp": stamp, "sessionId": session, "cwd": "/home/dev/app"}
+        )
+        return uuid
+
+    def calls(parent: str, message: str, first: int, count: int) -> list[str]:
+        lines = []
+        for call in range(first, first + count):
+            block = {"type": "tool_use", "id": f"toolu_01par{call:019d}", "name": "Read"}
+            block["input"] = {"file_path": f"/home/dev/app/{call}.json"}
+            content = {"role": "assistant", "id": message, "type": "message"}
+            content |= {"content": [block], "stop_reason": "tool_use"}
+            parent = add("assistant", parent, {"message": content})
+            lines.append(parent)
+        return lines
+
+    def result(call: int, line: str) -> str:
+        block = {"type": "tool_result", "tool_use_id": f"toolu_01par{call:019d}", "content": "{}"}
+        body = {"message": {"role": "user", "content": [block]}}
+        return add("user", line, body | {"sourceToolAssistantUUID": line})
+
+    prompt = add("user", None, {"message": {"role": "user", "content": "Compare the configs."}})
+    first = calls(prompt, "msg_01ParallelReadsA", 1, 3)
+    last = [result(call, line) for call, line in enumerate(first, 1)][-1]
+    second = calls(last, "msg_01ParallelReadsB", 4, 2)
+    for call, line in enumerate(second, 4):
+        result(call, line)
+    return records
+
+
+def test_context_counts_what_the_reader_returns_of_parallel_results_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    """Results of parallel calls on lines the reader cannot parse (a byte-order mark, a
+    record spread over lines; the file's last line among them): it never sees them, so
+    it neither re-attaches them nor stops its chain there. `context` cut the chain at
+    the first such result it would have re-attached (1 message where the reader returns
+    8)."""
+    records = _parallel_reads_session()
+    lines = [json.dumps(record).encode() for record in records]
+    bom = b"\xef\xbb\xbf"
+    lines[4] = bom + lines[4]
+    lines[5] = json.dumps(records[5], indent=2).encode()
+    lines[-1] = bom + lines[-1]
+    path = tmp_path / f"{records[0]['sessionId']}.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    loaded = load_with_claude([path])[path]
+    assert loaded.error is None
+    context = context_of(path)
+    assert context.messages == len(loaded.messages) == 8
+    expected = Counter(_sent(message) for message in loaded.messages)
+    assert context.by_sent == {sent: count for sent, count in expected.items() if count}

@@ -14,7 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sessionfix import Settings, check_file
 from sessionfix.formats.claude.files import MainTranscript, main_transcript_of
+
+from .conftest import FIXTURES
+from .test_fixtures import place_case
 
 SESSION = "bcf88925-8308-4637-80eb-71608a90305f"
 
@@ -39,7 +43,7 @@ SESSION = "bcf88925-8308-4637-80eb-71608a90305f"
 def test_a_subagents_transcript_names_its_sessions_main_transcript(
     path: str, main: str | None
 ) -> None:
-    assert main_transcript_of(Path(path)) == (None if main is None else Path(main))
+    assert main_transcript_of(Path(path)) == (None if main is None else Path(main).absolute())
 
 
 RECORD_UUIDS = st.lists(st.uuids().map(str), max_size=12, unique=True)
@@ -76,3 +80,20 @@ def test_the_main_transcript_holds_exactly_the_uuids_of_its_records(
 
 def test_a_main_transcript_that_is_not_there_holds_nothing(tmp_path: Path) -> None:
     assert MainTranscript(tmp_path / f"{SESSION}.jsonl").holding({SESSION}) == set()
+
+
+@pytest.mark.parametrize("named", ["{name}", "./{name}", "../subagents/{name}"])
+def test_a_subagents_transcript_named_from_its_own_folder_finds_its_main_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: str
+) -> None:
+    """`sessionfix check agent-….jsonl` run in the sub-agent's folder: the main transcript
+    is found from where the file lies, not from the name it was given (a relative name
+    holds no session folder: its first record was called the start of a slice, SF103,
+    and the later ones whose parents the main transcript holds would dangle)."""
+    case = FIXTURES / "SF103-trap-claude-subagent-starts-in-its-main-session"
+    target = place_case(case, tmp_path)
+    expected = [(d.code, d.row, d.message) for d in check_file(target, Settings())]
+    assert "SF103" not in {code for code, _, _ in expected}
+    monkeypatch.chdir(target.parent)
+    relative = Path(named.format(name=target.name))
+    assert [(d.code, d.row, d.message) for d in check_file(relative, Settings())] == expected

@@ -95,6 +95,8 @@ def applied_edits(diagnostics: list[dict[str, Any]], *, unsafe: bool) -> list[di
 
 LINE_RULES = ("SF001", "SF002", "SF003", "SF004", "SF005", "SF006", "SF007", "SF008", "SF009")
 """Rules whose fixes change bytes of a line, drop a line or join two."""
+HEADER_RULE = "SF101"
+"""Its fix writes a new session header."""
 LINE_CASES = [
     case for case in CASES if case.name.startswith(LINE_RULES) and "-trap-" not in case.name
 ]
@@ -205,14 +207,16 @@ REWRITE_CASES = [
     if any(
         edit["op"] in ("replace_bytes", "delete_bytes")
         and edit["row"] == d["location"]["row"]
-        and d["code"] not in LINE_RULES
+        and d["code"] not in (*LINE_RULES, HEADER_RULE)
         for d in json.loads((case / "diagnostics.json").read_text())
         if d["fix"] is not None
         for edit in d["fix"]["edits"]
     )
 ]
 """Cases with a record rewritten on the line of its finding (the lines a fix changes
-besides are checked by `test_each_fix_s_edits_are_the_repair_of_that_fix_alone`)."""
+besides are checked by `test_each_fix_s_edits_are_the_repair_of_that_fix_alone`). A
+rebuilt header is no rewrite: where the whole record after its torn bytes stays, the
+bytes of its line that change are named."""
 
 
 @pytest.mark.parametrize("case", REWRITE_CASES, ids=[case.name for case in REWRITE_CASES])
@@ -276,9 +280,14 @@ def test_each_fix_s_edits_are_the_repair_of_that_fix_alone(case: Path, tmp_path:
     spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
     target = tmp_path / spec.get("filename", "session.jsonl")
     target.parent.mkdir(parents=True, exist_ok=True)
-    data = (case / "input.jsonl").read_bytes()
-    target.write_bytes(data)
-    settings = _settings(spec)
+    target.write_bytes((case / "input.jsonl").read_bytes())
+    _check_each_fix_alone(target, _settings(spec))
+
+
+def _check_each_fix_alone(target: Path, settings: Settings) -> None:
+    """Each fix's listed edits, applied alone to the file, give what the repair of that
+    fix alone writes."""
+    data = target.read_bytes()
     (report,) = check_paths([target], settings, describe=described_fixes)
     listed = {
         (d.code, d.row, d.message): diagnostic_json(d)["fix"]["edits"]
@@ -296,3 +305,33 @@ def test_each_fix_s_edits_are_the_repair_of_that_fix_alone(case: Path, tmp_path:
             edits = listed.pop((diagnostic.code, diagnostic.row, diagnostic.message))
             assert apply_edits(data, edits) == alone, f"{diagnostic.code} on line {diagnostic.row}"
     assert not listed
+
+
+def _spread_over_lines(data: bytes, row: int) -> bytes:
+    """`data` with the record on line `row` (1-based) pretty-printed over lines."""
+    lines = data.split(b"\n")
+    lines[row - 1] = json.dumps(json.loads(lines[row - 1]), indent=2).encode()
+    return b"\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("case", "change"),
+    [
+        # The join of a record spread over CRLF lines also ends it with LF, as the file's
+        # lines end once it is joined: the edits left its CRLF.
+        ("SF008-codex-pretty-printed-rollout", lambda data: data.replace(b"\n", b"\r\n")),
+        # A record spread over lines that a fix rewrites is written on one line: the edit
+        # named a byte range of the whole record as if of its first line (`{`).
+        ("SF301-read-then-full-write", lambda data: _spread_over_lines(data, 4)),
+        ("SF504-codex-superseded-replacement-history", lambda data: _spread_over_lines(data, 11)),
+        # A record spread over lines that a fix drops goes with all its lines: the edit
+        # deleted the first only.
+        ("SF401-orphan-result", lambda data: _spread_over_lines(data, 6)),
+    ],
+)
+def test_each_fix_s_edits_on_a_record_spread_over_lines_are_that_fix_alone(
+    case: str, change: Any, tmp_path: Path
+) -> None:
+    target = tmp_path / "session.jsonl"
+    target.write_bytes(change((FIXTURES / case / "input.jsonl").read_bytes()))
+    _check_each_fix_alone(target, Settings(quiescence=0.0))

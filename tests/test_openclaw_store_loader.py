@@ -14,7 +14,8 @@ in it loads, once repaired, as the import of its repaired file does.
 
 Rows OpenClaw's reader treats otherwise than pi's file reader treats lines (`SHAPES`: a
 blank or whitespace row, on which `SessionManager.open` throws; a `null` row, which it
-keeps aside; a missing or legacy header, which it refuses) are written into sessions of
+keeps aside; a row pretty-printed over several lines, which it reads whole; a missing or
+legacy header, which it refuses) are written into sessions of
 the same store and loaded in the same batch as the damage, then taken out again before
 the repair: `sessionfix context STORE` must count what OpenClaw loads, or say it loads
 nothing.
@@ -239,7 +240,18 @@ class Shape:
 
 
 SHAPE_SOURCE = CORPUS / "letta-trajectory__pi-tool-calls.v3.jsonl"
+def _pretty_row(db: apsw.Connection, session_id: str) -> Undo:
+    """A message appended below the last entry, its row pretty-printed (over several
+    lines, which `JSON.parse` reads as one value)."""
+    last = [event for _, event in _rows(db, session_id) if event is not None][-1]
+    prompt = {"role": "user", "content": [{"type": "text", "text": "And the tests?"}]}
+    event = {"type": "message", "id": "feedbeef", "parentId": last["id"]}
+    event |= {"timestamp": "2026-07-24T06:30:00.000Z", "message": prompt}
+    return _append_row(orjson.dumps(event, option=orjson.OPT_INDENT_2).decode())(db, session_id)
+
+
 SHAPES = (
+    Shape("pretty-printed row", _pretty_row, refused=False),
     Shape("blank row", _append_row(""), refused=True),
     Shape("whitespace row", _append_row(" \t "), refused=True),
     Shape("null row", _append_row("null"), refused=False),

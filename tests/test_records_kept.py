@@ -26,7 +26,7 @@ from sessionfix.formats import Format, has_record_shape
 from sessionfix.repair.apply import RepairResult, preview_repair, repair_in_place, repair_to
 from sessionfix.scan import scanner as scanner_module
 
-from .conftest import FIXTURES
+from .conftest import CORPUS, FIXTURES
 from .sessions import Session, rollouts, sessions
 from .test_fixtures import CASES, _settings
 from .test_properties import _diagnostics, _index, _parallel
@@ -69,7 +69,8 @@ def whole_records(data: bytes, fmt: Format) -> int:
     """The JSON objects `data` holds whole: one on a line (a byte-order mark and runs of
     NUL bytes around it aside), several glued on one, one after a damaged prefix, and
     one spread over lines from a line that begins with `{` (a record of the format's
-    shape, its lines none a record alone)."""
+    shape; any of its lines may begin with `{` too, or be an object alone: an object
+    nested in it, broken onto a line of its own; or be blank)."""
     lines = data.split(b"\n")
     count = 0
     at = 0
@@ -98,8 +99,6 @@ def _spread_end(lines: list[bytes], at: int, first: bytes, fmt: Format) -> int |
     joined = first
     for end in range(at, min(len(lines), at + SPREAD_LINES)):
         part = lines[end].removesuffix(b"\r")
-        if not part.strip() or part.startswith(b"{") or isinstance(_whole(part), dict):
-            return None
         joined += b"\n" + part
         value = _whole(joined)
         if value is not None:
@@ -183,7 +182,7 @@ def damaged_layouts(draw: st.DrawFn) -> bytes:
     data = draw(st.one_of(sessions(corrupt=False), rollouts(corrupt=False)))
     lines = data.split(b"\n")[:-1]
     if draw(st.integers(0, 5)) == 0:
-        indent = draw(st.sampled_from([2, 4]))
+        indent = draw(st.sampled_from([0, 2, 4]))
         lines = [_pretty(line, indent) or line for line in lines]
     for _ in range(draw(st.integers(0, 5))):
         if not lines:
@@ -191,7 +190,7 @@ def damaged_layouts(draw: st.DrawFn) -> bytes:
         at = draw(st.integers(0, len(lines) - 1))
         kind = draw(st.sampled_from(["pretty", "split", "glue", "blanks", "junk", "torn", "crlf"]))
         if kind == "pretty":
-            made = _pretty(lines[at], draw(st.sampled_from([1, 2, 4])))
+            made = _pretty(lines[at], draw(st.sampled_from([0, 1, 2, 4])))
             if made is not None:
                 lines[at] = made
         elif kind == "split":
@@ -246,6 +245,60 @@ def test_the_count_finds_each_kind_of_whole_record() -> None:
         ]
     )
     assert whole_records(data + b"\n", Format.PI) == 5
+    nested = {**record, "message": {"role": "user", "content": [{"type": "text", "text": "a"}]}}
+    broken = json.dumps(nested, separators=(",", ":")).replace('[{"type"', '[\n{"type"')
+    assert whole_records(json.dumps(nested, indent=0).encode() + b"\n", Format.PI) == 1
+    assert whole_records(broken.encode() + b"\n", Format.PI) == 1
+
+
+def _items_inline(value: Any, level: int = 0) -> str:
+    """`value` pretty-printed, but each item of an array written whole on its line."""
+    inner, outer = "  " * (level + 1), "  " * level
+    if isinstance(value, dict) and value:
+        members = (
+            f"{inner}{json.dumps(k)}: {_items_inline(v, level + 1)}" for k, v in value.items()
+        )
+        return "{\n" + ",\n".join(members) + f"\n{outer}}}"
+    if isinstance(value, list) and value:
+        return "[\n" + ",\n".join(inner + json.dumps(item) for item in value) + f"\n{outer}]"
+    return json.dumps(value)
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        # Nested objects at the left edge, as `json.dumps(indent=0)` writes them: taken
+        # for records of their own (content blocks read as entries, SF106), the records
+        # around them for junk that the unsafe fixes deleted.
+        lambda record: json.dumps(record, indent=0),
+        # A record broken once, before a nested object in an array: the line after the
+        # break read as a content block and damage, the record lost, and the result its
+        # next line answers dropped as an orphan even by the safe fixes (SF401).
+        lambda record: json.dumps(record, separators=(",", ":")).replace(',{"type"', ',\n{"type"'),
+        # Each item of an array on a line of its own, written whole (as formatters keep
+        # short objects): the last item of one, a whole object alone, was taken for a
+        # record and ended the record spread around it (the file not a session at all).
+        lambda record: _items_inline(record),
+        # A blank line among its lines, whitespace to JSON: it ended the record, whose
+        # lines were junk, until a fix deleting the blank line brought the record back
+        # in the result, naming a parent another fix dropped (the repair refused).
+        lambda record: json.dumps(record, indent=2).replace("\n", "\n\n", 1),
+    ],
+    ids=["indent-0", "broken-before-an-object", "items-inline", "blank-line-inside"],
+)
+def test_a_record_spread_over_lines_with_nested_objects_at_the_left_edge_is_one_record(
+    layout: Any, unsafe: bool, tmp_path: Path
+) -> None:
+    """Each is read as one record spread over lines, and the repair writes the session
+    back record for record."""
+    sample = CORPUS / "openclaw" / "letta-trajectory__pi-tool-calls.v3.jsonl"
+    records = [json.loads(line) for line in sample.read_bytes().splitlines()]
+    source = tmp_path / "session.jsonl"
+    source.write_text("".join(layout(record) + "\n" for record in records))
+    out = tmp_path / "out.jsonl"
+    assert _check_kept(source, out, Settings(quiescence=0.0, unsafe_fixes=unsafe))
+    assert [json.loads(line) for line in out.read_bytes().splitlines()] == records
 
 
 @given(

@@ -97,6 +97,9 @@ def test_repair_keeps_what_it_must_and_resolves_what_it_moves(
     # apply, e.g. a re-linked entry became a clone, a second pass changes more rows.)
     if one_pass:
         changed = set(plan.changed_rows())
+        for finding in plan.lines.findings:  # a change of a run or of a spread record
+            if finding.row in changed:
+                changed.update(range(finding.row, finding.row + finding.rows))
         untouched = [
             line for row, line in enumerate(data.split(b"\n"), 1) if row not in changed and line
         ]

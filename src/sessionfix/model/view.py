@@ -14,7 +14,7 @@ import functools
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import chain, pairwise, repeat
 from operator import add, ge
 from pathlib import Path
@@ -231,7 +231,12 @@ class ChainPolicy(Protocol):
 
     def leaf(self, view: SessionView) -> int | None: ...
 
-    def complete_path(self, view: SessionView, path: list[int]) -> list[int]: ...
+    def complete_path(
+        self, view: SessionView, path: list[int], unread: Collection[int] = ()
+    ) -> list[int]:
+        """`path` with what the loader re-attaches to it, of the records it reads (not
+        `unread`)."""
+        ...
 
 
 V = TypeVar("V")

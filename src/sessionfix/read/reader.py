@@ -17,6 +17,7 @@ import os
 import re
 import stat
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
@@ -413,13 +414,15 @@ class SpreadRecord:
     whitespace). Strings never cross a line break in JSON text, so each line is looked
     at on its own, only its brackets counted; the joined lines are parsed once closed."""
 
-    __slots__ = ("depth", "offset", "row")
+    __slots__ = ("closes", "depth", "offset", "row")
 
     def __init__(self, row: int, offset: int) -> None:
         self.row = row
         self.offset = offset
         """Where its first line starts."""
         self.depth = 0
+        self.closes: bool | None = None
+        """Whether it closes into a record, once that was looked ahead for."""
 
     @staticmethod
     def begins(body: bytes) -> bool:
@@ -447,6 +450,58 @@ class SpreadRecord:
         return None if depth > 0 else False
 
 
+SPREAD_DEPTH: Final = 1024
+"""Levels of nesting past which a record read ahead for is taken for none (as deep as
+orjson parses; no agent writes records nested so deep)."""
+
+
+def spread_ends(
+    depth: int, lines: Iterable[tuple[int, int, bytes]]
+) -> tuple[dict[int, int], int]:
+    """Where the records that may be spread over `lines` close, read on in one pass: the
+    one open before them (`depth` brackets deep, keyed -1) and one begun on each line of
+    them that `SpreadRecord.begins` (keyed by its line), each to the end of the line
+    where its brackets close with nothing after them (its key → that end); a record
+    whose brackets go wrong, that nests deeper than `SPREAD_DEPTH`, or that a string
+    left open or the end of the lines cuts off, does not close. A line
+    that begins with `{` inside a record spread over lines may begin a record or carry
+    on the one open (a nested object broken onto a line of its own, as `indent=0`
+    writes it): which, the records that close tell.
+
+    `lines`: (line number, offset of the end of its body, body). Returns the ends found
+    and the end of the last line read, by which every record followed is decided."""
+    # (key, depth before its first bracket, deepest depth since), depths rising
+    open_records = [[-1, 0, depth]]
+    ends: dict[int, int] = {}
+    read_to = -1
+    for row, end, body in lines:
+        read_to = end
+        if SpreadRecord.begins(body):
+            open_records.append([row, depth, depth])
+        for match in _STRUCTURE.finditer(body):
+            token = match.group()
+            if token[0] == 0x22:  # '"'
+                if len(token) == 1:
+                    return ends, read_to
+                continue
+            if token[0] in b"{[":
+                depth += 1
+                top = open_records[-1]
+                top[2] = max(top[2], depth)
+                continue
+            depth -= 1
+            key, base, deepest = open_records[-1]
+            if depth == base:
+                open_records.pop()
+                if not body[match.end() :].strip() and deepest - base <= SPREAD_DEPTH:
+                    ends[key] = end
+                if not open_records:
+                    return ends, read_to
+                parent = open_records[-1]
+                parent[2] = max(parent[2], deepest)
+    return ends, read_to
+
+
 class LineReport(Struct):
     """Line-level facts of one file: everything the line rules need."""
 
@@ -466,9 +521,6 @@ class LineReport(Struct):
     spread_open: bool = False
     """The lines read end inside a record begun on a line that does not close it, which
     the lines after them may carry on."""
-    carries_on: bool = False
-    """The first line read may carry on a record begun before it (it neither begins
-    with `{` nor is blank)."""
 
     def extend(self, other: LineReport, row_offset: int, byte_shift: int = 0) -> None:
         """Append the facts of the lines that follow, read separately (from bytes that

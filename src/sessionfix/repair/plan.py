@@ -521,10 +521,11 @@ class RepairPlan:
 
     def fix_edits(self, own: Iterable[Edit]) -> list[Edit]:
         """For the plan of one fix, every edit that fix makes as the repair writes it:
-        its `own` edits of each line where they give what the plan writes there, else
-        the bytes of the line that change; and each line its decisions change besides
-        (a child re-linked past a dropped record, a kept position that moves, a last
-        line that gets its newline) as the bytes of it that change, or deleted."""
+        its `own` edits of each changed line (or lines, a run or a record spread over
+        several) where they give what the plan writes there, else the bytes that change;
+        and each line its decisions change besides (a child re-linked past a dropped
+        record, a kept position that moves, a last line that gets its newline) as the
+        bytes of it that change, or deleted."""
         changes = {change.row: change for change in self.changes()}
         covering = {
             row: change.row
@@ -535,26 +536,34 @@ class RepairPlan:
         named: dict[int, list[Edit]] = {}
         edits: list[Edit] = []
         for edit in own:
-            if edit.row == PREFIX_ROW or len(edit.rows) > 1 or edit.row in covering:
-                # A header before line 1, a run of lines, a line of a record spread over
-                # several: as the plan takes them.
+            if edit.row == PREFIX_ROW or len(edit.rows) > 1:
+                # A header before line 1, a run of lines: as the plan takes them.
                 edits.append(edit)
                 for row in edit.rows:
                     changes.pop(covering.get(row, row), None)
             else:
-                named.setdefault(edit.row, []).append(edit)
+                named.setdefault(covering.get(edit.row, edit.row), []).append(edit)
+        terminator = self.terminator
         for row, change in changes.items():
             old = self.source.read(change.start, change.end - change.start)
             new = self._written(change)
             mine = named.get(row)
-            if mine is not None and _applied(old, mine, self.terminator) == new:
+            applied = None if mine is None else _applied_lines(old, row, mine, terminator)
+            if mine is not None and applied == new:
                 edits.extend(mine)
             elif not change.lines:
-                edits.append(DescribedEdit(row, described=EditOp.DELETE))
+                last = row + change.rows - 1
+                edits.append(
+                    DescribedEdit(row, described=EditOp.DELETE, last=last if last > row else None)
+                )
+            elif (
+                change.rows > 1
+                and applied is not None
+                and (ending := _line_ending_change(old, applied, new, row))
+            ):
+                edits.extend((*(mine or ()), ending))
             else:
-                first, end, text = changed_bytes(old, new)
-                op = EditOp.REPLACE_BYTES if text else EditOp.DELETE_BYTES
-                edits.append(DescribedEdit(row, described=op, text=text or None, span=(first, end)))
+                edits.extend(_changed_lines(old, new, row))
         return edits
 
     def _written(self, change: RowChange) -> bytes:
@@ -600,9 +609,13 @@ class RepairPlan:
         header = self.header
         damaged_tail = False
         if header is not None and header.replaces and header.row == row:
-            lines = [jsonutil.encode_text(header.content or "")]
+            lines = [jsonutil.encode_text(header.content or ""), *self._record_lines(records)]
+            body = source.read(start, length)
+            for finding in findings:
+                if finding.issue is LineIssue.UNPARSABLE and finding.recoverable is not None:
+                    # A whole record the damaged header's line holds after it stays.
+                    lines.append(self._recovered(body[slice(*finding.recoverable)]))
             if covered > 1:  # the lines after the damaged header in its run stay
-                body = source.read(start, length)
                 lines.append(self._kept_lines(body[body.index(b"\n") + 1 :]))
         elif findings:
             lines, damaged_tail = self._damaged_row(row, findings, records, start, length)
@@ -1019,6 +1032,79 @@ def children_of(parents: Sequence[int], records: Iterable[int]) -> dict[int, lis
             if parent in children:
                 children[parent].append(index)
     return children
+
+
+def _lines_of(data: bytes) -> list[bytes]:
+    """The lines of `data`, each with its newline (the last may have none)."""
+    lines = [line + b"\n" for line in data.split(b"\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
+def _applied_lines(data: bytes, row: int, edits: Sequence[Edit], terminator: bytes) -> bytes:
+    """What `edits` make of the lines `data` holds, the first of them line `row`."""
+    by_row: dict[int, list[Edit]] = {}
+    for edit in edits:
+        by_row.setdefault(edit.row, []).append(edit)
+    return b"".join(
+        _applied(line, by_row[at], terminator) if at in by_row else line
+        for at, line in enumerate(_lines_of(data), row)
+    )
+
+
+def _line_ending_change(old: bytes, applied: bytes, new: bytes, row: int) -> Edit | None:
+    """The edit of the last line's ending (CRLF written LF) that makes `applied`, the
+    lines `old` (from line `row` on) with a fix's own edits, into `new`, if that is all
+    that differs."""
+    lines = _lines_of(old)
+    last = lines[-1]
+    body = len(last.rstrip(b"\r\n"))
+    ending = last[body:]
+    written = new[len(new.rstrip(b"\r\n")) :]
+    if ending == written or not applied.endswith(ending):
+        return None
+    if applied[: len(applied) - len(ending)] != new[: len(new) - len(written)]:
+        return None
+    op = EditOp.REPLACE_BYTES if written else EditOp.DELETE_BYTES
+    text = written.decode("ascii") or None
+    return DescribedEdit(row + len(lines) - 1, described=op, text=text, span=(body, len(last)))
+
+
+def _changed_lines(old: bytes, new: bytes, row: int) -> list[Edit]:
+    """The bytes that change between `old`, lines from line `row` on, and `new`, as
+    edits of those lines: the change's first line replaced from where it begins (its
+    line break and all), the lines after it up to its last deleted, and the last line
+    cut up to where it ends."""
+    first, end, text = changed_bytes(old, new)
+    starts = [0]
+    for line in _lines_of(old)[:-1]:
+        starts.append(starts[-1] + len(line))
+    top = bisect_right(starts, first) - 1
+    bottom = max(top, bisect_right(starts, end - 1) - 1)
+    if top == bottom:
+        op = EditOp.REPLACE_BYTES if text else EditOp.DELETE_BYTES
+        span = (first - starts[top], end - starts[top])
+        return [DescribedEdit(row + top, described=op, text=text or None, span=span)]
+    cut = starts[top + 1] - starts[top]
+    edits: list[Edit] = [
+        DescribedEdit(
+            row + top,
+            described=EditOp.REPLACE_BYTES if text else EditOp.DELETE_BYTES,
+            text=text or None,
+            span=(first - starts[top], cut),
+        )
+    ]
+    if bottom > top + 1:
+        last = row + bottom - 1
+        edits.append(
+            DescribedEdit(
+                row + top + 1, described=EditOp.DELETE, last=last if last > row + top + 1 else None
+            )
+        )
+    edits.append(
+        DescribedEdit(row + bottom, described=EditOp.DELETE_BYTES, span=(0, end - starts[bottom]))
+    )
+    return edits
 
 
 def _applied(line: bytes, edits: Sequence[Edit], terminator: bytes) -> bytes:

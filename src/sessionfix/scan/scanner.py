@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from itertools import repeat
 from operator import add, sub
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from msgspec import Struct
 
@@ -41,11 +41,13 @@ from sessionfix.read.reader import (
     LineFinding,
     LineIssue,
     LineReport,
+    SlowLine,
     SpreadRecord,
     classify_line,
     control_bytes,
     foreign_data,
     open_session,
+    spread_ends,
 )
 from sessionfix.scan.cores import default_workers
 
@@ -128,6 +130,13 @@ class _Pass:
         """A record begun on a line that does not close it, followed line by line."""
         self.spread_garbage = 0
         """Lines of the open spread record that count as garbage if it does not close."""
+        self.spread_ends: dict[int, int] = {}
+        """Where the records that may be spread over the lines read ahead close
+        (`spread_ends`): the first line of each → the end of its last."""
+        self.spread_read_to = -1
+        """The end of the lines read ahead, by which each record they hold is decided."""
+        self.spread_budget: int | None = None
+        """Bytes the records read ahead for may still be parsed (`SPREAD_PARSE_FACTOR`)."""
 
     def run(
         self,
@@ -261,8 +270,6 @@ class _Pass:
         if crlf:
             self.lines.crlf_rows.append(self.row + 1)
         line = read_exactly(fd, stop - offset - crlf, offset)
-        if self.row == 0:
-            self.lines.carries_on = line[:1] not in _CLEAR_STARTS
         if self.hasher is not None:
             self.hasher.update(line)
             self.hasher.update((b"\r" if crlf else b"") + (b"\n" if terminated else b""))
@@ -297,8 +304,6 @@ class _Pass:
             stopped = True
         if not count:
             return offset, stopped
-        if self.row == 0:
-            self.lines.carries_on = raw[starts[0] : starts[0] + 1] not in _CLEAR_STARTS
         if runs:
             return self._block_with_runs(raw, starts, count, base, runs, terminated, stopped)
         next_offset = base + (starts[-1] if terminated else limit)
@@ -323,7 +328,12 @@ class _Pass:
             done += 1
         adapter = self.adapter
         rest = count - done
-        if adapter is not None and rest > 1 and _all_objects(raw, starts, sizes, done, count):
+        if (
+            adapter is not None
+            and self.spread is None
+            and rest > 1
+            and _all_objects(raw, starts, sizes, done, count)
+        ):
             first = starts[done]
             last = starts[count - 1] + lengths[-1]
             try:
@@ -334,8 +344,6 @@ class _Pass:
             # every line a "{" ... "}" (after which JSON never continues with "{"), prove
             # one record per line, none glued and none spanning two lines.
             if records is not None and len(records) == rest:
-                if self.spread is not None:
-                    self._spread_fails()
 
                 def line(k: int) -> bytes:
                     return raw[starts[done + k] : starts[done + k] + sizes[done + k]]
@@ -400,18 +408,17 @@ class _Pass:
             except FAST_PATH_MISSES:
                 pass
             else:
-                if self.spread is not None:
+                if self.spread is None or not self._spread_goes_on(row, offset):
                     self._spread_fails()
-                adapter.ingest(record, line, row, 1, offset, size)
-                self.last_row = row
-                return
+                    adapter.ingest(record, line, row, 1, offset, size)
+                    self.last_row = row
+                    return
         if self._slow(body, row, offset):
             self.last_row = row
 
     def _blank(self, row: int, offset: int, length: int, rows: int = 1) -> None:
-        """An empty or whitespace-only line, or a run of `rows` of them."""
-        if self.spread is not None:
-            self._spread_fails()
+        """An empty or whitespace-only line, or a run of `rows` of them (whitespace a
+        record spread over lines may hold)."""
         findings = self.lines.findings
         if findings:
             last = findings[-1]
@@ -436,20 +443,21 @@ class _Pass:
         lines.control_bytes += control_bytes(body)
         findings = lines.findings
         if (
-            self.spread is None
-            and findings
+            findings
             and findings[-1].run_kind == JUNK_RUN
             and findings[-1].last_row == row - 1
             and _plain_junk(body)
+            and (self.spread is None or _CLOSING.search(body) is None)
         ):
-            # A run of junk goes on: the line is not classified again.
+            # A run of junk goes on: the line is not classified again (nor followed by
+            # a record spread over lines: it holds no bracket and no string).
             run = findings[-1]
             run.rows += 1
             run.tail = offset - run.offset
             run.length = offset + len(body) - run.offset
             run.span = (0, run.length)
             if self.give_up:
-                self._garbage()
+                self._junk()
             return True
         lines.foreign = lines.foreign or foreign_data(body)
         outcome = classify_line(body)
@@ -457,12 +465,15 @@ class _Pass:
         damage = not (outcome.records or outcome.findings) and outcome.damaged is not None
         spread = self.spread
         if spread is not None:
-            if damage and not SpreadRecord.begins(body):
+            if (damage and not SpreadRecord.begins(body)) or self._spread_goes_on(row, offset):
                 followed = spread.follow(body)
                 if followed and self._spread_closes(row, offset + len(body)):
                     return True
                 if followed is not None:
                     self._spread_fails()
+                elif not damage:  # its records are pieces of the one spread over lines
+                    outcome = SlowLine(damaged=(0, len(body)), damaged_reason=_INSIDE)
+                    damage = True
             else:
                 self._spread_fails()
         has_content = outcome.damaged is not None or bool(outcome.records)
@@ -496,15 +507,18 @@ class _Pass:
             if damage and self.spread is None and outcome.damaged_truncated:
                 self._spread_begins(body, row, offset)
             if self.give_up and not outcome.records and outcome.recoverable is None:
-                if self.spread is None:
-                    self._garbage()
-                else:
-                    self.spread_garbage += 1
-                    if self.adapter is None and (
-                        self.garbage_rows + self.spread_garbage >= NO_RECORD_LINES
-                    ):
-                        self._spread_fails()
+                self._junk()
         return has_content
+
+    def _junk(self) -> None:
+        """A line that holds no record: counted as garbage (those of an open spread
+        record once it does not close)."""
+        if self.spread is None:
+            self._garbage()
+            return
+        self.spread_garbage += 1
+        if self.adapter is None and self.garbage_rows + self.spread_garbage >= NO_RECORD_LINES:
+            self._spread_fails()
 
     def _spread_begins(self, body: bytes, row: int, offset: int) -> None:
         """Follow the record a line that does not close it may begin."""
@@ -513,21 +527,64 @@ class _Pass:
             if spread.follow(body) is None:
                 self.spread = spread
 
+    def _spread_goes_on(self, row: int, offset: int) -> bool:
+        """Whether the open spread record carries on through line `row` (at `offset`),
+        a line that would otherwise end it (it begins with `{`, or holds records of its
+        own): so it does when, read on, it closes into a record of the format's shape."""
+        spread = self.spread
+        assert spread is not None
+        if spread.closes is None:
+            if offset >= self.spread_read_to:
+                self.spread_ends, self.spread_read_to = spread_ends(
+                    spread.depth, _lines_ahead(self.fd, row, offset)
+                )
+                key = -1
+            else:
+                key = spread.row
+            end = self.spread_ends.get(key)
+            spread.closes = end is not None and self._affords(end - spread.offset)
+            if spread.closes:
+                assert end is not None
+                spread.closes = self._spread_record(spread, end) is not None
+        return spread.closes
+
+    def _affords(self, size: int) -> bool:
+        """Whether `size` more bytes of records read ahead for may be parsed: records
+        nested in one another, each of no format's shape, would otherwise parse the same
+        bytes again for every level (a file then read in time growing as its square)."""
+        if self.spread_budget is None:
+            self.spread_budget = SPREAD_PARSE_FACTOR * os.fstat(self.fd).st_size + (64 << 20)
+        self.spread_budget -= size
+        return self.spread_budget >= 0
+
+    def _spread_record(
+        self, spread: SpreadRecord, end: int
+    ) -> tuple[Format, dict[str, Any], bytes] | None:
+        """The record the spread record's lines make up to `end` (its format, value and
+        bytes), if they make one of the format's shape (of a known format, before the
+        first record)."""
+        data = read_exactly(self.fd, end - spread.offset, spread.offset)
+        try:
+            value = jsonutil.loads(data)
+        except (ValueError, RecursionError):
+            return None
+        adapter = self.adapter
+        fmt = detect(value) if adapter is None else Format(adapter.view.format)
+        if fmt is Format.UNKNOWN or not has_record_shape(fmt, value):
+            return None
+        return fmt, value, data
+
     def _spread_closes(self, row: int, end: int) -> bool:
         """Take the spread record that closes at `end`, on line `row`, if its lines
         joined are one record of the format's shape (of a known format, before the
         first record): its lines' findings become one, and the record is indexed."""
         spread = self.spread
         assert spread is not None
-        data = read_exactly(self.fd, end - spread.offset, spread.offset)
-        try:
-            value = jsonutil.loads(data)
-        except (ValueError, RecursionError):
+        found = self._spread_record(spread, end)
+        if found is None:
             return False
+        fmt, value, data = found
         adapter = self.adapter
-        fmt = detect(value) if adapter is None else Format(adapter.view.format)
-        if fmt is Format.UNKNOWN or not has_record_shape(fmt, value):
-            return False
         self.spread = None
         self.spread_garbage = 0
         lines = self.lines
@@ -575,6 +632,36 @@ class _Pass:
             )
 
 
+_INSIDE: Final = "a line of a record spread over lines"
+SPREAD_PARSE_FACTOR: Final = 4
+"""Times the file's size (plus 64 MiB) that the records it may spread over lines are
+parsed at most when read ahead for: beyond, a line that begins with `{` ends one."""
+AHEAD_BYTES: Final = 1 << 16
+"""Bytes read at a time when reading on to where a record spread over lines closes."""
+
+
+def _lines_ahead(fd: int, row: int, offset: int) -> Iterator[tuple[int, int, bytes]]:
+    """The lines of the file from line `row` at `offset` on: (line number, offset of the
+    end of its body, body without its line break)."""
+    carried = b""
+    position = start = offset
+    while True:
+        data = os.pread(fd, AHEAD_BYTES, position)
+        position += len(data)
+        if not data:
+            if carried:
+                yield row, start + len(carried), carried
+            return
+        pieces = (carried + data).split(b"\n")
+        carried = pieces.pop()
+        for piece in pieces:
+            body = piece[:-1] if piece[-1:] == b"\r" else piece
+            yield row, start + len(body), body
+            row += 1
+            start += len(piece) + 1
+
+
+_CLOSING: Final = re.compile(rb"[]}]")
 _NEWLINES: Final = re.compile(rb"\n+")
 _NOT_PLAIN: Final = re.compile(
     rb'[{\["\x00\xef]|\A\s*(?:true|false|null|undefined|-?[0-9][0-9.eE+-]*)\s*\Z'
@@ -590,8 +677,6 @@ def _plain_junk(body: bytes) -> bool:
     return _NOT_PLAIN.search(body) is None and not body.isspace()
 
 
-_CLEAR_STARTS: Final = (b"{", b"\n", b"\r")
-"""First bytes of a line that carries on no record begun before it."""
 _OBJECT_STARTS: Final = b"{ \t\r\n"
 """First bytes of a line that may decode as a record (JSON whitespace, then `{`)."""
 NO_RECORD_LINES: Final = 1000
@@ -1024,7 +1109,7 @@ class JoinedParts:
         """Append the next part; `byte_shift` moves its byte offsets (a part read from
         another file whose bytes lie elsewhere in this one)."""
         lines = self.lines
-        if chunk.lines.line_count and lines.spread_open and chunk.lines.carries_on:
+        if chunk.lines.line_count and lines.spread_open:
             self.read_whole = True
         if self.added and len(chunk.view) and not len(self.adapter.view):
             self.read_whole = True

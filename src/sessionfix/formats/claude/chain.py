@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from array import array
+from collections.abc import Collection
 from itertools import pairwise
 
 from sessionfix.model.view import Kind, Role, SessionView
@@ -72,7 +73,9 @@ class ClaudeChain:
                 return index
         return None
 
-    def complete_path(self, view: SessionView, path: list[int]) -> list[int]:
+    def complete_path(
+        self, view: SessionView, path: list[int], unread: Collection[int] = ()
+    ) -> list[int]:
         turns = view.turns
         if not turns:
             return path
@@ -86,13 +89,13 @@ class ClaudeChain:
             return path
         members: dict[int, list[int]] = {}
         for index, turn in turns.items():
-            if turn in anchors:
+            if turn in anchors and index not in unread:
                 members.setdefault(turn, []).append(index)
         results: dict[int, list[int]] = {}
         roles, parents, adopters = view.roles, view.parents, view.adopters
         tool_result = Role.TOOL_RESULT
         for index in range(len(roles)):
-            if roles[index] == tool_result and index not in on_path:
+            if roles[index] == tool_result and index not in on_path and index not in unread:
                 # A result belongs to the call its sourceToolAssistantUUID names, which is
                 # its parent unless the link was broken or rewritten.
                 source = adopters.get(index)

@@ -152,23 +152,15 @@ def _relayed(origin: Raw) -> bool:
 
 
 def _chain(view: SessionView, unreadable: set[int]) -> tuple[Sequence[int], int | None]:
-    """The view's path from where the reader's walk back from the leaf stops: at a record
-    it cannot read, or at the tail of a preserved segment whose head was never written
-    (the reader re-parents that tail, a child of the anchor, below itself); and the
-    leaf. Where the leaf is a record it cannot read, the reader finds its own
-    (`_readers_leaf`)."""
-    path, leaf = view.active_path, view.leaf
+    """The reader's chain and its leaf. Where the leaf is a record it cannot read, the
+    reader finds its own (`_readers_leaf`)."""
+    leaf = view.leaf
     if leaf is not None and leaf in unreadable:
         leaf = _readers_leaf(view, unreadable)
-        path = _walk_back(view, leaf)
     tails = _self_parented_tails(view)
-    for position in range(len(path) - 1, -1, -1):
-        index = path[position]
-        if index in unreadable:
-            return path[position + 1 :], leaf
-        if index in tails:
-            return path[position:], leaf
-    return path, leaf
+    if not unreadable and not tails:
+        return view.active_path, leaf
+    return _walk_back(view, leaf, unreadable, tails), leaf
 
 
 def _readers_leaf(view: SessionView, unreadable: set[int]) -> int | None:
@@ -198,18 +190,25 @@ def _readers_leaf(view: SessionView, unreadable: set[int]) -> int | None:
     return None
 
 
-def _walk_back(view: SessionView, leaf: int | None) -> list[int]:
-    """The records from the root to `leaf` along the view's links, with what the
-    format's loader re-attaches to them."""
+def _walk_back(
+    view: SessionView, leaf: int | None, unreadable: set[int], tails: set[int]
+) -> list[int]:
+    """The records from where the reader's walk back from `leaf` along the view's links
+    stops, to `leaf`: at a record it cannot read (its child, whose parent it does not
+    have, is a root), or at the tail of a preserved segment whose head was never written
+    (the reader re-parents that tail, a child of the anchor, below itself); with what
+    the format's loader re-attaches to them, of the records it reads."""
     path: list[int] = []
     seen: set[int] = set()
     current = -1 if leaf is None else leaf
-    while current >= 0 and current not in seen:
+    while current >= 0 and current not in seen and current not in unreadable:
         seen.add(current)
         path.append(current)
+        if current in tails:
+            break
         current = view.parents[current]
     path.reverse()
-    return path if view.policy is None else view.policy.complete_path(view, path)
+    return path if view.policy is None else view.policy.complete_path(view, path, unreadable)
 
 
 def _side_chain(view: SessionView, unreadable: set[int]) -> list[int]:

@@ -54,10 +54,11 @@ def session_id_of(name: str) -> str | None:
 def main_transcript_of(path: Path) -> Path | None:
     """Where the main transcript of the session lies whose sub-agent transcript `path`
     is (`<slug>/<sessionId>/subagents/[…/]agent-*.jsonl` → `<slug>/<sessionId>.jsonl`);
-    None for a file that is no sub-agent's."""
+    None for a file that is no sub-agent's. The folders are those the file lies in,
+    however `path` names it (relative to where sessionfix runs, say)."""
     if not (path.name.startswith("agent-") and path.name.endswith(".jsonl")):
         return None
-    folders = path.parts[:-1]
+    folders = Path(os.path.abspath(path)).parts[:-1]
     for at in range(len(folders) - 1, 0, -1):
         if folders[at] == SUBAGENTS_FOLDER:
             session = folders[at - 1]

@@ -3,10 +3,11 @@
 
 Its reader parses every row with `JSON.parse` and throws on one that is not JSON (a blank
 or whitespace row among them, which pi's file reader would skip); a row that is JSON but
-not an object (`null`) it keeps aside, where pi's file reader throws. It refuses a
-session whose `session` header is missing or older than version 3 ("Persisted legacy
-session transcripts require doctor/import migration"). Otherwise it builds the context
-as pi does from the same lines.
+not an object (`null`) it keeps aside, where pi's file reader throws; a row spread over
+several lines (pretty-printed) it reads whole, where pi's file reader skips each line. It
+refuses a session whose `session` header is missing or older than version 3 ("Persisted
+legacy session transcripts require doctor/import migration"). Otherwise it builds the
+context as pi does from the same lines.
 """
 
 from __future__ import annotations
@@ -66,8 +67,21 @@ def loaded_messages(
             f"OpenClaw refuses a session whose header is version "
             f"{view.header.version!r} (it {MIGRATION})"
         )
-    opaque = [finding for finding in lines.findings if finding.json_kind != "null"]
-    return pi_loaded_messages(view, source, msgspec.structs.replace(lines, findings=opaque))
+    read = [
+        finding
+        for finding in lines.findings
+        if finding.json_kind != "null" and not _whole_row(finding, rows)
+    ]
+    return pi_loaded_messages(view, source, msgspec.structs.replace(lines, findings=read))
+
+
+def _whole_row(finding: LineFinding, rows: Sequence[int] | None) -> bool:
+    """A record spread over the lines of one row and no more: `JSON.parse` reads the row
+    whole, where pi's file reader skips each of its lines."""
+    if finding.issue is not LineIssue.SPREAD or rows is None:
+        return False
+    row = rows[finding.row - 1]
+    return rows[finding.last_row - 1] == row and rows.count(row) == finding.rows
 
 
 def _row_not_json(
