@@ -240,6 +240,8 @@ class Shape:
 
 
 SHAPE_SOURCE = CORPUS / "letta-trajectory__pi-tool-calls.v3.jsonl"
+
+
 def _pretty_row(db: apsw.Connection, session_id: str) -> Undo:
     """A message appended below the last entry, its row pretty-printed (over several
     lines, which `JSON.parse` reads as one value)."""

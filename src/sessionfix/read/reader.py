@@ -455,9 +455,7 @@ SPREAD_DEPTH: Final = 1024
 orjson parses; no agent writes records nested so deep)."""
 
 
-def spread_ends(
-    depth: int, lines: Iterable[tuple[int, int, bytes]]
-) -> tuple[dict[int, int], int]:
+def spread_ends(depth: int, lines: Iterable[tuple[int, int, bytes]]) -> tuple[dict[int, int], int]:
     """Where the records that may be spread over `lines` close, read on in one pass: the
     one open before them (`depth` brackets deep, keyed -1) and one begun on each line of
     them that `SpreadRecord.begins` (keyed by its line), each to the end of the line
