@@ -214,6 +214,40 @@ def test_parallel_byte_ranges_agree_with_one_pass(
     assert parallel_index == index
 
 
+_TURN_HEADER = (
+    b'{"type":"session","version":3,"id":"019f92c8-d694-7ac3-9144-e3b22add01f3",'
+    b'"timestamp":"2026-07-24T06:21:03.000Z","cwd":"/w"}\n'
+)
+_TURN_RECORD = (
+    b'{"type":"message","id":"a0000001","parentId":null,"timestamp":"2026-07-24T06:21:04.000Z",'
+    b'"message":{"role":"user","content":"hi","timestamp":1784874064000}}\n'
+)
+
+
+@given(
+    lines=st.lists(st.sampled_from([b"", b"  ", b"x", b"<<<<<<< HEAD", b"[1]"]), max_size=40),
+    task_bytes=st.sampled_from([16, 64, 300]),
+)
+def test_junk_and_blank_lines_in_turn_are_one_finding_however_read(
+    tmp_path: Path, lines: list[bytes], task_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blank lines amid junk belong to its run: a stretch of junk and blank lines in turn
+    is one SF008 finding (and a blank run before or after it), in one pass or in ranges."""
+    body = b"".join(line + b"\n" for line in lines)
+    path = _write(
+        tmp_path, _TURN_HEADER + _TURN_RECORD + body + _TURN_RECORD.replace(b"01", b"02", 1)
+    )
+    sequential = _diagnostics(path, jobs=1)
+    with monkeypatch.context() as patch:
+        _parallel(patch, task_bytes)
+        assert _diagnostics(path, jobs=2) == sequential
+    junk = [line for line in lines if line.strip() and line != b"[1]"]
+    line_findings = [d for d in sequential if d["code"] in ("SF007", "SF008")]
+    if junk and b"[1]" not in lines:
+        assert [d["code"] for d in line_findings].count("SF008") == 1
+        assert len(line_findings) <= 3
+
+
 @given(
     data=sessions(),
     read_bytes=st.sampled_from([1, 61, 500]),

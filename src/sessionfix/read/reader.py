@@ -111,6 +111,18 @@ class LineFinding(Struct):
         kind = self.run_kind
         return kind is not None and other.row == self.row + self.rows and other.run_kind == kind
 
+    def bridged_by(self, blank: LineFinding, other: LineFinding) -> bool:
+        """Whether `other` carries on this finding's run of junk past `blank`, a run of
+        blank lines between them: blank lines amid junk are part of it, so that lines
+        of junk and blank lines in turn are one finding, not one per line."""
+        return (
+            self.run_kind == JUNK_RUN
+            and blank.issue is LineIssue.BLANK
+            and blank.row == self.row + self.rows
+            and other.row == blank.row + blank.rows
+            and other.run_kind == JUNK_RUN
+        )
+
     def absorb(self, other: LineFinding) -> None:
         """Take in `other`, which carries on this finding's run."""
         self.rows += other.rows
@@ -140,6 +152,24 @@ class LineFinding(Struct):
         if self.span is not None:
             self.span = (0, self.length)
         return last
+
+
+def add_finding(findings: list[LineFinding], finding: LineFinding, *, bridge: bool = True) -> None:
+    """Append `finding`, the one after the last of `findings`; one that carries on a run
+    of blank lines or of junk joins it, and with `bridge` one that carries on a run of
+    junk past blank lines takes them in too."""
+    if findings:
+        last = findings[-1]
+        if last.continued_by(finding):
+            last.absorb(finding)
+            return
+        if bridge and len(findings) > 1 and findings[-2].bridged_by(last, finding):
+            findings.pop()
+            run = findings[-1]
+            run.absorb(last)
+            run.absorb(finding)
+            return
+    findings.append(finding)
 
 
 class SplitRecord(Struct):
@@ -530,10 +560,7 @@ class LineReport(Struct):
         for finding in other.findings:
             finding.row += row_offset
             finding.offset += byte_shift
-            if findings and findings[-1].continued_by(finding):
-                findings[-1].absorb(finding)
-            else:
-                findings.append(finding)
+            add_finding(findings, finding)
         self.crlf_rows.extend(array("I", [row + row_offset for row in other.crlf_rows]))
         self.line_count += other.line_count
         self.size += other.size

@@ -43,6 +43,7 @@ from sessionfix.read.reader import (
     LineReport,
     SlowLine,
     SpreadRecord,
+    add_finding,
     classify_line,
     control_bytes,
     foreign_data,
@@ -431,17 +432,27 @@ class _Pass:
 
     def _add(self, finding: LineFinding) -> None:
         """Record a finding; one that carries on a run of blank lines or of junk joins it."""
+        add_finding(self.lines.findings, finding, bridge=self.spread is None)
+
+    def _junk_bridged(self, row: int) -> bool:
+        """Whether the findings end in a run of junk and then blank lines up to `row`."""
         findings = self.lines.findings
-        if findings and findings[-1].continued_by(finding):
-            findings[-1].absorb(finding)
-        else:
-            findings.append(finding)
+        return (
+            len(findings) > 1
+            and findings[-1].issue is LineIssue.BLANK
+            and findings[-1].last_row == row - 1
+            and findings[-2].run_kind == JUNK_RUN
+            and findings[-2].last_row == findings[-1].row - 1
+        )
 
     def _slow(self, body: bytes, row: int, offset: int) -> bool:
         """Classify a line the fast path rejected. Returns whether it has content."""
         lines = self.lines
         lines.control_bytes += control_bytes(body)
         findings = lines.findings
+        if self.spread is None and self._junk_bridged(row) and _plain_junk(body):
+            blank = findings.pop()
+            findings[-1].absorb(blank)
         if (
             findings
             and findings[-1].run_kind == JUNK_RUN
