@@ -42,7 +42,12 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    """The real sample sessions, read in place from ../shared (CI has it beside the checkout)."""
-    if not CORPUS.is_dir():
-        pytest.fail(f"sample corpus not found at {CORPUS}: clone ../shared beside the checkout")
+    """The real sample sessions, read in place from ../shared (CI has it beside the checkout;
+    without it the run does not start)."""
     return CORPUS
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Without the corpus, no run: modules read sample sessions as they are collected."""
+    if not CORPUS.is_dir():
+        pytest.exit(f"sample corpus not found at {CORPUS}: clone ../shared beside the checkout", 2)
