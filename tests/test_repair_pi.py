@@ -43,7 +43,7 @@ from sessionfix.scan.scanner import read_session
 from .conftest import CORPUS, FIXTURES
 from .pi_loader import PiLoad, load_with_pi
 from .test_fixtures import _settings
-from .test_pi_loader import SESSIONS, _first_content_row, _lost_to_json_parse, _name
+from .test_pi_loader import SESSIONS, _name, rows_lost_to_json_parse
 
 EXACT_CONTEXT_CODES = frozenset(
     {"SF005", "SF006", "SF007", "SF009", "SF102", "SF104", "SF108", "SF201", "SF202"}
@@ -141,19 +141,9 @@ def _repair_all(root: Path) -> dict[Path, Repaired]:
 def _predict_pi(item: Repaired, path: Path) -> None:
     scanned = read_session(path)
     findings = scanned.lines.findings
-    first_row = _first_content_row(path)
     item.pi_hangs = scanned.view.cycle_on_path
     item.pi_throws = any(f.json_kind == "null" for f in findings)
-    item.pi_skips = tuple(
-        sorted(
-            {
-                row
-                for f in findings
-                if _lost_to_json_parse(f, first_row)
-                for row in range(f.row, f.last_row + 1)
-            }
-        )
-    )
+    item.pi_skips = tuple(rows_lost_to_json_parse(path, findings))
 
 
 def _repaired_once() -> dict[Path, Repaired]:

@@ -86,6 +86,8 @@ class LineFinding(Struct):
     """The damaged bytes are a record cut off before its end (a torn write)."""
     json_kind: str | None = None
     """For a line that is valid JSON but not an object: what it is ("array", "null"...)."""
+    blanks: int = 0
+    """For a run of junk: how many of its lines are blank (those amid the junk)."""
 
     @property
     def last_row(self) -> int:
@@ -126,6 +128,8 @@ class LineFinding(Struct):
     def absorb(self, other: LineFinding) -> None:
         """Take in `other`, which carries on this finding's run."""
         self.rows += other.rows
+        if self.issue is not LineIssue.BLANK:
+            self.blanks += other.rows if other.issue is LineIssue.BLANK else other.blanks
         self.tail = other.offset + other.tail - self.offset
         self.length = other.offset + other.length - self.offset
         if self.span is not None:

@@ -54,7 +54,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                     f"{_kept_value_consequence(ctx.format, finding.json_kind, several=True)}"
                 )
             else:
-                what = f"are not JSON objects (line {finding.row}: {reason}); readers skip them"
+                blank = f"{finding.blanks} of them blank; " if finding.blanks else ""
+                what = (
+                    f"are not JSON objects ({blank}line {finding.row}: {reason}); readers skip them"
+                )
             yield ctx.diagnostic(
                 RULE,
                 finding.row,

@@ -827,7 +827,7 @@ def refuse_non_jsonl(path: Path, lines: LineReport, records: int, detected: Form
         return
     garbage = sum(
         {
-            finding.row: finding.rows
+            finding.row: finding.rows - finding.blanks
             for finding in lines.findings
             if finding.issue is LineIssue.UNPARSABLE
             and not finding.truncated
