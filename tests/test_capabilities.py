@@ -8,8 +8,11 @@ import pytest
 
 from sessionfix import RULES, check_file
 from sessionfix.cli import main
-from sessionfix.formats import Format
+from sessionfix.formats import all_formats
 from sessionfix.formats.capabilities import Capability, provided
+from sessionfix.formats.claude import CLAUDE
+from sessionfix.formats.codex import CODEX as CODEX_FORMAT
+from sessionfix.formats.pi import OPENCLAW, PI
 from sessionfix.settings import Settings
 
 from .conftest import FIXTURES
@@ -19,25 +22,24 @@ CODEX = b'{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload
 
 
 def test_line_rules_run_on_every_format() -> None:
-    for fmt in Format:
-        if fmt is not Format.AUTO:
-            assert Capability.LINES in provided(fmt, tree=False)
+    for fmt in all_formats():
+        assert Capability.LINES in provided(fmt, tree=False)
 
 
 def test_tree_rules_need_an_id_linked_session() -> None:
-    assert Capability.TREE in provided(Format.PI, tree=True)
-    assert Capability.TREE not in provided(Format.PI, tree=False)
-    assert Capability.TREE in provided(Format.CLAUDE, tree=True)
-    assert Capability.TREE not in provided(Format.CODEX, tree=True)
+    assert Capability.TREE in provided(PI, tree=True)
+    assert Capability.TREE not in provided(PI, tree=False)
+    assert Capability.TREE in provided(CLAUDE, tree=True)
+    assert Capability.TREE not in provided(CODEX_FORMAT, tree=True)
 
 
 def test_pi_only_facts_are_not_claimed_for_claude() -> None:
     """Claude Code keeps no abandoned branches as history and repeats ids only in
     copies: the rules built on pi's meaning of those never run on its files."""
-    claude = provided(Format.CLAUDE, tree=True)
+    claude = provided(CLAUDE, tree=True)
     for capability in (Capability.BRANCHES, Capability.UNIQUE_IDS, Capability.RETRY_COPIES):
         assert capability not in claude
-        assert capability in provided(Format.PI, tree=True)
+        assert capability in provided(PI, tree=True)
 
 
 def test_every_rule_lists_the_formats_it_covers() -> None:
@@ -45,7 +47,7 @@ def test_every_rule_lists_the_formats_it_covers() -> None:
         assert rule.formats, rule.code
         assert "Formats: " in rule.doc
     stale = next(r for r in RULES if r.code == "SF301")
-    assert stale.formats == {Format.PI, Format.OPENCLAW, Format.CLAUDE}
+    assert stale.formats == {PI, OPENCLAW, CLAUDE}
 
 
 def test_a_rule_selected_by_code_warns_once_where_it_cannot_run(

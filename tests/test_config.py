@@ -229,7 +229,7 @@ def test_a_wrong_type_is_one_line_and_exit_2(session: Path, setting: str, messag
         ('fail-on = "fatal"', "'fail-on' must be one of error, warning, info (not 'fatal')"),
         (
             'format = "unknown"',
-            "'format' must be one of auto, pi, openclaw, claude, codex (not 'unknown')",
+            "'format' must be one of auto, pi, openclaw, codex, claude (not 'unknown')",
         ),
         ("jobs = 0", "'jobs' must be 1 or more"),
         ("max-record-size = 0", "'max-record-size' must be 1 or more"),

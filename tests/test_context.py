@@ -16,6 +16,7 @@ from sessionfix import Settings, check_file
 from sessionfix.cli import app
 from sessionfix.context import IMAGE_TOKENS, Part, context_after_repair, context_of
 from sessionfix.formats import Format
+from sessionfix.formats.pi import PI
 from sessionfix.model.loaded import Sent
 from sessionfix.report.context import bar
 
@@ -186,7 +187,7 @@ def test_after_repair_reads_the_copy_as_the_sessions_format(tmp_path: Path) -> N
     assert (now.messages, after.messages) == (7, 5)
 
 
-@pytest.mark.parametrize("fmt", [Format.AUTO, Format.PI])
+@pytest.mark.parametrize("fmt", [Format.AUTO, PI])
 def test_after_repair_the_copy_reads_as_lying_where_the_session_lies(
     tmp_path: Path, fmt: Format
 ) -> None:

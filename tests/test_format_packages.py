@@ -5,41 +5,63 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from sessionfix.formats import PACKAGES, Format, detect, is_sibling_file, package_of
+from sessionfix import registry
+from sessionfix.formats import Format, all_formats, detect, is_sibling_file, package_of
+from sessionfix.formats.claude import CLAUDE
+from sessionfix.formats.codex import CODEX
+from sessionfix.formats.pi import PI
 
 PROVIDES = (
     "FORMATS",
+    "AGENTS",
+    "SUFFIXES",
+    "HEADER_START",
     "detect",
     "has_record_shape",
     "make_adapter",
     "capabilities",
     "is_sibling",
     "session_roots",
+    "loaded_messages",
+    "header_problems",
+    "rebuilt_header",
+    "writer_lock",
 )
+STORE_PROVIDES = ("STORE_NAMES", "is_store", "open_store")
+FORMAT_PACKAGES = [
+    name for name in registry.PACKAGES if hasattr(importlib.import_module(name), "FORMATS")
+]
+STORE_PACKAGES = [name for name in registry.PACKAGES if name not in FORMAT_PACKAGES]
 
 
 def test_every_package_provides_the_protocol() -> None:
-    for name in PACKAGES:
+    for name in FORMAT_PACKAGES:
         module = importlib.import_module(name)
         missing = [member for member in PROVIDES if not hasattr(module, member)]
         assert not missing, f"{name} lacks {missing}"
 
 
+def test_every_other_package_reads_stores() -> None:
+    assert STORE_PACKAGES
+    for name in STORE_PACKAGES:
+        module = importlib.import_module(name)
+        missing = [member for member in STORE_PROVIDES if not hasattr(module, member)]
+        assert not missing, f"{name} lacks {missing}"
+
+
 def test_the_packages_share_the_formats_out() -> None:
-    claimed = [fmt for name in PACKAGES for fmt in importlib.import_module(name).FORMATS]
-    assert sorted(f.value for f in claimed) == sorted(
-        f.value for f in Format if f is not Format.AUTO
-    )
+    claimed = [fmt for name in FORMAT_PACKAGES for fmt in importlib.import_module(name).FORMATS]
+    assert len(claimed) == len(set(claimed)) == len(all_formats())
     for fmt in claimed:
         assert fmt in package_of(fmt).FORMATS  # type: ignore[attr-defined]
 
 
 def test_first_records_pick_their_package() -> None:
-    assert detect({"type": "session", "id": "s"}) is Format.PI
-    assert detect({"type": "message", "id": "a1", "parentId": None}) is Format.PI
-    assert detect({"type": "session_meta", "payload": {}}) is Format.CODEX
-    assert detect({"type": "user", "uuid": "u", "parentUuid": None}) is Format.CLAUDE
-    assert detect({"type": "last-prompt", "lastPrompt": "hi"}) is Format.CLAUDE
+    assert detect({"type": "session", "id": "s"}) is PI
+    assert detect({"type": "message", "id": "a1", "parentId": None}) is PI
+    assert detect({"type": "session_meta", "payload": {}}) is CODEX
+    assert detect({"type": "user", "uuid": "u", "parentUuid": None}) is CLAUDE
+    assert detect({"type": "last-prompt", "lastPrompt": "hi"}) is CLAUDE
     assert detect({"display": "fix the build", "timestamp": 1}) is Format.UNKNOWN
 
 

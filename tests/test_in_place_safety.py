@@ -167,7 +167,7 @@ def test_a_lock_that_is_no_longer_ours_is_not_released(
 def test_an_own_pid_lock_not_held_is_an_orphan(openclaw_session: Path) -> None:
     lock = openclaw_session.with_name(openclaw_session.name + ".lock")
     lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": "2099-01-01T00:00:00.000Z"}))
-    assert lock_state(openclaw_session).stale_reasons == ("orphan-self-pid",)
+    assert lock_state(lock).stale_reasons == ("orphan-self-pid",)
 
 
 def test_a_lock_beside_a_pi_session_is_honoured_too(session: Path) -> None:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from sessionfix import Settings
 from sessionfix.errors import NotASessionFile
 from sessionfix.formats import Format, has_record_shape
+from sessionfix.formats.pi import PI
 from sessionfix.repair.apply import RepairResult, preview_repair, repair_in_place, repair_to
 from sessionfix.scan import scanner as scanner_module
 
@@ -244,11 +245,11 @@ def test_the_count_finds_each_kind_of_whole_record() -> None:
             b'{"type":"message",',
         ]
     )
-    assert whole_records(data + b"\n", Format.PI) == 5
+    assert whole_records(data + b"\n", PI) == 5
     nested = {**record, "message": {"role": "user", "content": [{"type": "text", "text": "a"}]}}
     broken = json.dumps(nested, separators=(",", ":")).replace('[{"type"', '[\n{"type"')
-    assert whole_records(json.dumps(nested, indent=0).encode() + b"\n", Format.PI) == 1
-    assert whole_records(broken.encode() + b"\n", Format.PI) == 1
+    assert whole_records(json.dumps(nested, indent=0).encode() + b"\n", PI) == 1
+    assert whole_records(broken.encode() + b"\n", PI) == 1
 
 
 def _items_inline(value: Any, level: int = 0) -> str:

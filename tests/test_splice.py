@@ -18,6 +18,7 @@ from sessionfix import Settings
 from sessionfix.diagnostics import Diagnostic
 from sessionfix.engine import run_rules
 from sessionfix.formats import Format
+from sessionfix.formats.pi import PI
 from sessionfix.repair.apply import PlannedRepair, repair_to
 from sessionfix.report.render import diagnostic_json
 from sessionfix.scan import scanner as scanner_module
@@ -300,7 +301,7 @@ def test_an_unterminated_last_line_followed_by_more_is_read_again(tmp_path: Path
         assert spliced is not None
         assert spliced.lines.final_newline
         settings = Settings(quiescence=0.0)
-        fresh = read_session(out, Format.PI, None, 1, session_only=False)
+        fresh = read_session(out, PI, None, 1, session_only=False)
         assert model(spliced, settings) == model(fresh, settings)
 
 
@@ -348,7 +349,7 @@ def test_parts_are_kept_only_while_the_file_promises_them_within_budget() -> Non
     """A read stops keeping parts once those of the bytes read so far, at that rate for
     the whole file, would pass `KEPT_BYTES`: a file of many small entries, whose parts
     would double its index, keeps none."""
-    kept = KeptParts(Format.PI, None, None, held=1 << 20)
+    kept = KeptParts(PI, None, None, held=1 << 20)
     size = 1 << 30
     assert kept.within_budget(size // 16, size) is kept
     assert kept.within_budget(size // 64, size) is None

@@ -37,7 +37,7 @@ from sessionfix.engine import (
 )
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
 from sessionfix.escapes import escape, escape_surrogates
-from sessionfix.formats import Format
+from sessionfix.formats import Format, format_named
 from sessionfix.report import render
 from sessionfix.report.render import OutputFormat
 from sessionfix.rules import RULES, get_rule
@@ -65,14 +65,6 @@ class FailOn(enum.Enum):
     ERROR = "error"
     WARNING = "warning"
     INFO = "info"
-
-
-class FormatChoice(enum.Enum):
-    AUTO = "auto"
-    PI = "pi"
-    OPENCLAW = "openclaw"
-    CLAUDE = "claude"
-    CODEX = "codex"
 
 
 class RuleOutput(enum.Enum):
@@ -135,12 +127,28 @@ ExtendUnsafeOpt = Annotated[
     list[str] | None,
     typer.Option("--extend-unsafe-fixes", help="Treat these rules' safe fixes as unsafe."),
 ]
+
+
+def _format_name(value: str | None) -> str | None:
+    """`--format`: auto, or a format a registered package reads (in any case)."""
+    if value is None:
+        return None
+    from sessionfix.config import format_name
+
+    try:
+        return format_name(value)
+    except (TypeError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 FormatOpt = Annotated[
-    FormatChoice | None,
+    str | None,
     typer.Option(
         "--format",
-        help="Session format; auto (the default) detects it per file.",
-        case_sensitive=False,
+        metavar="FORMAT",
+        help="Session format: auto (the default) detects it per file; or a format's name "
+        "(a name no format has lists them).",
+        callback=_format_name,
     ),
 ]
 ProtectOpt = Annotated[
@@ -236,7 +244,6 @@ def _configured(options: dict[str, Any]) -> dict[str, Any]:
     )
     resolved = config.resolve(options, found)
     resolved["fail_on"] = FailOn(resolved["fail_on"])
-    resolved["session_format"] = FormatChoice(resolved["session_format"])
     resolved["output_format"] = OutputFormat(resolved["output_format"])
     return resolved
 
@@ -311,7 +318,7 @@ def _settings(
     unsafe_fixes: bool,
     extend_safe_fixes: list[str] | None,
     extend_unsafe_fixes: list[str] | None,
-    session_format: FormatChoice,
+    session_format: str,
     protect: list[str] | None,
     protect_last_turns: int,
     quiescence: float,
@@ -335,7 +342,7 @@ def _settings(
         unsafe_fixes=unsafe_fixes,
         extend_safe_fixes=others[2],
         extend_unsafe_fixes=others[3],
-        format=Format(session_format.value),
+        format=format_named(session_format),
         protect=tuple(protect or ()),
         protect_last_turns=protect_last_turns,
         quiescence=quiescence,

@@ -95,6 +95,13 @@ def _choice(values: tuple[str, ...]) -> Callable[[object], str]:
     return check
 
 
+def format_name(value: object) -> str:
+    """A session format's name: auto, or one a registered format package reads."""
+    from sessionfix.formats import session_formats
+
+    return _choice((Format.AUTO.value, *(fmt.value for fmt in session_formats())))(value)
+
+
 class Key(Struct, frozen=True):
     """One setting a file may hold: the command-line option it stands for, how its
     value is checked, and the value when neither the file nor the command line sets it."""
@@ -120,11 +127,7 @@ KEYS: Final[Mapping[str, Key]] = {
     "max-record-size": Key("max_record_size", _integer(1), DEFAULT_MAX_RECORD_SIZE),
     "quiescence": Key("quiescence", _seconds, DEFAULT_QUIESCENCE),
     "cwd": Key("cwd", _text),
-    "format": Key(
-        "session_format",
-        _choice(tuple(f.value for f in Format if f is not Format.UNKNOWN)),
-        Format.AUTO.value,
-    ),
+    "format": Key("session_format", format_name, Format.AUTO.value),
     "jobs": Key("jobs", _integer(1)),
 }
 """Every key a configuration file may hold (kebab-case, as ruff's)."""

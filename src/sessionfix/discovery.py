@@ -11,15 +11,14 @@ from typing import Final
 
 from msgspec import Struct, field
 
-from sessionfix.formats import Format, detect, is_sibling_file, session_roots
-from sessionfix.read.compressed import SUFFIX, is_compressed, plain_name
+from sessionfix.formats import Format, detect, is_sibling_file, session_roots, session_suffixes
+from sessionfix.read.compressed import is_compressed, plain_name
 from sessionfix.read.reader import classify_line
 from sessionfix.stores import is_store_name
 
 _OWN_FILES = ("*.sessionfix-bak-*", "*.sessionfix-tmp*")
 """sessionfix's own backups and temporary files."""
 _OWN = re.compile("|".join(fnmatch.translate(pattern) for pattern in _OWN_FILES))
-_SESSION_NAMES = (".jsonl", ".jsonl" + SUFFIX)
 
 
 class Discovery(Struct):
@@ -95,9 +94,10 @@ def _reason(error: OSError) -> str:
 
 
 def discover(paths: Iterable[Path], *, sniff: bool = False) -> Discovery:
-    """Session candidates (`*.jsonl`, `*.jsonl.zst` unless the plain file is beside it,
-    and session stores by their names) under directories; explicit files are always
-    taken. `sniff`: candidates a walk meets that `is_foreign` go to `foreign` instead.
+    """Session candidates (files named as the format packages name sessions: `*.jsonl`,
+    and `*.jsonl.zst` unless the plain file is beside it; and session stores by their
+    names) under directories; explicit files are always taken. `sniff`: candidates a
+    walk meets that `is_foreign` go to `foreign` instead.
 
     Directory symlinks are never followed, so a scan stays inside the tree it was given.
     """
@@ -137,6 +137,7 @@ def is_plain_file(path: Path) -> bool:
 
 def _walk(root: Path, found: Discovery) -> list[Path]:
     files: list[Path] = []
+    suffixes = session_suffixes()
     stack = [root]
     while stack:
         directory = stack.pop()
@@ -158,9 +159,9 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
                 ):
                     found.skipped.append(path)
                     continue
-                if (
-                    entry.name.endswith(_SESSION_NAMES) or is_store_name(entry.name)
-                ) and entry.is_file(follow_symlinks=True):
+                if (entry.name.endswith(suffixes) or is_store_name(entry.name)) and entry.is_file(
+                    follow_symlinks=True
+                ):
                     files.append(path)
             except OSError:
                 continue

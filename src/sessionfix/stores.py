@@ -4,13 +4,12 @@ A store's session is read by writing its lines, in order, to a private temporary
 JSONL file (`Transcript`), which every rule and repair reads as it reads any session
 file; findings are then located by the store's own row numbers. Writing a repair back
 is the store's business (one transaction, the store's own recipe). Adding a kind of
-store is a package under `formats/` and a line in `STORE_PACKAGES`.
+store is a package under `formats/` that declares `STORE_NAMES`, and a line in the
+registry (`sessionfix.registry`).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,11 +19,9 @@ from typing import Any, Final, Protocol, cast
 
 from msgspec import Struct, field
 
+from sessionfix import registry
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.scratch import private_folder
-
-STORE_PACKAGES: Final = ("sessionfix.formats.openclaw_store",)
-"""The packages that read stores, in the order they are asked to recognise a path."""
 
 
 class StoreRefused(SessionfixError):
@@ -139,9 +136,11 @@ class StorePackage(Protocol):
     def open_store(self, path: Path) -> SessionStore: ...
 
 
-@functools.cache
-def _packages() -> tuple[StorePackage, ...]:
-    return tuple(cast(StorePackage, importlib.import_module(name)) for name in STORE_PACKAGES)
+def _packages() -> Iterator[StorePackage]:
+    """The registered packages that read stores, in the order they are asked to
+    recognise a path."""
+    for module in registry.packages("STORE_NAMES"):
+        yield cast(StorePackage, module)
 
 
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"

@@ -6,15 +6,14 @@ rules see only the format-neutral view.
 
 from __future__ import annotations
 
-import enum
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, cast
 
+from sessionfix import registry
 from sessionfix.model.loaded import Loaded
 from sessionfix.model.tracking import PathTracker
-from sessionfix.model.view import RefRole, SessionView, ToolCall
+from sessionfix.model.view import HeaderFacts, RefRole, SessionView, ToolCall
 from sessionfix.read.reader import LineReport, RecordSource
 
 if TYPE_CHECKING:
@@ -76,17 +75,36 @@ class RecordEditor(Protocol):
     ) -> dict[str, Any]: ...
 
 
-class Format(enum.Enum):
-    AUTO = "auto"
-    PI = "pi"
-    OPENCLAW = "openclaw"
-    CLAUDE = "claude"
-    CODEX = "codex"
-    UNKNOWN = "unknown"
+class Format:
+    """A session format, by the name `--format` takes: its package makes it
+    (`Format("pi")`), and one name is always the same object, so formats compare with
+    `is` as enum members do."""
 
-    @property
-    def is_pi_family(self) -> bool:
-        return self in (Format.PI, Format.OPENCLAW)
+    __slots__ = ("value",)
+    _named: ClassVar[dict[str, Format]] = {}
+    AUTO: ClassVar[Format]
+    """Detected per file."""
+    UNKNOWN: ClassVar[Format]
+    """Read by no format package: line level only."""
+    value: str
+
+    def __new__(cls, value: str) -> Format:
+        named = cls._named.get(value)
+        if named is None:
+            named = super().__new__(cls)
+            named.value = value
+            named = cls._named.setdefault(value, named)
+        return named
+
+    def __reduce__(self) -> tuple[type[Format], tuple[str]]:
+        return Format, (self.value,)
+
+    def __repr__(self) -> str:
+        return f"Format({self.value!r})"
+
+
+Format.AUTO = Format("auto")
+Format.UNKNOWN = Format("unknown")
 
 
 class FormatAdapter(Protocol):
@@ -147,11 +165,50 @@ class FormatAdapter(Protocol):
     def finish(self, lines: LineReport) -> None: ...
 
 
+class WriterLock(NamedTuple):
+    """A lock file an agent takes beside a session while it writes it: a live one leaves
+    the session untouched, and sessionfix takes it too while it rewrites the session."""
+
+    path: Path
+    always: bool
+    """The agent takes it on every write here: taken even when no lock file exists (else
+    only when one does, as another agent of the format left it)."""
+
+
 class FormatPackage(Protocol):
     """What a format package provides (each module under `formats/` that reads one)."""
 
-    FORMATS: frozenset[Format]
-    """The formats it reads."""
+    FORMATS: tuple[Format, ...]
+    """The formats it reads; `detect` names the first, and the reader tells the others
+    apart by a file's content and folder."""
+
+    AGENTS: Mapping[Format, str]
+    """Who loads a session of each of its formats, as users call them (none: no agent)."""
+
+    SUFFIXES: tuple[str, ...]
+    """How the names of its session files end: a directory walk takes such files."""
+
+    HEADER_START: bytes | None
+    """How its session header line starts, where the format has one: a damaged line that
+    starts so is the header, torn."""
+
+    def header_problems(self, fmt: Format, header: HeaderFacts, name: str) -> list[str]:
+        """What is wrong with the session header of a file named `name`, one message each
+        (a missing header is the caller's to say)."""
+        ...
+
+    def rebuilt_header(
+        self, fmt: Format, view: SessionView, first: object, name: str, cwd: str
+    ) -> dict[str, Any]:
+        """A new session header for a file named `name` that lost its own, whose first
+        record is `first`, for an agent run in `cwd` (asked only of the formats that
+        provide a header rebuild)."""
+        ...
+
+    def writer_lock(self, fmt: Format, session: Path) -> WriterLock | None:
+        """The lock its agent takes on `session` while it writes it (`fmt`: the format
+        asked for, `AUTO` when none); None: its agent takes none there."""
+        ...
 
     def detect(self, first_record: dict[str, Any]) -> Format | None:
         """The format of a file whose first record is this, if it is this package's."""
@@ -188,28 +245,10 @@ class FormatPackage(Protocol):
         ...
 
 
-PACKAGES: Final = (
-    "sessionfix.formats.pi",
-    "sessionfix.formats.codex",
-    "sessionfix.formats.claude",
-    "sessionfix.formats.opaque",
-)
-"""The format packages, in the order they are asked to recognise a first record: adding
-a format is a package and a line here."""
-
-
-_IMPORTED: dict[str, FormatPackage] = {}
-"""The packages imported so far, by name (asked for once per file a walk meets)."""
-
-
 def _packages() -> Iterator[FormatPackage]:
-    """The format packages in order, each imported when first reached: a pi session is
-    recognised without loading the other agents' decoders."""
-    for name in PACKAGES:
-        package = _IMPORTED.get(name)
-        if package is None:
-            package = _IMPORTED.setdefault(name, cast(FormatPackage, importlib.import_module(name)))
-        yield package
+    """The format packages of the registry, in order."""
+    for module in registry.packages("FORMATS"):
+        yield cast(FormatPackage, module)
 
 
 def package_of(fmt: Format) -> FormatPackage:
@@ -219,6 +258,74 @@ def package_of(fmt: Format) -> FormatPackage:
         if fmt in package.FORMATS:
             return package
     return next(package for package in _packages() if Format.UNKNOWN in package.FORMATS)
+
+
+def all_formats() -> list[Format]:
+    """Every format a registered package reads, in registry order (`UNKNOWN` last)."""
+    return [fmt for package in _packages() for fmt in package.FORMATS]
+
+
+def session_formats() -> list[Format]:
+    """The formats `--format` may name: those of a package that reads sessions."""
+    return [fmt for fmt in all_formats() if fmt is not Format.UNKNOWN]
+
+
+def format_named(name: str) -> Format:
+    """The format `name` names (`auto` included); `ValueError` if no package reads it."""
+    if name == Format.AUTO.value:
+        return Format.AUTO
+    for fmt in all_formats():
+        if fmt.value == name:
+            return fmt
+    raise ValueError(f"no format package reads {name!r}")
+
+
+def agent_of(fmt: Format) -> str | None:
+    """Who loads a session of `fmt`, as users call them; None when no agent does."""
+    return package_of(fmt).AGENTS.get(fmt)
+
+
+def read_as(fmt: Format) -> Format:
+    """The format a session of `fmt` is read as when none is asked for: what detection
+    names, the reader telling the package's formats apart."""
+    return package_of(fmt).FORMATS[0]
+
+
+def same_package(first: Format, second: Format) -> bool:
+    """Whether one package reads both (its reader tells them apart, not detection)."""
+    return package_of(first) is package_of(second)
+
+
+def session_suffixes() -> tuple[str, ...]:
+    """How the names of session files end, for every format."""
+    return tuple(dict.fromkeys(suffix for package in _packages() for suffix in package.SUFFIXES))
+
+
+def header_start(fmt: Format) -> bytes | None:
+    """How a session header line of `fmt` starts, if the format has one."""
+    return package_of(fmt).HEADER_START
+
+
+def header_problems(fmt: Format, header: HeaderFacts, name: str) -> list[str]:
+    """What is wrong with a session header of `fmt` in a file named `name`."""
+    return package_of(fmt).header_problems(fmt, header, name)
+
+
+def rebuilt_header(
+    fmt: Format, view: SessionView, first: object, name: str, cwd: str
+) -> dict[str, Any]:
+    """A new session header of `fmt` for the file named `name` (see `FormatPackage`)."""
+    return package_of(fmt).rebuilt_header(fmt, view, first, name, cwd)
+
+
+def writer_locks(fmt: Format, session: Path) -> list[WriterLock]:
+    """The locks the agents take on `session` while they write it (see `WriterLock`)."""
+    locks: list[WriterLock] = []
+    for package in _packages():
+        lock = package.writer_lock(fmt, session)
+        if lock is not None and lock not in locks:
+            locks.append(lock)
+    return locks
 
 
 def detect(first_record: dict[str, Any]) -> Format:

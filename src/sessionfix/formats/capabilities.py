@@ -53,6 +53,10 @@ class Capability(enum.Enum):
     """Claude: within one API message; Codex: within the session."""
     ORDINALS = "records numbered in sequence"
     CARRIED_HISTORIES = "compactions that carry the whole history they replace"
+    FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
+    """The loader reads the first line without one (pi); a line reader still fails on it."""
+    VALUES_AS_ENTRIES = "any JSON value on a line kept as an entry"
+    """What `JSON.parse` accepts is an entry to the loader, an object or not (pi)."""
 
 
 def provided(fmt: Format, *, tree: bool) -> frozenset[Capability]:
@@ -72,9 +76,9 @@ def missing(requires: Iterable[Capability], fmt: Format, *, tree: bool) -> list[
 def coverage(requires: frozenset[Capability]) -> tuple[list[Format], bool]:
     """The formats some of whose files provide `requires`, and whether only their
     id-linked (tree) files do."""
-    formats: list[Format] = [
-        f for f in Format if f is not Format.AUTO and requires <= provided(f, tree=True)
-    ]
+    from sessionfix.formats import all_formats
+
+    formats = [f for f in all_formats() if requires <= provided(f, tree=True)]
     tree_only = any(not requires <= provided(f, tree=False) for f in formats)
     return formats, tree_only
 

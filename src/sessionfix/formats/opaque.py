@@ -15,6 +15,12 @@ import msgspec
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.headerless import (  # noqa: F401 (what the package declares)
+    HEADER_START,
+    header_problems,
+    rebuilt_header,
+    writer_lock,
+)
 from sessionfix.model.loaded import Loaded
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import Kind, RefRole, SessionView
@@ -28,7 +34,11 @@ class _AnyObject(msgspec.Struct, gc=False):
 _DECODER: Final = msgspec.json.Decoder(_AnyObject)
 
 
-FORMATS: Final = frozenset({Format.UNKNOWN})
+FORMATS: Final = (Format.UNKNOWN,)
+AGENTS: Final[dict[Format, str]] = {}
+"""No agent is known to load the file."""
+SUFFIXES: Final[tuple[str, ...]] = ()
+"""A walk takes no file for being of no known format."""
 
 
 def detect(first_record: dict[str, Any]) -> Format | None:

@@ -51,8 +51,7 @@ from sessionfix.engine import (
     shared_files,
 )
 from sessionfix.errors import InputError, SessionfixError, described
-from sessionfix.formats import Format, has_record_shape, make_adapter
-from sessionfix.formats.pi.location import is_openclaw_location
+from sessionfix.formats import Format, has_record_shape, make_adapter, read_as, same_package
 from sessionfix.interrupts import signals_deferred
 from sessionfix.model.view import SessionView
 from sessionfix.read.compressed import (
@@ -463,8 +462,7 @@ class PlannedRepair:
         folder it is to lie in), as a later check would."""
         if self.settings.format is not Format.AUTO:
             return self.settings.format
-        detected = Format(self.format)
-        return Format.PI if detected.is_pi_family else detected
+        return read_as(Format(self.format))
 
     def _check_detected(self, written: Path, filename: str, name: Path) -> None:
         """The result must be a fixed point for a later run too, which may read it as
@@ -472,7 +470,7 @@ class PlannedRepair:
         change the detection): then none of that format's fixes may apply to it."""
         detected = detect_format(written)
         same = Format(self.format)
-        if detected in (same, Format.UNKNOWN) or (detected.is_pi_family and same.is_pi_family):
+        if detected in (same, Format.UNKNOWN) or same_package(detected, same):
             return
         with gc_paused():
             scanned = read_session(
@@ -1000,13 +998,12 @@ def repair_in_place(
     original = snapshot(path, allow_hard_links=force, follow_symlinks=follow_symlinks)
     target = original.path
     name = filename or str(path)
-    openclaw = settings.format is Format.OPENCLAW or is_openclaw_location(target)
     own = OwnWrite.of(target)
     with rewrite_access(
         target,
         shown=path,
         quiescence=settings.quiescence,
-        openclaw=openclaw,
+        fmt=settings.format,
         break_stale_lock=break_stale_lock,
         allow_writers=force,
         written_by_us=own,

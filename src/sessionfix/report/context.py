@@ -9,10 +9,9 @@ import orjson
 
 from sessionfix.context import TOKEN_METHOD, Part, SessionContext
 from sessionfix.escapes import escape
+from sessionfix.formats import Format, agent_of
 from sessionfix.units import human_bytes
 
-AGENTS: Final = {"pi": "pi", "openclaw": "OpenClaw", "claude": "Claude Code", "codex": "Codex"}
-"""Who loads a session of each format, as users call them."""
 BAR_WIDTH: Final = 24
 _EIGHTHS: Final = " ▏▎▍▌▋▊▉"
 
@@ -35,7 +34,7 @@ def _share(part: int, whole: int) -> float:
 def render_text(context: SessionContext, before: SessionContext | None = None) -> str:
     """One session's report; with `before`, `context` is after repair and each figure
     shows what it was."""
-    agent = AGENTS.get(context.format)
+    agent = agent_of(Format(context.format))
     title = f"{escape(context.filename)}  ({context.format}, {human_bytes(context.file_bytes)})"
     if context.repaired:
         title += "  after repair"

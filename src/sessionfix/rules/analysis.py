@@ -13,7 +13,7 @@ from msgspec import Struct
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
-from sessionfix.formats.pi import HEADER_START
+from sessionfix.formats import header_start
 from sessionfix.model.tracking import UserEvent
 from sessionfix.model.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
 from sessionfix.read.reader import BOM, LineIssue
@@ -231,9 +231,10 @@ def _same_payload(ctx: RuleContext, first: int, second: int) -> bool:
 
 
 def damaged_header_row(ctx: RuleContext) -> int | None:
-    """The row of a pi header line that was torn or damaged, if the file has one."""
+    """The row of a session header line that was torn or damaged, if the file has one."""
     view = ctx.view
-    if view.header is not None or not ctx.format.is_pi_family:
+    opening = header_start(ctx.format)
+    if view.header is not None or opening is None:
         return None
     first_record_row = view.rows[0] if len(view) else None
     for finding in ctx.lines.findings:
@@ -242,7 +243,7 @@ def damaged_header_row(ctx: RuleContext) -> int | None:
         if finding.issue in (LineIssue.UNPARSABLE, LineIssue.TORN) and finding.span:
             start, end = finding.span
             head = ctx.source.read(finding.offset + start, min(end - start, 64))
-            if head.lstrip().startswith(HEADER_START):
+            if head.lstrip().startswith(opening):
                 return finding.row
             return None
     return None

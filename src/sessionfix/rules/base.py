@@ -26,7 +26,7 @@ from sessionfix.diagnostics import (
     excerpt_of,
 )
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format, RecordEditor
+from sessionfix.formats import Format, RecordEditor, all_formats
 from sessionfix.formats.capabilities import Capability, coverage, missing, provided
 from sessionfix.model.tracking import Tracking
 from sessionfix.model.view import SessionView
@@ -34,8 +34,6 @@ from sessionfix.read.reader import FileInfo, LineReport, RecordSource
 from sessionfix.settings import Settings
 from sessionfix.structs import PartlyCompared
 
-ALL_FORMATS = frozenset(Format) - {Format.AUTO}
-PI_FORMATS = frozenset({Format.PI, Format.OPENCLAW})
 DOCS_URL_ENV = "SESSIONFIX_DOCS_URL"
 """Where the rule pages are published: a base URL (a rule's page is `<base>/<name>.md`)
 or a template holding `{name}` and/or `{code}`. Unset: rules have no URL, as the pages
@@ -118,7 +116,7 @@ class Rule(PartlyCompared, Struct, frozen=True):
         covered, tree_only = coverage(self.requires)
         formats = (
             "all"
-            if frozenset(covered) == ALL_FORMATS
+            if set(covered) == set(all_formats())
             else ", ".join(sorted(f.value for f in covered))
         )
         scope = " (v2/v3 tree sessions)" if tree_only else ""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from sessionfix.diagnostics import Diagnostic, Severity, StripBytes
 from sessionfix.formats.capabilities import Capability
 from sessionfix.read.reader import BOM, LineIssue
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, safe
+from sessionfix.rules.base import Rule, RuleContext, safe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -16,7 +16,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             continue
         if finding.row != 1:
             consequence = "JSON.parse rejects the line and readers skip it"
-        elif ctx.format in PI_FORMATS:
+        elif ctx.provides(Capability.FIRST_LINE_BOM_TRIMMED):
             consequence = (
                 "pi's loader trims it away, but the first line alone does not parse "
                 "(`pi --continue`, OpenClaw's session repair and other JSON-lines readers "

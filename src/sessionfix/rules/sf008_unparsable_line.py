@@ -16,11 +16,11 @@ from sessionfix.diagnostics import (
     Severity,
     TrimDamage,
 )
-from sessionfix.formats import Format, has_record_shape
+from sessionfix.formats import has_record_shape
 from sessionfix.formats.capabilities import Capability
 from sessionfix.read.reader import LineFinding, LineIssue
 from sessionfix.rules.analysis import damaged_header_row, outside, records_on_row, stripped_bounds
-from sessionfix.rules.base import PI_FORMATS, Rule, RuleContext, unsafe
+from sessionfix.rules.base import Rule, RuleContext, unsafe
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -51,7 +51,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             elif finding.json_kind is not None:
                 what = (
                     f"are JSON {finding.json_kind}s, not objects; "
-                    f"{_kept_value_consequence(ctx.format, finding.json_kind, several=True)}"
+                    f"{_kept_value_consequence(ctx, finding.json_kind, several=True)}"
                 )
             else:
                 blank = f"{finding.blanks} of them blank; " if finding.blanks else ""
@@ -76,7 +76,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             elif finding.json_kind is not None:
                 message = (
                     f"line is a JSON {finding.json_kind}, not an object; "
-                    f"{_kept_value_consequence(ctx.format, finding.json_kind)}"
+                    f"{_kept_value_consequence(ctx, finding.json_kind)}"
                 )
             else:
                 message = f"line is not a JSON object ({reason}); readers skip it"
@@ -160,11 +160,11 @@ class _JoinEdits(Sequence[Edit]):
         )
 
 
-def _kept_value_consequence(fmt: Format, kind: str, *, several: bool = False) -> str:
+def _kept_value_consequence(ctx: RuleContext, kind: str, *, several: bool = False) -> str:
     """What happens to a line of valid JSON that is not an object (or to `several`):
     `JSON.parse` accepts it, so pi keeps it as an entry (checked against pi's own
     loader)."""
-    if fmt not in PI_FORMATS:
+    if not ctx.provides(Capability.VALUES_AS_ENTRIES):
         return "readers expect records here" if several else "readers expect a record here"
     if kind == "null":
         return "pi cannot open the session (it reads the type of every entry and throws)"

@@ -7,10 +7,8 @@ from typing import Any
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, RebuildHeader, Severity
-from sessionfix.formats import Format
+from sessionfix.formats import Format, header_problems, rebuilt_header
 from sessionfix.formats.capabilities import Capability
-from sessionfix.formats.pi import VALID_VERSIONS
-from sessionfix.formats.pi.location import openclaw_session_of, pi_session_id_of
 from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 
@@ -34,32 +32,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     if header is None:
         yield from _missing_header(ctx)
         return
-    if not isinstance(header.id, str) or not header.id:
-        yield ctx.diagnostic(
-            RULE, header.row, "session header has no non-empty string `id`", index=0
-        )
-    version = header.version
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or version not in VALID_VERSIONS
-    ):
-        yield ctx.diagnostic(
-            RULE,
-            header.row,
-            f"session header `version` is {jsonutil.stringify(version)}, not 1, 2 or 3; "
-            "OpenClaw's strict reader rejects the file",
-            index=0,
-        )
-    if ctx.format is Format.OPENCLAW and isinstance(header.id, str) and header.id:
-        named = openclaw_session_of(ctx.origin.name)
-        # A checkpoint copies its transcript; the import neither takes nor checks it.
-        if not named.checkpoint and named.session_id != header.id:
-            yield ctx.diagnostic(
-                RULE,
-                header.row,
-                f"OpenClaw header id {header.id!r} differs from the session id its file name "
-                f"gives, {named.session_id!r}; the SQLite import refuses such transcripts",
-                index=0,
-            )
+    for problem in header_problems(ctx.format, header, ctx.origin.name):
+        yield ctx.diagnostic(RULE, header.row, problem, index=0)
 
 
 def _missing_header(ctx: RuleContext) -> Iterator[Diagnostic]:
@@ -92,26 +66,16 @@ def _missing_header(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def _rebuilt_header(ctx: RuleContext) -> dict[str, Any]:
-    view = ctx.view
-    header: dict[str, Any] = {"type": "session"}
-    if view.tree:
-        header["version"] = 3
-    name = ctx.origin.name
-    header["id"] = (
-        openclaw_session_of(name).session_id
-        if ctx.format is Format.OPENCLAW
-        else pi_session_id_of(name)
-    )
-    if len(view):
+    """The header the format writes for this file (its name and first record say what
+    it holds)."""
+    first: object = None
+    if len(ctx.view):
         try:
             first = ctx.load_record(0)
         except ValueError:
-            first = {}
-        timestamp = first.get("timestamp") if isinstance(first, dict) else None
-        if isinstance(timestamp, str):
-            header["timestamp"] = timestamp
-    header["cwd"] = ctx.settings.cwd
-    return header
+            first = None
+    assert ctx.settings.cwd is not None
+    return rebuilt_header(ctx.format, ctx.view, first, ctx.origin.name, ctx.settings.cwd)
 
 
 RULE = Rule(

@@ -26,7 +26,7 @@ import xxhash
 from msgspec import Struct
 
 from sessionfix.errors import InputError, SessionfixError, described
-from sessionfix.formats.pi.location import is_openclaw_location
+from sessionfix.formats import Format
 from sessionfix.safety.locks import rewrite_access, sidecar_lock
 from sessionfix.safety.writing import (
     BackupRecord,
@@ -291,7 +291,7 @@ def _restore(
         path,
         shown=session,
         quiescence=quiescence,
-        openclaw=is_openclaw_location(original.path),
+        fmt=Format.AUTO,
         break_stale_lock=break_stale_lock,
         allow_writers=force,
         written_by_us=own,

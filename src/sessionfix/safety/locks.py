@@ -1,10 +1,11 @@
 """Locks that keep sessionfix and live agents from writing a session at the same time.
 
-OpenClaw's write lock is `<realpath(dir)>/<name>.lock` holding `{"pid", "createdAt",
-"starttime"?}` (formats/pi-openclaw.md §12). A lock is live unless one of OpenClaw's
-stale reasons applies. sessionfix takes it, as OpenClaw does, while it rewrites an
-OpenClaw session, and a sidecar lock of its own serialises sessionfix runs on any
-session (cli-and-safety.md §8.1).
+Where an agent's lock lies, and when it is taken, its format package declares
+(`formats.writer_locks`); the lock is a file holding `{"pid", "createdAt",
+"starttime"?}`, as OpenClaw writes its own (formats/pi-openclaw.md §12). A lock is live
+unless one of OpenClaw's stale reasons applies. sessionfix takes it, as the agent does,
+while it rewrites the session, and a sidecar lock of its own serialises sessionfix runs
+on any session (cli-and-safety.md §8.1).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -21,6 +22,7 @@ from typing import Final
 from msgspec import Struct
 
 from sessionfix.errors import SessionfixError, described
+from sessionfix.formats import Format, writer_locks
 from sessionfix.safety.writing import TEMP_MARK, process_alive, refuse_writers
 from sessionfix.units import iso_seconds
 
@@ -36,7 +38,7 @@ SIDECAR_WAIT_SECONDS: Final = 60.0
 _POLL_SECONDS: Final = 0.05
 
 _held: set[Path] = set()
-"""OpenClaw locks this process holds (an own-pid lock not held here is an orphan)."""
+"""Agents' locks this process holds (an own-pid lock not held here is an orphan)."""
 
 
 class SessionLocked(SessionfixError):
@@ -53,26 +55,27 @@ def rewrite_access(
     *,
     shown: Path | None = None,
     quiescence: float,
-    openclaw: bool,
+    fmt: Format,
     break_stale_lock: bool = False,
     allow_writers: bool = False,
     written_by_us: Callable[[], bool] | None = None,
 ) -> Iterator[None]:
     """Everything that must hold before a session is rewritten (cli-and-safety.md §8.1).
 
-    Other sessionfix runs wait on the sidecar lock. OpenClaw's write lock is held on an
-    OpenClaw session, and on any session beside which such a lock exists. A session an
+    Other sessionfix runs wait on the sidecar lock. An agent's write lock is held where
+    the session's format (`fmt`, or its place when `AUTO`) always takes it, and wherever
+    one exists beside the session. A session an
     agent may be writing is refused: locked, changed within `quiescence` seconds (unless
     `written_by_us` says that change was sessionfix's own), or held open for writing by
     another process (unless `allow_writers`).
     """
     name = shown or session
-    with sidecar_lock(session):
-        if openclaw or lock_path(session).exists():
-            with openclaw_write_lock(session, break_stale=break_stale_lock, shown=name):
-                _refuse_busy(session, name, quiescence, allow_writers, written_by_us)
-                yield
-            return
+    with sidecar_lock(session), ExitStack() as held:
+        for lock in writer_locks(fmt, session):
+            if lock.always or lock.path.exists():
+                held.enter_context(
+                    agent_write_lock(session, lock.path, break_stale=break_stale_lock, shown=name)
+                )
         _refuse_busy(session, name, quiescence, allow_writers, written_by_us)
         yield
 
@@ -106,13 +109,8 @@ class LockState(Struct, frozen=True):
         return self.exists and not self.stale_reasons
 
 
-def lock_path(session: Path) -> Path:
-    directory = Path(os.path.realpath(session.parent))
-    return directory / f"{session.name}.lock"
-
-
-def lock_state(session: Path, *, now: float | None = None) -> LockState:
-    path = lock_path(session)
+def lock_state(path: Path, *, now: float | None = None) -> LockState:
+    """The lock file at `path`: whether it exists, whose it is and why it is stale."""
     try:
         raw = path.read_bytes()
         lock_mtime = path.stat().st_mtime
@@ -158,10 +156,11 @@ def busy_reason(session: Path, quiescence: float, *, mtime: float | None = None)
 
 
 def _lock_reason(session: Path) -> str | None:
-    lock = lock_state(session)
-    if lock.live and lock.path not in _held:
-        owner = f" by pid {lock.pid}" if lock.pid is not None else ""
-        return f"session is locked{owner}"
+    for declared in writer_locks(Format.AUTO, session):
+        lock = lock_state(declared.path)
+        if lock.live and lock.path not in _held:
+            owner = f" by pid {lock.pid}" if lock.pid is not None else ""
+            return f"session is locked{owner}"
     return None
 
 
@@ -194,15 +193,14 @@ def _start_time(pid: int) -> int | None:
 
 
 @contextmanager
-def openclaw_write_lock(
-    session: Path, *, break_stale: bool = False, shown: Path | None = None
+def agent_write_lock(
+    session: Path, path: Path, *, break_stale: bool = False, shown: Path | None = None
 ) -> Iterator[Path]:
-    """Hold OpenClaw's write lock on `session` (formats/pi-openclaw.md §12).
+    """Hold an agent's write lock on `session`, the lock file `path`.
 
     A live lock is refused; a stale one too, unless `break_stale`, which deletes it and
     tries once more. The lock is released by deleting it, only while it is still ours.
     """
-    path = lock_path(session)
     name = shown or session
     payload = _own_payload()
     staged = path.with_name(f".{session.name}{TEMP_MARK}{os.getpid()}.lock")
@@ -219,7 +217,7 @@ def openclaw_write_lock(
             try:
                 os.link(staged, path)
             except FileExistsError:
-                state = lock_state(session)
+                state = lock_state(path)
                 if state.live:
                     owner = f" by pid {state.pid}" if state.pid is not None else ""
                     raise SessionLocked(

@@ -18,8 +18,17 @@ from sessionfix.formats.claude.decode import (
 )
 from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import HOME_FOLDER, TRANSCRIPTS_FOLDER, is_sibling
+from sessionfix.formats.headerless import (
+    HEADER_START,
+    header_problems,
+    rebuilt_header,
+    writer_lock,
+)
 
-FORMATS: Final = frozenset({Format.CLAUDE})
+CLAUDE: Final = Format("claude")
+FORMATS: Final = (CLAUDE,)
+AGENTS: Final[dict[Format, str]] = {CLAUDE: "Claude Code"}
+SUFFIXES: Final = (".jsonl",)
 
 
 if TYPE_CHECKING:
@@ -47,7 +56,7 @@ def detect(first_record: dict[str, Any]) -> Format | None:
         or "sessionId" in first_record
         or first_record.get("type") in METADATA_TYPES
     ):
-        return Format.CLAUDE
+        return CLAUDE
     return None
 
 
@@ -72,18 +81,25 @@ def capabilities(fmt: Format, tree: bool) -> frozenset[Capability]:
 
 
 __all__ = [
+    "AGENTS",
     "CAPABILITIES",
+    "CLAUDE",
     "CONVERSATION_TYPES",
     "FORMATS",
+    "HEADER_START",
     "METADATA_TYPES",
+    "SUFFIXES",
     "ClaudeAdapter",
     "ClaudeContext",
     "ClaudeEditor",
     "capabilities",
     "detect",
     "has_record_shape",
+    "header_problems",
     "is_sibling",
     "loaded_messages",
     "make_adapter",
+    "rebuilt_header",
     "session_roots",
+    "writer_lock",
 ]

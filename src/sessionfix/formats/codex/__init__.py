@@ -16,8 +16,18 @@ from sessionfix.formats.codex.decode import (
     CodexContext,
 )
 from sessionfix.formats.codex.edit import CodexEditor
+from sessionfix.formats.headerless import (
+    HEADER_START,
+    header_problems,
+    rebuilt_header,
+    writer_lock,
+)
+from sessionfix.read.compressed import SUFFIX
 
-FORMATS: Final = frozenset({Format.CODEX})
+CODEX: Final = Format("codex")
+FORMATS: Final = (CODEX,)
+AGENTS: Final[dict[Format, str]] = {CODEX: "Codex"}
+SUFFIXES: Final = (".jsonl", ".jsonl" + SUFFIX)
 _ENVELOPE: Final = frozenset({"timestamp", "type", "payload"})
 
 
@@ -40,7 +50,7 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
 def detect(first_record: dict[str, Any]) -> Format | None:
     """`session_meta` first, or `{timestamp, type, payload}` records (rules.md §1)."""
     if first_record.get("type") == HEADER_TYPE or first_record.keys() >= _ENVELOPE:
-        return Format.CODEX
+        return CODEX
     return None
 
 
@@ -69,16 +79,23 @@ def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
 
 
 __all__ = [
+    "AGENTS",
     "CAPABILITIES",
+    "CODEX",
     "FORMATS",
+    "HEADER_START",
+    "SUFFIXES",
     "CodexAdapter",
     "CodexContext",
     "CodexEditor",
     "capabilities",
     "detect",
     "has_record_shape",
+    "header_problems",
     "is_sibling",
     "loaded_messages",
     "make_adapter",
+    "rebuilt_header",
     "session_roots",
+    "writer_lock",
 ]

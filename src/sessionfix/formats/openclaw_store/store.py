@@ -27,7 +27,7 @@ import xxhash
 import zstandard
 
 from sessionfix.errors import InputError, SessionfixError
-from sessionfix.formats import Format
+from sessionfix.formats.pi.decode import OPENCLAW
 from sessionfix.model.loaded import Loader
 from sessionfix.read.compressed import EXPANSION_LIMIT, expansion_limit
 from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
@@ -166,7 +166,7 @@ class OpenClawStore:
     """An OpenClaw agent database, read through one read-only connection."""
 
     kind: Final = KIND
-    session_format: Final = Format.OPENCLAW.value
+    session_format: Final = OPENCLAW.value
 
     def __init__(self, path: Path) -> None:
         self.path = path

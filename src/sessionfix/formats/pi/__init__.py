@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from sessionfix.formats import configured_folder
+from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.pi.decode import (
     CAPABILITIES,
     ENTRY_TYPES,
     FORMATS,
     HEADER_START,
+    OPENCLAW,
+    PI,
     TREE_CAPABILITIES,
     VALID_VERSIONS,
     PiAdapter,
@@ -23,6 +25,7 @@ from sessionfix.formats.pi.decode import (
     make_adapter,
 )
 from sessionfix.formats.pi.edit import PiEditor
+from sessionfix.formats.pi.header import header_problems, rebuilt_header, writer_lock
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -30,6 +33,10 @@ if TYPE_CHECKING:
     from sessionfix.model.loaded import Loaded
     from sessionfix.model.view import SessionView
     from sessionfix.read.reader import LineReport, RecordSource
+
+
+AGENTS: Final[dict[Format, str]] = {PI: "pi", OPENCLAW: "OpenClaw"}
+SUFFIXES: Final = (".jsonl",)
 
 
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
@@ -52,10 +59,14 @@ def session_roots(env: Mapping[str, str], home: Path) -> list[Path]:
 
 
 __all__ = [
+    "AGENTS",
     "CAPABILITIES",
     "ENTRY_TYPES",
     "FORMATS",
     "HEADER_START",
+    "OPENCLAW",
+    "PI",
+    "SUFFIXES",
     "TREE_CAPABILITIES",
     "VALID_VERSIONS",
     "PiAdapter",
@@ -64,8 +75,11 @@ __all__ = [
     "capabilities",
     "detect",
     "has_record_shape",
+    "header_problems",
     "is_sibling",
     "loaded_messages",
     "make_adapter",
+    "rebuilt_header",
     "session_roots",
+    "writer_lock",
 ]

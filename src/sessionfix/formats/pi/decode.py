@@ -353,7 +353,7 @@ class PiAdapter:
         self.path = path
         self._location = named_as or path
         """Where the file is taken to lie (OpenClaw keeps its sessions in known folders)."""
-        self.view = view = SessionView(path=path, format=Format.PI.value)
+        self.view = view = SessionView(path=path, format=PI.value)
         self.editor = PiEditor()
         self.tracker = tracker if tracker is not None else PathTracker(head=context is not None)
         if forced_openclaw:
@@ -661,7 +661,7 @@ class PiAdapter:
     def finish(self, lines: LineReport) -> None:
         view = self.view
         if view.notes:
-            view.format = Format.OPENCLAW.value
+            view.format = OPENCLAW.value
         source = RecordSource(self.path)
         view.read_ids = partial(_read_ids, source, view)
         view.result_text_exceeds = partial(_result_text_exceeds, source, view)
@@ -1048,6 +1048,8 @@ CAPABILITIES: Final = frozenset(
         Capability.BOUNDARIES,
         Capability.FILE_ACTIONS,
         Capability.STREAMING_STATE,
+        Capability.FIRST_LINE_BOM_TRIMMED,
+        Capability.VALUES_AS_ENTRIES,
     }
 )
 """What every pi session provides (v1 links its entries by position)."""
@@ -1066,7 +1068,11 @@ HEADER_START: Final = b'{"type":"session"'
 
 # ---- what the package provides (formats.FormatPackage) ---------------------------------
 
-FORMATS: Final = frozenset({Format.PI, Format.OPENCLAW})
+PI: Final = Format("pi")
+OPENCLAW: Final = Format("openclaw")
+"""pi's format as OpenClaw writes and reads it (told apart from pi's by the reader)."""
+FORMATS: Final = (PI, OPENCLAW)
+"""`detect` names the first; the reader tells OpenClaw's files apart."""
 ENTRY_TYPES: Final = frozenset(ENTRY_KINDS) - {"session"}
 _SIBLING_NAMES: Final = (
     "*.trajectory.jsonl",
@@ -1089,11 +1095,11 @@ def detect(first_record: dict[str, Any]) -> Format | None:
     id, parent or message fields."""
     record_type = first_record.get("type")
     if record_type == "session":
-        return Format.PI
+        return PI
     if record_type in ENTRY_TYPES and (
         "parentId" in first_record or "message" in first_record or "id" in first_record
     ):
-        return Format.PI
+        return PI
     return None
 
 
@@ -1104,7 +1110,7 @@ def has_record_shape(value: dict[str, Any]) -> bool:
 def make_adapter(fmt: Format, path: Path, context: object, named_as: Path) -> PiAdapter:
     return PiAdapter(
         path,
-        forced_openclaw=fmt is Format.OPENCLAW,
+        forced_openclaw=fmt is OPENCLAW,
         context=context if isinstance(context, PiContext) else None,
         named_as=named_as,
     )
