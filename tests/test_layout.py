@@ -41,12 +41,12 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
 """The stages, lowest first. A module may import from its own folder (or itself) and from
 any stage below its own; never from a stage at its level or above. The top-level modules
 are stages of their own, placed by what they need: the shared vocabulary (errors, held
-signals, JSON, record classes, units) at the bottom, private temporary folders just above
-it; findings and discovery above the formats they name; the safety layer below the scan
-and below the rules, which ask it whether a writer holds a file; what the agent loads
-above the repair it measures the result of; the configuration files above the report,
-whose output formats they name; the cluster check beside them, above the report whose
-JSON diagnostics its results carry."""
+signals, JSON, record classes, units, the registry of format packages) at the bottom,
+private temporary folders just above it; findings and discovery above the formats they
+name; the safety layer below the scan and below the rules, which ask it whether a writer
+holds a file; what the agent loads above the repair it measures the result of; the
+configuration files above the report, whose output formats they name; the cluster check
+beside them, above the report whose JSON diagnostics its results carry."""
 
 LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in units}
 
@@ -171,7 +171,9 @@ def test_the_check_sees_lazy_relative_and_type_checking_imports() -> None:
 # ---- the two acceptance greps --------------------------------------------------------
 
 FIELD_NAMES: Final = re.compile(
-    r'"(parentId|parentUuid|logicalParentUuid|firstKeptEntryId|targetId|uuid|call_id)"'
+    r'"(parentId|parentUuid|logicalParentUuid|firstKeptEntryId|targetId|uuid|call_id'
+    r"|sessionId|toolCallId|tool_use_id|customType|leafId|partialJson|session_meta"
+    r'|response_item)"'
 )
 
 
@@ -185,6 +187,108 @@ def test_only_formats_spell_link_fields() -> None:
             if FIELD_NAMES.search(line):
                 hits.append(f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}")
     assert not hits, "a format's field name outside formats/:\n" + "\n".join(hits)
+
+
+def _format_names() -> frozenset[str]:
+    """The name of every format a registered package reads (`pi`, `openclaw`...)."""
+    from sessionfix.formats import session_formats
+
+    return frozenset(fmt.value for fmt in session_formats())
+
+
+_WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+
+
+def _words(identifier: str) -> set[str]:
+    """`is_openclaw_location` → {is, openclaw, location}; `PI_FORMATS` → {pi, formats}."""
+    return {word.lower() for part in re.split(r"[._]", identifier) for word in _WORD.findall(part)}
+
+
+def _identifiers(node: ast.AST) -> list[str]:
+    """The names `node` defines, binds or reads (a dotted module path whole)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [node.attr]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.keyword):
+        return [node.arg] if node.arg else []
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names] + [a.asname for a in node.names if a.asname]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or "", *(alias.asname or alias.name for alias in node.names)]
+    return []
+
+
+def _format_names_in_code(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
+    """Where code outside `formats/` decides by a format: an identifier with a format's
+    name among its words (`Format.PI`, `is_openclaw_location`, an import of a format
+    package), or a string that is a format's name or a format package's module path
+    (loaded by name). Docstrings, help texts and error messages may name formats."""
+    tree = ast.parse(source)
+    prose = _prose(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        for identifier in _identifiers(node):
+            if _words(identifier) & names:
+                found.append((getattr(node, "lineno", 0), identifier))
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in prose
+            and (node.value.lower() in names or node.value.startswith("sessionfix.formats."))
+        ):
+            found.append((node.lineno, repr(node.value)))
+    return found
+
+
+def test_only_formats_and_the_registry_name_formats() -> None:
+    """Adding a format is a package under formats/ and a line in the registry: nothing
+    else names one (the CLI, discovery, the rules, the locks read its declarations)."""
+    names = _format_names()
+    hits = []
+    for path in _sources():
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "formats" or relative == Path("registry.py"):
+            continue
+        for line, value in _format_names_in_code(path.read_text(), names):
+            hits.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {value}")
+    assert not hits, "a format named outside formats/:\n" + "\n".join(hits)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from sessionfix.formats.pi.location import is_openclaw_location\n",
+        "def f(fmt):\n    return fmt is Format.OPENCLAW\n",
+        "PI_FORMATS = frozenset()\n",
+        "def f(fmt):\n    return fmt.is_pi_family\n",
+        'AGENTS = {"codex": "Codex"}\n',
+        'STORES = ("sessionfix.formats.openclaw_store",)\n',
+        "def rewrite(openclaw: bool):\n    pass\n",
+        "lock = claudeLock\n",
+    ],
+)
+def test_format_names_in_code_are_found(source: str) -> None:
+    assert _format_names_in_code(source, _format_names())
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '"""pi keeps it as an entry."""\n',
+        "x = 1  # OpenClaw's lock\n",
+        'message = f"{agent} loads {count} messages"\n',
+        'opt = Option(help="pi or openclaw")\n',
+        "def pick(pipeline, epic, openly):\n    return pipeline\n",
+        'raise ValueError("not a Codex rollout")\n',
+    ],
+)
+def test_words_that_only_contain_a_format_name_are_allowed(source: str) -> None:
+    assert not _format_names_in_code(source, _format_names())
 
 
 RULE_CODE: Final = re.compile(r"SF[0-9]{3}")
