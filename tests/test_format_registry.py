@@ -13,7 +13,7 @@ from typing import Any, Final
 import pytest
 from typer.testing import CliRunner
 
-from sessionfix import registry
+from sessionfix import check_file, registry
 from sessionfix.cli import app
 from sessionfix.safety.backups import list_backups
 
@@ -154,6 +154,15 @@ def test_context_names_the_agent_the_format_declares(toy_format: None, home: Pat
     result = run("context", log)
     assert result.exit_code == 0, result.stderr
     assert "Toy Agent loads 3 messages" in result.stdout
+
+
+def test_a_file_of_no_known_format_is_told_of_the_new_agent_too(
+    toy_format: None, tmp_path: Path
+) -> None:
+    log = tmp_path / "notes.jsonl"
+    log.write_bytes(b'{"kind": "note"}\n')
+    (finding,) = check_file(log)
+    assert finding.message.endswith("no pi, OpenClaw, Codex, Claude Code or Toy Agent record")
 
 
 def test_an_unregistered_format_is_no_choice(home: Path) -> None:

@@ -285,6 +285,13 @@ def agent_of(fmt: Format) -> str | None:
     return package_of(fmt).AGENTS.get(fmt)
 
 
+def known_agents() -> list[str]:
+    """The agents whose sessions the registered packages read, in registry order."""
+    return list(
+        dict.fromkeys(agent for package in _packages() for agent in package.AGENTS.values())
+    )
+
+
 def read_as(fmt: Format) -> Format:
     """The format a session of `fmt` is read as when none is asked for: what detection
     names, the reader telling the package's formats apart."""

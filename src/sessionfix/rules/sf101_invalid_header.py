@@ -7,7 +7,7 @@ from typing import Any
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, RebuildHeader, Severity
-from sessionfix.formats import Format, header_problems, rebuilt_header
+from sessionfix.formats import Format, header_problems, known_agents, rebuilt_header
 from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import Rule, RuleContext, unsafe
@@ -20,11 +20,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             yield ctx.diagnostic(RULE, 1, "file is empty: no session header and no records")
             return
         row = view.rows[0] if len(view) else 1
+        *agents, last = known_agents()
         yield ctx.diagnostic(
             RULE,
             row,
-            "session format not recognised: the first record is neither a pi/OpenClaw header "
-            "nor a Claude Code or Codex record",
+            f"session format not recognised: the first record is no {', '.join(agents)} "
+            f"or {last} record",
             index=0 if len(view) else None,
         )
         return
