@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from sessionfix import check_file, registry
 from sessionfix.cli import app
+from sessionfix.safety import locks
 from sessionfix.safety.backups import list_backups
 
 PACKAGE: Final = "sessionfix_toy_format"
@@ -68,7 +69,8 @@ def loaded_messages(view, source, lines):
 
 
 def writer_lock(fmt, session):
-    return WriterLock(session.with_name(session.name + ".toylock"), always=fmt is TOY)
+    always = fmt is TOY or session.name.endswith(SUFFIXES)
+    return WriterLock(session.with_name(session.name + ".toylock"), always=always)
 '''
 
 NOTES: Final = (
@@ -119,8 +121,19 @@ def test_scan_without_paths_finds_the_new_agents_sessions(toy_format: None, home
     assert "~/.toy/logs" in result.stderr
 
 
-def test_check_and_repair_in_place_then_restore(toy_format: None, home: Path) -> None:
+def test_check_and_repair_in_place_then_restore(
+    toy_format: None, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = home / ".toy" / "logs" / "garden.toylog"
+    lock = log.with_name(log.name + ".toylock")
+    locked_while_checked: list[bool] = []
+    refuse_busy = locks._refuse_busy
+
+    def watched(session: Path, *args: Any) -> None:
+        locked_while_checked.append(lock.exists())
+        refuse_busy(session, *args)
+
+    monkeypatch.setattr(locks, "_refuse_busy", watched)
     check = run("check", "--format", "toy", "--output-format", "json", log)
     assert check.exit_code == 0, check.stderr  # CRLF line ends are information
     (finding,) = json.loads(check.stdout)
@@ -129,7 +142,8 @@ def test_check_and_repair_in_place_then_restore(toy_format: None, home: Path) ->
     repair = run("repair", "--in-place", "--quiescence", "0", log)
     assert repair.exit_code == 0, repair.stderr
     assert log.read_bytes() == REPAIRED
-    assert not log.with_name(log.name + ".toylock").exists(), "the agent's lock is released"
+    assert locked_while_checked == [True], "the lock the format declares is taken"
+    assert not lock.exists(), "and released"
     assert len(list_backups(log)) == 1
 
     restore = run("restore", "--quiescence", "0", log)
