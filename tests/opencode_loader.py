@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -59,6 +60,8 @@ PROVIDER = "mock"
 MODEL = "m1"
 PROBE = "sessionfix-probe"
 """The start of each load's prompt (one word and a number: the load's own)."""
+PR_SET_PDEATHSIG = 1
+"""Linux's `prctl` option naming the signal a process gets when its parent ends."""
 START_TIMEOUT = 60.0
 """Seconds `opencode serve` may take to listen."""
 LOAD_TIMEOUT = 60.0
@@ -124,6 +127,7 @@ def isolated_environment(home: Path, database: Path) -> dict[str, str]:
     }
     for folder in folders.values():
         folder.mkdir(parents=True, exist_ok=True)
+    _settled_dependencies(folders["XDG_CONFIG_HOME"] / "opencode")
     return {
         **{name: str(folder) for name, folder in folders.items()},
         **SWITCHES,
@@ -133,6 +137,18 @@ def isolated_environment(home: Path, database: Path) -> dict[str, str]:
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
     }
+
+
+def _settled_dependencies(config: Path) -> None:
+    """Make opencode's configuration folder look as if its plugin package were installed:
+    opencode installs `@opencode-ai/plugin` into each configuration folder in the
+    background (from the npm registry, unpinned) unless the folder has `node_modules` and
+    a lock naming every dependency of its `package.json`."""
+    dependencies = {"@opencode-ai/plugin": "*"}
+    (config / "node_modules").mkdir(parents=True, exist_ok=True)
+    (config / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+    lock = {"lockfileVersion": 3, "packages": {"": {"dependencies": dependencies}}}
+    (config / "package-lock.json").write_text(json.dumps(lock))
 
 
 START_SECONDS: list[float] = []
@@ -284,7 +300,6 @@ class _Server:
                 }
             },
         }
-        (self.home / "config" / "opencode").mkdir(parents=True, exist_ok=True)
         (self.home / "config" / "opencode" / "opencode.json").write_text(json.dumps(config))
         self.log = (self.home / "serve.log").open("wb")
         self.process = subprocess.Popen(
@@ -295,6 +310,7 @@ class _Server:
             env=env,
             cwd=self.work,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self.loads = 0
         try:
@@ -417,6 +433,14 @@ class _Server:
         self.log.close()
         self.mock.close()
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it runs: have Linux kill it when the thread that
+    started it ends (a run killed before its exit handlers ran leaves no server behind;
+    load from the thread that will outlive the loads, as pytest's does)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def session_rows(database: Path, session: str) -> dict[str, list[dict[str, Any]]]:
