@@ -22,7 +22,10 @@ its OpenAI-compatible request, after the system prompt and before the new prompt
 - a summary whose `parentID` names no message, or a `tail_start_id` naming no message,
   makes no boundary: the whole history is sent, compaction prompt and summary included;
 - messages are sent by `message.time_created`: a reply whose time lies before its
-  prompt's is sent before it; a message without parts is left out.
+  prompt's is sent before it; a message without parts is left out;
+- a row opencode cannot parse or use (data that is not JSON, a tool part without a
+  state) fails the prompt with HTTP 500 before any request: the session cannot be
+  continued at all.
 """
 
 from __future__ import annotations
@@ -260,3 +263,40 @@ def test_loads_leave_the_database_alone_and_batch(database: Path, tmp_path: Path
     assert len(LOAD_SECONDS) - loads_before <= 2
     assert hashlib.sha256(database.read_bytes()).hexdigest() == before
     assert {session: session_rows(database, session) for session in (PLAIN, TOOL)} == rows
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        ("UPDATE part SET data = json_remove(data, '$.state') WHERE id = ?", [READ_PART]),
+        (
+            'UPDATE part SET data = \'{"type":"text","text":\' WHERE id = ?',
+            ["prt_19b7a3000006ToolReplyTextx"],
+        ),
+        ("UPDATE message SET data = '{' WHERE id = ?", ["msg_19b7a3000005ToolReplyMsgxx"]),
+    ],
+    ids=["tool-part-without-state", "part-not-json", "message-not-json"],
+)
+def test_row_opencode_cannot_read_fails_the_session(
+    database: Path, tmp_path: Path, damage: tuple[str, list[Any]]
+) -> None:
+    """A row whose data opencode cannot parse or use makes it answer the prompt with
+    HTTP 500 and send nothing: the whole session is lost to it, not the row. The
+    session loads again once its rows are whole."""
+    unreadable = damaged(database, tmp_path / "unreadable.db", damage)
+    failed = load_with_opencode([(unreadable, TOOL)])[unreadable, TOOL]
+    assert failed.error is not None
+    assert failed.error.startswith("HTTP 500: ")
+    assert failed.messages == ()
+    whole = damaged(
+        database,
+        tmp_path / "whole.db",
+        (
+            "UPDATE part SET data = json_set(data, '$.text', 'It lists both.') WHERE id = ?",
+            ["prt_19b7a3000006ToolReplyTextx"],
+        ),
+    )
+    assert list(load(whole, TOOL).messages) == [
+        *tool_session(NOTES)[:3],
+        assistant("It lists both."),
+    ]
