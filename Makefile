@@ -10,8 +10,10 @@ CODEX_CACHE := .cache/codex
 CODEX_STAMP := $(CODEX_CACHE)/.installed
 OPENCLAW_CACHE := .cache/openclaw
 OPENCLAW_STAMP := $(OPENCLAW_CACHE)/.installed
+OPENCODE_CACHE := .cache/opencode
+OPENCODE_STAMP := $(OPENCODE_CACHE)/.installed
 
-.PHONY: install pi claude codex openclaw demo test lint typecheck unit bench docs clean
+.PHONY: install pi claude codex openclaw opencode demo test lint typecheck unit bench docs clean
 
 install: $(STAMP)
 
@@ -64,6 +66,19 @@ $(OPENCLAW_STAMP): tests/openclaw/package.json tests/openclaw/package-lock.json
 	cd $(OPENCLAW_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(OPENCLAW_STAMP)
 
+# opencode 1.18.33 (pinned in tests/opencode), whose own binary loads sessions from a copy
+# of its database and sends them to a mock provider. The pin is the linux-x64 platform
+# package that npm's opencode-ai installs (it ships the binary, about 185 MB): opencode-ai
+# itself is only a launcher and an install script, and the registry reached here has none
+# of its other platform packages, so npm ci refuses any lock of it.
+opencode: $(OPENCODE_STAMP)
+
+$(OPENCODE_STAMP): tests/opencode/package.json tests/opencode/package-lock.json
+	mkdir -p $(OPENCODE_CACHE)
+	cp tests/opencode/package.json tests/opencode/package-lock.json $(OPENCODE_CACHE)/
+	cd $(OPENCODE_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(OPENCODE_STAMP)
+
 # Scan the example sessions; exit 1 (problems found) is the expected outcome here.
 demo: install
 	@$(BIN)/sessionfix scan examples/sessions; status=$$?; [ $$status -le 1 ]
@@ -75,8 +90,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy --strict src
 
-unit: install pi claude codex openclaw
-	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 SESSIONFIX_REQUIRE_CODEX=1 SESSIONFIX_REQUIRE_OPENCLAW=1 $(BIN)/pytest
+unit: install pi claude codex openclaw opencode
+	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 SESSIONFIX_REQUIRE_CODEX=1 SESSIONFIX_REQUIRE_OPENCLAW=1 SESSIONFIX_REQUIRE_OPENCODE=1 $(BIN)/pytest
 
 test: lint typecheck unit
 
