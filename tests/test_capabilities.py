@@ -9,7 +9,8 @@ import pytest
 from sessionfix import RULES, check_file
 from sessionfix.cli import main
 from sessionfix.formats import Format
-from sessionfix.formats.capabilities import Capability, provided
+from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.coverage import provided
 from sessionfix.settings import Settings
 
 from .conftest import FIXTURES
