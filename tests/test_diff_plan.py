@@ -20,7 +20,8 @@ import msgspec
 import pytest
 
 from sessionfix import Settings
-from sessionfix.repair.apply import preview_repair, repair_to
+from sessionfix.repair.preview import preview_repair
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.diff import write_diff
 from sessionfix.report.render import write_json
 

@@ -31,8 +31,8 @@ from sessionfix.cli import app, main
 from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
-from sessionfix.repair.apply import repair_to
 from sessionfix.repair.plan import described_fixes
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.render import diagnostic_json
 from sessionfix.stores import open_store, transcript_of
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from sessionfix import Settings
 from sessionfix.cli import app
-from sessionfix.repair.apply import repair_in_place
+from sessionfix.repair.targets import repair_in_place
 from sessionfix.safety.backups import DamagedBackup, NoBackup, Status, list_backups, restore
 from sessionfix.safety.writing import BackupRecord, backup_name, replace_file, snapshot
 

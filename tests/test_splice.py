@@ -18,7 +18,8 @@ from sessionfix import Settings
 from sessionfix.diagnostics import Diagnostic
 from sessionfix.engine import run_rules
 from sessionfix.formats import Format
-from sessionfix.repair.apply import PlannedRepair, repair_to
+from sessionfix.repair.planned import PlannedRepair
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.render import diagnostic_json
 from sessionfix.scan import scanner as scanner_module
 from sessionfix.scan import splice as splice_module

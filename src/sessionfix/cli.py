@@ -886,7 +886,8 @@ def _repair_command(
 def _run_diff(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
-    from sessionfix.repair.apply import PreviewRun, RepairPreview
+    from sessionfix.repair.preview import RepairPreview
+    from sessionfix.repair.runs import PreviewRun
     from sessionfix.report.diff import write_diff
 
     would_fix: list[Diagnostic] = []
@@ -938,7 +939,7 @@ def _run_diff(
 def _run_repair(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
-    from sessionfix.repair.apply import repair_paths
+    from sessionfix.repair.runs import repair_paths
 
     run = repair_paths(
         files,
