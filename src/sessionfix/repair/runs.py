@@ -378,7 +378,8 @@ def _findings_of(path: Path, settings: Settings) -> list[Diagnostic]:
 
 class PreviewRun:
     """Previews of several files' repairs, made one at a time as they are iterated; a
-    file that cannot be previewed becomes an error line."""
+    file that cannot be previewed becomes an error line. Closing the run removes the
+    previews still open."""
 
     def __init__(self, files: list[Path], settings: Settings) -> None:
         self.files = files
@@ -386,12 +387,35 @@ class PreviewRun:
         self.errors: list[str] = []
         self.changed = 0
         """Files the repair would change."""
+        self.would_fix = 0
+        """Fixes the previews taken so far (`diffs`, `plan`) would make."""
         self._notices = Notices()
+        self._open: list[RepairPreview] = []
 
     @property
     def notices(self) -> list[str]:
         """Warnings to print once: rules selected by code that a file's format cannot run."""
         return self._notices.lines
+
+    def diffs(self) -> Iterator[RepairPreview]:
+        """Each file's preview, for a diff of it: closed (its repaired bytes removed)
+        once the next is asked for."""
+        for preview in self:
+            self._open.append(preview)
+            self.would_fix += len(preview.result.applied)
+            yield preview
+            self._open.pop().close()
+
+    def plan(self) -> list[Diagnostic]:
+        """Every fix of every file as the plan of its input (`RepairPreview.planned`), in
+        report order. Their edits read the repaired bytes: the previews stay until the
+        run is closed."""
+        planned: list[Diagnostic] = []
+        for preview in self:
+            self._open.append(preview)
+            planned.extend(preview.planned(str(preview.path)))
+        self.would_fix = len(planned)
+        return sorted(planned, key=SORT_KEY)
 
     def __iter__(self) -> Iterator[RepairPreview]:
         for path in self.files:
@@ -425,8 +449,19 @@ class PreviewRun:
         except SessionfixError as exc:
             self.errors.append(str(exc))
 
-    def note(self, problems: int) -> str | None:
-        return summary.preview_note(problems, self.changed, bool(self.errors))
+    def close(self) -> None:
+        for preview in self._open:
+            preview.close()
+        self._open.clear()
+
+    def __enter__(self) -> PreviewRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def note(self) -> str | None:
+        return summary.preview_note(self.would_fix, self.changed, bool(self.errors))
 
     def exit_code(self, exit_zero: bool) -> int:
         return summary.preview_exit_code(self.changed, bool(self.errors), exit_zero)
