@@ -30,7 +30,8 @@ import xxhash
 from sessionfix import Settings
 from sessionfix.cli import main
 from sessionfix.diagnostics import Diagnostic, EditOp
-from sessionfix.repair.apply import RepairResult, repair_to
+from sessionfix.repair.planned import RepairResult
+from sessionfix.repair.targets import repair_to
 
 ERROR_PREFIX: Final = "sessionfix: error: "
 SCAN_NOTES: Final = ("Scanned ", "No session files found")

@@ -9,9 +9,10 @@ import pytest
 from sessionfix import RULES, check_file
 from sessionfix.cli import main
 from sessionfix.formats import all_formats
-from sessionfix.formats.capabilities import Capability, provided
+from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude import CLAUDE
 from sessionfix.formats.codex import CODEX as CODEX_FORMAT
+from sessionfix.formats.coverage import provided
 from sessionfix.formats.pi import OPENCLAW, PI
 from sessionfix.settings import Settings
 

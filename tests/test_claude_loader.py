@@ -95,7 +95,7 @@ from sessionfix import Applicability, Diagnostic, Settings, check_file
 from sessionfix.context import context_of
 from sessionfix.diagnostics import RewriteRecord
 from sessionfix.model.loaded import Sent
-from sessionfix.repair.apply import repair_to
+from sessionfix.repair.targets import repair_to
 
 from .claude_loader import (
     ClaudeLoad,
@@ -734,7 +734,7 @@ class Versions:
 
 @pytest.fixture(scope="session")
 def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
-    """Every session with its safe and unsafe repairs (`sessionfix.repair.apply.repair_to`)."""
+    """Every session with its safe and unsafe repairs (`sessionfix.repair.targets.repair_to`)."""
     root = tmp_path_factory.mktemp("claude-repairs")
     found: dict[Path, Versions] = {}
     for number, path in enumerate(SESSIONS):

@@ -70,7 +70,7 @@ def test_diff_of_a_clean_file_prints_nothing_and_exits_zero(tmp_path: Path) -> N
 def test_diff_shortens_long_lines_for_a_terminal_unless_asked(tmp_path: Path) -> None:
     """On a terminal, lines over 4 KiB are cut (unless --diff-full-lines) and escaped;
     into a pipe or a file the diff holds the exact lines, so that `patch` can apply it."""
-    from sessionfix.repair.apply import preview_repair
+    from sessionfix.repair.preview import preview_repair
     from sessionfix.report.diff import write_diff
 
     lines = CLONES.read_bytes().split(b"\n")

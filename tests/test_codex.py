@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sessionfix import Settings, check_file, read_session
 from sessionfix.model.tracking import CallIdTracker, PathTracker
 from sessionfix.model.view import ToolCall
-from sessionfix.repair.apply import repair_to
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.render import diagnostic_json
 from sessionfix.scan import scanner as scanner_module
 

@@ -78,7 +78,7 @@ from hypothesis import settings as hypothesis_settings
 from sessionfix import Settings, check_file
 from sessionfix.context import context_of
 from sessionfix.model.loaded import Sent
-from sessionfix.repair.apply import repair_to
+from sessionfix.repair.targets import repair_to
 
 from .codex_loader import CodexLoad, _private_copy, load_with_codex, require_codex_at_collection
 from .conftest import CORPUS, FIXTURES, ROOT

@@ -20,8 +20,9 @@ from sessionfix import Settings, check_file
 from sessionfix.discovery import discover
 from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.read.compressed import session_text
-from sessionfix.repair import apply
-from sessionfix.repair.apply import preview_repair, repair_in_place, repair_to
+from sessionfix.repair import targets
+from sessionfix.repair.preview import preview_repair
+from sessionfix.repair.targets import repair_in_place, repair_to
 
 from .conftest import FIXTURES
 
@@ -390,13 +391,13 @@ def test_in_place_repair_that_takes_two_passes_stays_compressed(
     expected = plain.read_bytes()
 
     recompressed: list[Path] = []
-    compress_over = apply._compress_over
+    compress_over = targets._compress_over
 
     def spy(text: Path, packed: Path) -> None:
         recompressed.append(packed)
         compress_over(text, packed)
 
-    monkeypatch.setattr(apply, "_compress_over", spy)
+    monkeypatch.setattr(targets, "_compress_over", spy)
     packed = compressed_copy(source, tmp_path / "p.jsonl.zst")
     result = repair_in_place(packed, settings, backup=False)
     assert len(recompressed) == 1

@@ -20,7 +20,11 @@ import msgspec
 import pytest
 
 from sessionfix import Settings
-from sessionfix.repair.apply import preview_repair, repair_to
+from sessionfix.diagnostics import SORT_KEY, WrittenLine
+from sessionfix.errors import InputError
+from sessionfix.repair.preview import preview_repair
+from sessionfix.repair.runs import PreviewRun
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.diff import write_diff
 from sessionfix.report.render import write_json
 
@@ -191,3 +195,33 @@ def test_a_final_newline_is_listed_as_appended(tmp_path: Path, variant: str, end
         ("SF009", [{"op": "append", "row": rows, "content": end}])
     ]
     assert apply_plan(original, plan) == repaired == original + end.encode()
+
+
+def test_a_preview_run_keeps_each_diffs_repair_only_while_it_is_shown(tmp_path: Path) -> None:
+    """`PreviewRun.diffs` hands out one preview at a time and removes its repaired bytes
+    before the next; `plan` keeps every preview's until the run is closed, since the
+    plan's edits read them."""
+    sources = [FIXTURES / name / "input.jsonl" for name in ("SF201-three-back-to-back-copies",)]
+    sources.append(FIXTURES / "SF402-claude-session-ends-mid-call" / "input.jsonl")
+    settings = Settings(quiescence=0.0)
+    shown: list[Path] = []
+    with PreviewRun(sources, settings) as run:
+        for preview in run.diffs():
+            assert all(not path.exists() for path in shown)
+            if preview.output is not None:
+                assert preview.output.exists()
+                shown.append(preview.output)
+    assert len(shown) == 1
+    assert not shown[0].exists()
+    assert run.changed == 1
+    assert run.would_fix == len(preview_repair(sources[0], settings).result.applied)
+    assert run.note() == f"Would fix {run.would_fix} problems in 1 file."
+    with PreviewRun(sources, settings) as run:
+        plan = run.plan()
+        assert run.would_fix == len(plan) > 0
+        assert plan == sorted(plan, key=SORT_KEY)
+        written = [e for d in plan if d.fix for e in d.fix.edits if isinstance(e, WrittenLine)]
+        assert written
+        assert all(edit.raw() for edit in written)
+    with pytest.raises(InputError, match="cannot read"):
+        written[0].raw()  # the repaired bytes went with the run

@@ -21,8 +21,8 @@ import pytest
 
 from sessionfix import Settings, check_file
 from sessionfix.formats import Format
-from sessionfix.repair.apply import repair_to
 from sessionfix.repair.plan import described_fixes
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.render import diagnostic_json
 
 from .conftest import FIXTURES

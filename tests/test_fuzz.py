@@ -37,7 +37,8 @@ from hypothesis import strategies as st
 
 from sessionfix import Settings
 from sessionfix.errors import NotASessionFile
-from sessionfix.repair.apply import VerificationFailed, repair_to
+from sessionfix.repair.targets import repair_to
+from sessionfix.repair.verification import VerificationFailed
 
 from .conftest import CORPUS, FIXTURES
 from .diffs import apply_diff

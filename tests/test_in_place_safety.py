@@ -19,7 +19,10 @@ from typer.testing import CliRunner
 
 from sessionfix import Settings
 from sessionfix.cli import app
-from sessionfix.repair.apply import PlannedRepair, RepairResult, VerificationFailed, repair_in_place
+from sessionfix.repair import verification
+from sessionfix.repair.planned import PlannedRepair, RepairResult
+from sessionfix.repair.targets import repair_in_place
+from sessionfix.repair.verification import VerificationFailed
 from sessionfix.safety import locks
 from sessionfix.safety.locks import SessionLocked, lock_state, sidecar_lock
 from sessionfix.safety.writing import FileChanged
@@ -76,13 +79,13 @@ def _listing(folder: Path) -> list[str]:
 
 def _during_verification(monkeypatch: pytest.MonkeyPatch, action: Iterator[None]) -> None:
     """Run the next step of `action` each time a repair verifies its written bytes."""
-    verify = PlannedRepair.verify
+    verify = verification.verify
 
-    def verifying(self: PlannedRepair, written: Path, filename: str):  # type: ignore[no-untyped-def]
+    def verifying(planned: PlannedRepair, written: Path, filename: str):  # type: ignore[no-untyped-def]
         next(action, None)
-        return verify(self, written, filename)
+        return verify(planned, written, filename)
 
-    monkeypatch.setattr(PlannedRepair, "verify", verifying)
+    monkeypatch.setattr(verification, "verify", verifying)
 
 
 def _dead_pid() -> int:
@@ -545,16 +548,16 @@ def test_a_failed_check_of_carried_lines_is_a_warning_not_untouched(
     run says so (a warning, exit 0 or 1), it does not claim the file is untouched."""
     line = b"\xef\xbb\xbf" + appended(0)  # with a BOM: the check repairs it (SF005)
     _append_during_the_first_swap(monkeypatch, session, line)
-    verify = PlannedRepair.verify
+    verify = verification.verify
     calls: list[int] = []
 
-    def second_fails(self: PlannedRepair, written: Path, filename: str):  # type: ignore[no-untyped-def]
+    def second_fails(planned: PlannedRepair, written: Path, filename: str):  # type: ignore[no-untyped-def]
         calls.append(1)
         if len(calls) == 2:
             raise VerificationFailed(f"{filename}: the check failed; nothing was written")
-        return verify(self, written, filename)
+        return verify(planned, written, filename)
 
-    monkeypatch.setattr(PlannedRepair, "verify", second_fails)
+    monkeypatch.setattr(verification, "verify", second_fails)
     result = run("repair", "--in-place", "--quiescence", "0", session)
     assert len(calls) == 2
     assert result.exit_code in (0, 1)
@@ -606,13 +609,13 @@ import signal, sys, time
 # As an interactive shell starts it: SIGINT interrupts, even when this suite runs with
 # it ignored (in the background, under some CI runners), which the child would inherit.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from sessionfix.repair.apply import PlannedRepair
-verify = PlannedRepair.verify
-def slow(self, written, filename):
+from sessionfix.repair import verification
+verify = verification.verify
+def slow(planned, written, filename):
     print("writing", flush=True)
     time.sleep(60)
-    return verify(self, written, filename)
-PlannedRepair.verify = slow
+    return verify(planned, written, filename)
+verification.verify = slow
 sys.argv = ["sessionfix", "repair", "--in-place", "--quiescence", "0", sys.argv[1]]
 from sessionfix.entry import run
 run()

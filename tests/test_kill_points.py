@@ -21,9 +21,9 @@ import pytest
 
 from sessionfix import Settings
 from sessionfix.discovery import discover
-from sessionfix.repair import apply as repair
-from sessionfix.repair.apply import repair_in_place
+from sessionfix.repair import targets
 from sessionfix.repair.plan import RepairPlan
+from sessionfix.repair.targets import repair_in_place
 from sessionfix.safety.locks import SessionLocked
 
 from .sessions import Session
@@ -43,7 +43,7 @@ SURVIVED: list[int] = []
 @pytest.fixture(autouse=True)
 def _no_settling(monkeypatch: pytest.MonkeyPatch) -> None:
     """No writer appends here: skip the pause for appends in flight at the rename."""
-    monkeypatch.setattr(repair, "SWAP_SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(targets, "SWAP_SETTLE_SECONDS", 0.0)
 
 
 def _session_bytes() -> bytes:

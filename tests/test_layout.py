@@ -144,6 +144,76 @@ def test_known_upward_imports_still_exist() -> None:
     assert not stale, f"no longer imported, remove from KNOWN_UPWARD: {sorted(stale)}"
 
 
+def _import_graph() -> dict[str, set[str]]:
+    """Each module of the package → the modules of the package it imports (itself left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in _sources():
+        module = _module_name(path)
+        imports = _imports(path.read_text(), module, is_package=path.name == "__init__.py")
+        graph[module] = {target for target, _, _ in imports if target != module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`: each set of modules that reach one another, sorted
+    (Tarjan's strongly connected components, iteratively)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in order:
+            continue
+        work: list[tuple[str, list[str]]] = [(root, sorted(graph[root] & graph.keys()))]
+        order[root] = low[root] = len(order)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            if targets:
+                target = targets.pop()
+                if target not in order:
+                    order[target] = low[target] = len(order)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, sorted(graph[target] & graph.keys())))
+                elif target in on_stack:
+                    low[node] = min(low[node], order[target])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == order[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def test_no_import_cycles() -> None:
+    """No module imports, however indirectly, one that imports it: not at module level,
+    nor inside a function or under TYPE_CHECKING, where an import would only hide the
+    cycle (within a folder as between folders)."""
+    cycles = _cycles(_import_graph())
+    assert not cycles, "modules that import one another:\n" + "\n".join(
+        " ↔ ".join(cycle) for cycle in cycles
+    )
+
+
+def test_the_cycle_check_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": {"f"}}
+    assert _cycles(graph) == [["a", "b", "c"], ["d", "e"]]
+    assert _cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
 def test_the_check_sees_lazy_relative_and_type_checking_imports() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"

@@ -20,8 +20,8 @@ from sessionfix.diagnostics import RewriteRecord
 from sessionfix.engine import check_paths, run_rules
 from sessionfix.read.compressed import session_name
 from sessionfix.read.reader import RecordSource
-from sessionfix.repair.apply import repair_to
 from sessionfix.repair.plan import RepairPlan, described_fixes
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.render import OutputFormat, diagnostic_json, write_report
 from sessionfix.rules.base import changed_bytes
 from sessionfix.scan.scanner import read_session

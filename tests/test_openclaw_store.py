@@ -31,9 +31,11 @@ from sessionfix.cli import app, main
 from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
-from sessionfix.repair.apply import repair_to
 from sessionfix.repair.plan import described_fixes
+from sessionfix.repair.targets import repair_to
+from sessionfix.report.backups import backup_listing, listing_note, restore_note
 from sessionfix.report.render import diagnostic_json
+from sessionfix.safety.restoring import BackupListing, RestoreDone, RestoreRequest, run_restore
 from sessionfix.stores import open_store, transcript_of
 
 from .conftest import FIXTURES, ROOT
@@ -1671,3 +1673,26 @@ def test_a_backup_of_the_six_columns_is_still_restored(damaged: tuple[Path, str]
     assert restored.exit_code == 0, restored.output
     assert _all_rows(store, session_id) == before
     _assert_consistent(store)
+
+
+def test_the_library_lists_and_restores_a_stores_session(damaged: tuple[Path, str]) -> None:
+    """`run_restore` dispatches a store to the store's own backups: the same listing and
+    notes the command prints."""
+    store, session_id = damaged
+    before = _rows(store, session_id)
+    CliRunner().invoke(app, ["repair", "--in-place", "--quiescence", "0", str(store)], env=ENV)
+    listing = run_restore(RestoreRequest(store, list_only=True))
+    assert isinstance(listing, BackupListing)
+    assert listing.stored is not None
+    assert [(b.session_id, b.rows) for b in listing.stored] == [(session_id, len(before))]
+    printed = CliRunner().invoke(app, ["restore", "--list", str(store)], env=ENV)
+    assert printed.stdout_bytes == backup_listing(listing, as_json=False)
+    none = run_restore(RestoreRequest(store, list_only=True, store_session="elsewhere"))
+    assert isinstance(none, BackupListing)
+    assert listing_note(none) == f"{store}: no sessionfix backup of session elsewhere beside it."
+    done = run_restore(RestoreRequest(store))
+    assert isinstance(done, RestoreDone)
+    assert _rows(store, session_id) == before
+    assert restore_note(done) == (
+        f"Restored session {session_id} of {store} from {listing.stored[0].path.name}."
+    )

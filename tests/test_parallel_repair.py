@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from sessionfix import Settings
 from sessionfix.cli import app
 from sessionfix.engine import MIN_SHARED_FILES, shared_files
-from sessionfix.repair import apply
+from sessionfix.repair import runs, targets
 
 from .conftest import FIXTURES
 from .test_parallel_stress import (
@@ -129,14 +129,14 @@ def test_a_killed_worker_ends_the_run_and_leaves_the_rest_untouched(
     names = _sessions(tmp_path / "s")
     before = _listing(tmp_path / "s")
     victim = names[20]
-    real = apply.repair_in_place
+    real = runs.repair_in_place
 
     def killed(path: Path, *args: Any, **kwargs: Any) -> Any:
         if Path(path).name == victim:
             os.kill(os.getpid(), signal.SIGKILL)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(apply, "repair_in_place", killed)
+    monkeypatch.setattr(runs, "repair_in_place", killed)
     code, out, err = _repair(tmp_path / "s", names, monkeypatch, "--jobs", "2", "-q")
     assert code == 2
     assert f"sessionfix: error: {victim}: the worker process repairing it died" in err
@@ -234,7 +234,7 @@ def test_an_interrupt_right_after_a_swap_here_still_names_the_file(
     made yet): the files repaired before it and that one are all named."""
     names = [n for n in _sessions(tmp_path / "s") if n.endswith(".jsonl")][:4]
     before = _listing(tmp_path / "s")
-    real = apply.replace_file
+    real = targets.replace_file
     swaps: list[Path] = []
 
     def interrupted(original: Any, *args: Any, **kwargs: Any) -> Any:
@@ -244,7 +244,7 @@ def test_an_interrupt_right_after_a_swap_here_still_names_the_file(
             raise KeyboardInterrupt
         return backup
 
-    monkeypatch.setattr(apply, "replace_file", interrupted)
+    monkeypatch.setattr(targets, "replace_file", interrupted)
     code, out, err = _repair(tmp_path / "s", names, monkeypatch, "--jobs", "1", "-q")
     assert code == 2
     assert err.endswith("sessionfix: error: interrupted\n")
@@ -261,7 +261,7 @@ def test_the_library_raises_what_stopped_an_in_place_run_unless_asked_to_keep_it
     run with it, the files finished before it included, for a report first."""
     folder = tmp_path / "s"
     names = [n for n in _sessions(folder) if n.endswith(".jsonl")][:3]
-    real = apply.repair_in_place
+    real = runs.repair_in_place
     calls: list[Path] = []
 
     def interrupted(path: Path, *args: Any, **kwargs: Any) -> Any:
@@ -270,13 +270,11 @@ def test_the_library_raises_what_stopped_an_in_place_run_unless_asked_to_keep_it
             raise KeyboardInterrupt
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(apply, "repair_in_place", interrupted)
+    monkeypatch.setattr(runs, "repair_in_place", interrupted)
     settings = Settings(quiescence=0.0, jobs=1)
     with pytest.raises(KeyboardInterrupt):
-        apply.repair_paths([folder / n for n in names], settings, in_place=True)
+        runs.repair_paths([folder / n for n in names], settings, in_place=True)
     calls.clear()
-    run = apply.repair_paths(
-        [folder / n for n in names], settings, in_place=True, keep_stopped=True
-    )
+    run = runs.repair_paths([folder / n for n in names], settings, in_place=True, keep_stopped=True)
     assert isinstance(run.stopped, KeyboardInterrupt)
     assert [r.path for r in run.results] == [folder / names[0]]

@@ -8,8 +8,8 @@ import msgspec
 import pytest
 
 from sessionfix import Settings
-from sessionfix.repair.apply import plan_repair
 from sessionfix.repair.plan import RepairPlan
+from sessionfix.repair.planned import plan_repair
 
 from .conftest import FIXTURES
 

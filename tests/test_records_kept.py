@@ -24,7 +24,9 @@ from sessionfix import Settings
 from sessionfix.errors import NotASessionFile
 from sessionfix.formats import Format, has_record_shape
 from sessionfix.formats.pi import PI
-from sessionfix.repair.apply import RepairResult, preview_repair, repair_in_place, repair_to
+from sessionfix.repair.planned import RepairResult
+from sessionfix.repair.preview import preview_repair
+from sessionfix.repair.targets import repair_in_place, repair_to
 from sessionfix.scan import scanner as scanner_module
 
 from .conftest import CORPUS, FIXTURES

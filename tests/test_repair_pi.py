@@ -37,7 +37,8 @@ from sessionfix import Settings
 from sessionfix.diagnostics import RewriteRecord
 from sessionfix.jsonutil import loads
 from sessionfix.read.reader import LineIssue
-from sessionfix.repair.apply import plan_repair, repair_to
+from sessionfix.repair.planned import plan_repair
+from sessionfix.repair.targets import repair_to
 from sessionfix.scan.scanner import read_session
 
 from .conftest import CORPUS, FIXTURES

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from sessionfix import Settings, check_file
 from sessionfix.jsonutil import canonical, loads
 from sessionfix.model.view import Kind
-from sessionfix.repair.apply import plan_repair, repair_to
+from sessionfix.repair.planned import plan_repair
+from sessionfix.repair.targets import repair_to
 from sessionfix.rules.analysis import CLONE_MOMENT_MS
 
 from .sessions import CompactionSequence, compaction_sequences, sessions

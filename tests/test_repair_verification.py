@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from sessionfix import Settings, check_file
-from sessionfix.repair.apply import VerificationFailed, repair_in_place, repair_to
 from sessionfix.repair.plan import CopiedRange, RepairPlan
+from sessionfix.repair.targets import repair_in_place, repair_to
+from sessionfix.repair.verification import VerificationFailed
 from sessionfix.safety.writing import WriteFailed
 
 from .conftest import FIXTURES
@@ -187,17 +188,18 @@ REPORT_ONLY = FIXTURES / "SF402-claude-session-ends-mid-call" / "input.jsonl"
 
 
 def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Record every session read of the repair module."""
-    import sessionfix.repair.apply as repair_module
+    """Record every session read of the repair's plan and of its verification."""
+    from sessionfix.repair import planned, verification
 
     reads: list[Path] = []
-    real = repair_module.read_session
+    real = planned.read_session
 
     def counted(path: Path, *args: object, **kwargs: object) -> object:
         reads.append(Path(path))
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(repair_module, "read_session", counted)
+    monkeypatch.setattr(planned, "read_session", counted)
+    monkeypatch.setattr(verification, "read_session", counted)
     return reads
 
 
@@ -216,11 +218,11 @@ def test_an_exact_copy_is_not_read_again(tmp_path: Path, monkeypatch: pytest.Mon
 def test_a_copy_whose_digest_differs_is_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sessionfix.repair.apply as repair_module
+    from sessionfix.repair import verification
 
     reads = _counting_reads(monkeypatch)
     digests = iter(["written", "input"])
-    monkeypatch.setattr(repair_module, "file_digest", lambda *args: next(digests))
+    monkeypatch.setattr(verification, "file_digest", lambda *args: next(digests))
     out = tmp_path / "out.jsonl"
     repair_to(REPORT_ONLY, out, SETTINGS)
     assert len(reads) == 2

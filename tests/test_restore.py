@@ -14,8 +14,11 @@ from typer.testing import CliRunner
 
 from sessionfix import Settings
 from sessionfix.cli import app
-from sessionfix.repair.apply import repair_in_place
+from sessionfix.errors import UsageError
+from sessionfix.repair.targets import repair_in_place
+from sessionfix.report.backups import backup_listing, listing_note, restore_note
 from sessionfix.safety.backups import DamagedBackup, NoBackup, Status, list_backups, restore
+from sessionfix.safety.restoring import BackupListing, RestoreDone, RestoreRequest, run_restore
 from sessionfix.safety.writing import BackupRecord, backup_name, replace_file, snapshot
 
 from .conftest import FIXTURES
@@ -295,3 +298,31 @@ def test_a_followed_link_whose_file_is_gone_recreates_the_file(tmp_path: Path) -
     assert restore(link, quiescence=0, follow_symlinks=True).changed
     assert link.is_symlink()
     assert target.read_bytes() == CLONES.read_bytes()
+
+
+def test_the_library_lists_and_restores_what_the_command_prints(repaired: Path) -> None:
+    """`run_restore` is the whole of `restore`: the command prints what it returns, as
+    `report.backups` renders it."""
+    listing = run_restore(RestoreRequest(repaired, list_only=True))
+    assert isinstance(listing, BackupListing)
+    assert listing.files == list_backups(repaired)
+    assert not listing.empty
+    assert run("restore", "--list", repaired).stdout_bytes == backup_listing(listing, as_json=False)
+    as_json = run("restore", "--list", "--output-format", "json", repaired)
+    assert as_json.stdout_bytes == backup_listing(listing, as_json=True)
+    with pytest.raises(UsageError, match="--list and --backup cannot be combined"):
+        run_restore(RestoreRequest(repaired, list_only=True, backup="x"))
+    with pytest.raises(UsageError, match="--session names a session of a store"):
+        run_restore(RestoreRequest(repaired, store_session="s"))
+    done = run_restore(RestoreRequest(repaired, quiescence=0.0))
+    assert isinstance(done, RestoreDone)
+    assert done.changed
+    assert repaired.read_bytes() == CLONES.read_bytes()
+    source = listing.files[0].path.name
+    assert restore_note(done) == (
+        f"Restored {repaired} from {source}; the replaced version is kept as {done.kept}."
+    )
+    empty = run_restore(RestoreRequest(repaired.with_name("other.jsonl"), list_only=True))
+    assert isinstance(empty, BackupListing)
+    assert empty.empty
+    assert listing_note(empty) == f"{empty.session}: no sessionfix backup beside it."

@@ -12,8 +12,8 @@ import pytest
 
 from sessionfix import Settings
 from sessionfix.repair import plan as plan_module
-from sessionfix.repair.apply import PlannedRepair, plan_repair
 from sessionfix.repair.plan import RepairPlan
+from sessionfix.repair.planned import PlannedRepair, plan_repair
 
 from .conftest import FIXTURES
 from .test_workers import _children

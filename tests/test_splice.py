@@ -19,12 +19,13 @@ from sessionfix.diagnostics import Diagnostic
 from sessionfix.engine import run_rules
 from sessionfix.formats import Format
 from sessionfix.formats.pi import PI
-from sessionfix.repair.apply import PlannedRepair, repair_to
+from sessionfix.repair.planned import PlannedRepair
+from sessionfix.repair.targets import repair_to
 from sessionfix.report.render import diagnostic_json
 from sessionfix.scan import scanner as scanner_module
 from sessionfix.scan import splice as splice_module
-from sessionfix.scan.scanner import ScannedFile, read_session
-from sessionfix.scan.splice import CopiedRun, KeptParts, read_spliced
+from sessionfix.scan.scanner import KeptParts, ScannedFile, read_session
+from sessionfix.scan.splice import CopiedRun, read_spliced
 
 from .sessions import Session, rollouts, sessions
 from .test_fixtures import CASES, _settings

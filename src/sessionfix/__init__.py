@@ -34,16 +34,10 @@ if TYPE_CHECKING:
     )
     from sessionfix.errors import InputError, SessionfixError, UsageError
     from sessionfix.formats import Format
-    from sessionfix.repair.apply import (
-        RepairResult,
-        RepairRun,
-        plan_repair,
-        preview_repair,
-        repair_in_place,
-        repair_paths,
-        repair_to,
-        repair_to_stream,
-    )
+    from sessionfix.repair.planned import RepairResult, plan_repair
+    from sessionfix.repair.preview import preview_repair
+    from sessionfix.repair.runs import RepairRun, repair_paths
+    from sessionfix.repair.targets import repair_in_place, repair_to, repair_to_stream
     from sessionfix.rules import RULES, Rule, get_rule
     from sessionfix.safety.backups import list_backups, restore
     from sessionfix.scan.scanner import read_session
@@ -77,14 +71,14 @@ _LAZY = {
     "StoredSession": "stores",
     "open_store": "stores",
     "__version__": "version",
-    "RepairResult": "repair.apply",
-    "RepairRun": "repair.apply",
-    "plan_repair": "repair.apply",
-    "preview_repair": "repair.apply",
-    "repair_in_place": "repair.apply",
-    "repair_paths": "repair.apply",
-    "repair_to": "repair.apply",
-    "repair_to_stream": "repair.apply",
+    "RepairResult": "repair.planned",
+    "RepairRun": "repair.runs",
+    "plan_repair": "repair.planned",
+    "preview_repair": "repair.preview",
+    "repair_in_place": "repair.targets",
+    "repair_paths": "repair.runs",
+    "repair_to": "repair.targets",
+    "repair_to_stream": "repair.targets",
     "list_backups": "safety.backups",
     "restore": "safety.backups",
 }

@@ -9,7 +9,6 @@ the signature of the command run (`_app_for`) on each run, and evaluating string
 costs more.
 """
 
-import contextlib
 import copy
 import enum
 import os
@@ -20,12 +19,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO
 
 import msgspec
-import orjson
 import typer
 from msgspec import Struct
 
 from sessionfix import stores
-from sessionfix.diagnostics import SORT_KEY, Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.discovery import agent_folders, is_directory, shown
 from sessionfix.engine import (
     EXIT_ERROR,
@@ -36,13 +34,12 @@ from sessionfix.engine import (
     select_files,
 )
 from sessionfix.errors import OutputError, SessionfixError, UsageError, described
-from sessionfix.escapes import escape, escape_surrogates
+from sessionfix.escapes import escape
 from sessionfix.formats import Format, format_named
 from sessionfix.report import render
 from sessionfix.report.render import OutputFormat
 from sessionfix.rules import RULES, get_rule
 from sessionfix.settings import DEFAULT_QUIESCENCE, Settings
-from sessionfix.units import human_bytes
 from sessionfix.version import __version__
 
 if TYPE_CHECKING:
@@ -893,50 +890,37 @@ def _repair_command(
 def _run_diff(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
-    from sessionfix.repair.apply import PreviewRun, RepairPreview
+    from sessionfix.repair.runs import PreviewRun
     from sessionfix.report.diff import write_diff
 
-    would_fix: list[Diagnostic] = []
     out = _stdout()
-    as_data = not presentation.output_format.is_human
     exact = not out.isatty()
-    run = PreviewRun(files, settings)
-    previews: list[RepairPreview] = []
-    """Kept until the plan is printed: its edits read the repaired bytes."""
-    try:
-        for preview in run:
-            previews.append(preview)
-            if as_data:
-                would_fix.extend(preview.planned(str(preview.path)))
-                continue
-            would_fix.extend(preview.result.applied)
-            with _writing("to standard output"):
-                write_diff(
-                    preview,
-                    out,
-                    str(preview.path),
-                    context=target.diff_context,
-                    full_lines=target.diff_full_lines,
-                    exact=exact,
-                )
-            previews.pop().close()
-        if as_data:
+    with PreviewRun(files, settings) as run:
+        if presentation.output_format.is_human:
+            for preview in run.diffs():
+                with _writing("to standard output"):
+                    write_diff(
+                        preview,
+                        out,
+                        str(preview.path),
+                        context=target.diff_context,
+                        full_lines=target.diff_full_lines,
+                        exact=exact,
+                    )
+        else:
             _write_report(
-                sorted(would_fix, key=SORT_KEY),
+                run.plan(),
                 msgspec.structs.replace(presentation, to_stderr=False),
                 settings,
                 len(run.errors),
             )
         with _writing("to standard output"):
             out.flush()
-    finally:
-        for preview in previews:
-            preview.close()
     for line in run.notices:
         _warning(line)
     for message in run.errors:
         print_error(message)
-    note = run.note(len(would_fix))
+    note = run.note()
     if not presentation.quiet and note is not None:
         _note(note)
     return run.exit_code(presentation.exit_zero)
@@ -945,7 +929,7 @@ def _run_diff(
 def _run_repair(
     files: list[Path], settings: Settings, presentation: Presentation, target: RepairTarget
 ) -> int:
-    from sessionfix.repair.apply import repair_paths
+    from sessionfix.repair.runs import repair_paths
 
     run = repair_paths(
         files,
@@ -1116,11 +1100,6 @@ def restore(
     raise typer.Exit(_guard(lambda: _restore_command(**options)))
 
 
-def _text(path: Path) -> str:
-    """A path as valid text (bytes of its name that are not UTF-8 escaped)."""
-    return escape_surrogates(str(path))
-
-
 def _restore_command(
     *,
     session: Path,
@@ -1135,111 +1114,38 @@ def _restore_command(
     quiet: bool,
     store_session: str | None,
 ) -> int:
-    from sessionfix.safety import backups
+    from sessionfix.report import backups
+    from sessionfix.safety.restoring import BackupListing, RestoreRequest, run_restore
 
     if quiescence < 0:
         raise UsageError("--quiescence must be 0 or more")
-    if stores.is_store(session):
-        return _restore_stored(
-            session, store_session, backup, list_only, output_format, keep, quiet
+    done = run_restore(
+        RestoreRequest(
+            session,
+            store_session=store_session,
+            backup=backup,
+            list_only=list_only,
+            keep_current=keep,
+            quiescence=quiescence,
+            force=force,
+            follow_symlinks=follow_symlinks,
+            break_stale_lock=break_stale_lock,
         )
-    if store_session is not None:
-        raise UsageError(f"{session}: --session names a session of a store; this is a file")
-    if list_only:
-        if backup is not None:
-            raise UsageError("--list and --backup cannot be combined")
-        out = _stdout()
-        found = backups.list_backups(session, follow_symlinks=follow_symlinks)
-        with _writing("to standard output"):
-            if output_format is RuleOutput.JSON:
-                rows = [
-                    {
-                        "path": _text(b.path),
-                        "taken": b.taken.isoformat(),
-                        "size": b.size,
-                        "status": b.status.value,
-                    }
-                    for b in found
-                ]
-                out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
-            else:
-                for b in found:
-                    fields = (escape(_text(b.path)), f"{b.taken:%Y-%m-%d %H:%M:%S} UTC")
-                    line = "\t".join((*fields, human_bytes(b.size), b.status.value))
-                    out.write(line.encode() + b"\n")
-            out.flush()
-        if not found and not quiet:
-            _note(f"{session}: no sessionfix backup beside it.")
-        return EXIT_OK
-    restored = backups.restore(
-        session,
-        backup,
-        keep_current=keep,
-        quiescence=quiescence,
-        force=force,
-        follow_symlinks=follow_symlinks,
-        break_stale_lock=break_stale_lock,
     )
-    if restored.warning is not None:
-        _warning(f"{session}: {restored.warning}")
+    if isinstance(done, BackupListing):
+        out = _stdout()
+        with _writing("to standard output"):
+            out.write(backups.backup_listing(done, as_json=output_format is RuleOutput.JSON))
+            out.flush()
+        note = backups.listing_note(done)
+        if note is not None and not quiet:
+            _note(note)
+        return EXIT_OK
+    warning = backups.restore_warning(done)
+    if warning is not None:
+        _warning(warning)
     if not quiet:
-        if not restored.changed:
-            _note(f"{session} already holds {restored.source.path.name}; nothing to do.")
-        else:
-            note = f"Restored {session} from {restored.source.path.name}"
-            if restored.kept is not None:
-                note += f"; the replaced version is kept as {restored.kept.name}"
-            _note(note + ".")
-    return EXIT_OK
-
-
-def _restore_stored(
-    path: Path,
-    session_id: str | None,
-    backup: str | None,
-    list_only: bool,
-    output_format: RuleOutput,
-    keep: bool,
-    quiet: bool,
-) -> int:
-    """`restore` of one session of a store: its rows put back from a backup of them."""
-    with contextlib.closing(stores.open_store(path)) as store:
-        if session_id is None and not list_only:
-            sessions = store.sessions()
-            if len(sessions) != 1:
-                raise UsageError(f"{path}: holds {len(sessions)} sessions; name one with --session")
-            session_id = sessions[0].id
-        if list_only:
-            if backup is not None:
-                raise UsageError("--list and --backup cannot be combined")
-            found = store.backups(session_id)
-            out = _stdout()
-            with _writing("to standard output"):
-                if output_format is RuleOutput.JSON:
-                    rows = [
-                        {
-                            "path": _text(b.path),
-                            "session_id": b.session_id,
-                            "taken": b.taken,
-                            "rows": b.rows,
-                            "status": b.status,
-                        }
-                        for b in found
-                    ]
-                    out.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2) + b"\n")
-                else:
-                    for b in found:
-                        fields = (escape(_text(b.path)), b.taken, f"{b.rows} rows", b.status)
-                        out.write("\t".join(fields).encode() + b"\n")
-                out.flush()
-            if not found and not quiet:
-                of = f" of session {session_id}" if session_id is not None else ""
-                _note(f"{path}: no sessionfix backup{of} beside it.")
-            return EXIT_OK
-        assert session_id is not None, "a restore names its session"
-        restored = store.restore(session_id, backup, keep_current=keep)
-    if not quiet:
-        _note(f"Restored session {session_id} of {path} from {restored.name}.")
+        _note(backups.restore_note(done))
     return EXIT_OK
 
 

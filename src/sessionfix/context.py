@@ -256,7 +256,7 @@ def context_after_repair(
     temporary folder, never beside the session); `measured`: `context_of(path)`, when
     already known (the copy is read as the same format, which its folder may decide);
     `loader`: as for `context_of`."""
-    from sessionfix.repair.apply import repair_to
+    from sessionfix.repair.targets import repair_to
 
     path = Path(path)
     settings = settings or Settings()

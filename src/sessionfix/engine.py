@@ -19,7 +19,7 @@ from sessionfix import stores
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
 from sessionfix.discovery import discover, is_directory, is_foreign, is_plain_file
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format, capabilities
+from sessionfix.formats import Format, coverage
 from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.model.view import SessionView
 from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
@@ -116,7 +116,7 @@ def run_rules(
     its name goes away before the diagnostics' content is read (a decompressed copy)."""
     fmt = Format(scanned.view.format)
     enabled = settings.enabled(rule.code for rule in RULES)
-    provided = capabilities.provided(fmt, tree=scanned.view.tree)
+    provided = coverage.provided(fmt, tree=scanned.view.tree)
     source = RecordSource(scanned.info.path)
     if hold:
         source.hold()

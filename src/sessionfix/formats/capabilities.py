@@ -1,15 +1,13 @@
 """What a session format lets rules see: rules require capabilities, formats provide them.
 
 A rule runs on a file only when the file's format provides every capability it
-requires; which formats a rule covers follows from the same sets.
+requires; which formats a rule covers follows from the same sets (`coverage`).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-
-from sessionfix.formats import Format
 
 
 class Capability(enum.Enum):
@@ -57,30 +55,6 @@ class Capability(enum.Enum):
     """The loader reads the first line without one (pi); a line reader still fails on it."""
     VALUES_AS_ENTRIES = "any JSON value on a line kept as an entry"
     """What `JSON.parse` accepts is an entry to the loader, an object or not (pi)."""
-
-
-def provided(fmt: Format, *, tree: bool) -> frozenset[Capability]:
-    """What a file of `fmt` provides; `tree`: its entries are linked by id."""
-    from sessionfix.formats import package_of
-
-    return package_of(fmt).capabilities(fmt, tree)
-
-
-def missing(requires: Iterable[Capability], fmt: Format, *, tree: bool) -> list[Capability]:
-    """What a file of `fmt` lacks of `requires`, in declaration order."""
-    have = provided(fmt, tree=tree)
-    wanted = set(requires)
-    return [capability for capability in Capability if capability in wanted - have]
-
-
-def coverage(requires: frozenset[Capability]) -> tuple[list[Format], bool]:
-    """The formats some of whose files provide `requires`, and whether only their
-    id-linked (tree) files do."""
-    from sessionfix.formats import all_formats
-
-    formats = [f for f in all_formats() if requires <= provided(f, tree=True)]
-    tree_only = any(not requires <= provided(f, tree=False) for f in formats)
-    return formats, tree_only
 
 
 def listed(capabilities: Iterable[Capability]) -> str:

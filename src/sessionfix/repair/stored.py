@@ -19,14 +19,10 @@ from sessionfix import stores
 from sessionfix.diagnostics import Diagnostic
 from sessionfix.engine import check_stored, relocated
 from sessionfix.errors import InputError, SessionfixError, UsageError
-from sessionfix.repair.apply import (
-    RepairPreview,
-    RepairResult,
-    preview_repair,
-    repair_to,
-    repair_to_stream,
-)
+from sessionfix.repair.planned import RepairResult
+from sessionfix.repair.preview import RepairPreview, preview_repair
 from sessionfix.repair.rowmap import PREFIX_ROW
+from sessionfix.repair.targets import repair_to, repair_to_stream
 from sessionfix.settings import Settings
 
 

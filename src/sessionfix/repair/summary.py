@@ -11,7 +11,7 @@ from sessionfix.rules.base import Counted
 from sessionfix.units import human_bytes
 
 if TYPE_CHECKING:
-    from sessionfix.repair.apply import RepairResult
+    from sessionfix.repair.planned import RepairResult
 
 
 def preview_exit_code(changed: int, errors: bool, exit_zero: bool) -> int:

@@ -20,7 +20,7 @@ from typing import IO, BinaryIO, Final, TypeVar
 from msgspec import Struct, field
 
 from sessionfix.escapes import escape
-from sessionfix.repair.apply import RepairPreview
+from sessionfix.repair.preview import RepairPreview
 from sessionfix.repair.rowmap import PREFIX_ROW
 
 LONG_LINE: Final = 4096

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import Counter
 from collections.abc import Iterable
-from itertools import chain, compress
+from itertools import chain
 from typing import Final
 
 from msgspec import Struct
@@ -14,10 +13,10 @@ from msgspec import Struct
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
 from sessionfix.formats import header_start
-from sessionfix.model.tracking import UserEvent
 from sessionfix.model.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
 from sessionfix.read.reader import BOM, LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
+from sessionfix.rules.sf201_overflow_clone_message import survivor_of
 
 
 def records_on_row(ctx: RuleContext, row: int) -> range:
@@ -68,79 +67,6 @@ def describe(ctx: RuleContext, index: int) -> str:
     if kind is Kind.OTHER:
         return "record"
     return kind.name.lower().replace("_", " ")
-
-
-# ---- replayed user messages (SF201) ------------------------------------------------
-
-
-class Clone(Struct, frozen=True):
-    clone: int
-    survivor: int
-    answered_between: bool
-    """An assistant message lies between survivor and clone on the path."""
-
-
-def user_clones(ctx: RuleContext) -> dict[int, Clone]:
-    """Identical user messages re-appended on the active path (rules.md §4.1).
-
-    Copies count only within one compaction window. Messages are first bucketed by a
-    cheap key (their timestamp); only messages sharing a key are read back, and a copy
-    repeats its survivor's message object byte for byte: values that merely parse
-    equal (`1e2` and `100.0`, `"A"` and `"\\u0041"`) are different messages.
-    """
-    clones: dict[int, Clone] = {}
-    users = ctx.tracking.users
-    if not ctx.view.tree or not users:
-        return clones
-    keys = users.keys
-    candidates: Iterable[int]
-    try:
-        repeated = {key for key, count in Counter(keys).items() if count > 1}
-        candidates = compress(range(len(keys)), map(repeated.__contains__, keys))
-    except TypeError:  # an unhashable key: compare through its repr below
-        candidates = range(len(keys))
-    buckets: dict[tuple[int, object], list[UserEvent]] = {}
-    for position in candidates:
-        event = users[position]
-        try:
-            buckets.setdefault((event.boundaries_before, event.key), []).append(event)
-        except TypeError:
-            buckets.setdefault((event.boundaries_before, repr(event.key)), []).append(event)
-    copied_bytes = ctx.view.copied_bytes
-    if copied_bytes is None:
-        return clones
-    for bucket in buckets.values():
-        if len(bucket) < 2:
-            continue
-        first_seen: dict[bytes, UserEvent] = {}
-        for event in bucket:
-            message = copied_bytes(event.record)
-            if message is None:
-                continue
-            survivor = first_seen.setdefault(message, event)
-            if survivor is not event:
-                clones[event.record] = Clone(
-                    event.record,
-                    survivor.record,
-                    event.assistants_before != survivor.assistants_before,
-                )
-    return clones
-
-
-def survivor_of(ctx: RuleContext, entry_id: str) -> str:
-    """The id a reference to `entry_id` resolves to once SF201 clones are dropped (when
-    the rule that drops them runs)."""
-    from sessionfix.rules.sf201_overflow_clone_message import RULE as DROPS_CLONES
-
-    if DROPS_CLONES.code not in ctx.enabled:
-        return entry_id
-    index = ctx.view.resolve(entry_id)
-    if index is None:
-        return entry_id
-    clone = ctx.shared(user_clones).get(index)
-    if clone is None:
-        return entry_id
-    return ctx.view.entry_id(clone.survivor) or entry_id
 
 
 # ---- cloned compactions (SF202) ------------------------------------------------------

@@ -27,7 +27,8 @@ from sessionfix.diagnostics import (
 )
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RecordEditor, all_formats
-from sessionfix.formats.capabilities import Capability, coverage, missing, provided
+from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.coverage import coverage, missing, provided
 from sessionfix.model.tracking import Tracking
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import FileInfo, LineReport, RecordSource

@@ -14,14 +14,14 @@ import os
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
 from operator import add, sub
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from sessionfix import jsonutil
 from sessionfix.errors import InputError, NotASessionFile
@@ -54,8 +54,6 @@ from sessionfix.scan.cores import default_workers
 
 if TYPE_CHECKING:
     import xxhash
-
-    from sessionfix.scan.splice import KeptParts
 
 FAST_PATH_MISSES = (ValueError, RecursionError)
 """msgspec's DecodeError/ValidationError and UnicodeDecodeError are ValueErrors."""
@@ -1070,8 +1068,6 @@ def _read_parallel(
     kept: KeptParts | None = None
     try:
         if keep:
-            from sessionfix.scan.splice import KeptParts, KeptTask, read_range_kept
-
             kept = KeptParts(fmt, context, joined.adapter.named)
             kept_tasks = [KeptTask(task, context) for task in tasks]
             with OrderedWorkers(read_range_kept, kept_tasks, workers) as results:
@@ -1201,3 +1197,93 @@ def _chunk_of(adapter: FormatAdapter, lines: LineReport) -> Chunk:
     if view.tree:
         view.partition_keys()
     return Chunk(view, lines, adapter.tracker)
+
+
+KEPT_BYTES: Final = 32 << 20
+"""The most a read keeps of its parts, pickled; past it, or once the parts so far
+promise more for the whole file, none are kept."""
+
+
+class KeptPart(Struct):
+    """The part decoded from the lines of input bytes [start, end)."""
+
+    start: int
+    end: int
+    digest: int
+    """xxh3-64 of those bytes, as they were decoded."""
+    terminated: bool
+    """The last line ends in a newline."""
+    data: bytes
+    """The pickled `Chunk`."""
+    rows: range = range(0)
+    """Its lines' rows in the input (set as the parts are joined)."""
+
+    def chunk(self) -> Chunk:
+        import pickle  # only a repair keeps parts
+
+        chunk = pickle.loads(self.data)
+        assert isinstance(chunk, Chunk)
+        return chunk
+
+
+class KeptParts(Struct):
+    """The parts of an input read in parallel, in file order, and what every range of
+    it after the first was read with."""
+
+    format: Format
+    context: object
+    named: object
+    """What the reader took from the input's name (`FormatAdapter.named`)."""
+    parts: list[KeptPart] = field(default_factory=list)
+    held: int = 0
+
+    def keep(self, part: KeptPart, rows: range) -> KeptParts | None:
+        """Add the next part, holding input `rows`; None once they hold more than
+        `KEPT_BYTES`."""
+        self.held += len(part.data)
+        if self.held > KEPT_BYTES:
+            return None
+        if part.end > part.start:
+            part.rows = rows
+            self.parts.append(part)
+        return self
+
+    def within_budget(self, read: int, size: int) -> KeptParts | None:
+        """None when the parts of the first `read` bytes, held at that rate for all
+        `size`, would exceed `KEPT_BYTES`."""
+        return None if self.held * size > KEPT_BYTES * max(read, 1) else self
+
+    def untouched(self, changed: Sequence[int]) -> KeptParts | None:
+        """Only the parts holding none of the `changed` rows (sorted), the others
+        being of no use to a read of the result; None when no part is left."""
+        self.parts = [
+            part
+            for part in self.parts
+            if bisect_left(changed, part.rows.start) == bisect_left(changed, part.rows.stop)
+        ]
+        self.held = sum(len(part.data) for part in self.parts)
+        return self if self.parts else None
+
+
+class KeptTask(Struct, frozen=True):
+    """A byte range for a worker to read into parts to keep."""
+
+    task: Task
+    context: object
+    """What the file's start tells a reader of a later part."""
+
+
+def read_range_kept(kept: KeptTask) -> list[KeptPart]:
+    """Worker: `read_parts` cut at long lines, each part pickled, with the digest of the
+    bytes it decoded. A long line has a part of its own, since a repair that changes any line near
+    it would otherwise leave it to be decoded again."""
+    import pickle
+
+    task = kept.task
+    parts: list[KeptPart] = []
+    for chunk, start, digest in read_parts(task, kept.context, cut=True):
+        assert digest is not None
+        data = pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL)
+        end = start + chunk.lines.size
+        parts.append(KeptPart(start, end, digest, chunk.lines.final_newline, data))
+    return parts

@@ -1,107 +1,44 @@
 """Reading a repair's result without decoding again the byte ranges it copied.
 
 A large input is read as byte ranges in parallel (`scanner._read_parallel`); with
-`keep_parts`, each range's part is kept, pickled, beside the xxh3 digest of the bytes
-it was decoded from. A repair's result repeats most of its input byte for byte, so
-`read_spliced` reads it as a session by taking each kept part whose bytes the result
-holds at a line start, proven by their digest there, shifted to where they lie, and by
-decoding every other stretch afresh; the parts join in file order as those of any
-parallel read do, and the rules then run on the whole.
+`keep_parts`, each range's part is kept (`scanner.KeptParts`), pickled, beside the
+xxh3 digest of the bytes it was decoded from. A repair's result repeats most of its
+input byte for byte, so `read_spliced` reads it as a session by taking each kept part
+whose bytes the result holds at a line start, proven by their digest there, shifted to
+where they lie, and by decoding every other stretch afresh; the parts join in file
+order as those of any parallel read do, and the rules then run on the whole.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Final
 
 import xxhash
-from msgspec import Struct, field
+from msgspec import Struct
 
-from sessionfix.formats import Format
 from sessionfix.read.reader import open_session
 from sessionfix.scan import scanner
 from sessionfix.scan.scanner import (
     Chunk,
     JoinedParts,
+    KeptPart,
+    KeptParts,
     ScannedFile,
     Task,
     finished_read,
     gc_paused,
     peek_format,
-    read_parts,
     read_range,
     settle_last_line,
     worker_count,
 )
 
-KEPT_BYTES: Final = 32 << 20
-"""The most a read keeps of its parts, pickled; past it, or once the parts so far
-promise more for the whole file, none are kept."""
 DIGEST_BYTES: Final = 1 << 20
-
-
-class KeptPart(Struct):
-    """The part decoded from the lines of input bytes [start, end)."""
-
-    start: int
-    end: int
-    digest: int
-    """xxh3-64 of those bytes, as they were decoded."""
-    terminated: bool
-    """The last line ends in a newline."""
-    data: bytes
-    """The pickled `Chunk`."""
-    rows: range = range(0)
-    """Its lines' rows in the input (set as the parts are joined)."""
-
-    def chunk(self) -> Chunk:
-        chunk = pickle.loads(self.data)
-        assert isinstance(chunk, Chunk)
-        return chunk
-
-
-class KeptParts(Struct):
-    """The parts of an input read in parallel, in file order, and what every range of
-    it after the first was read with."""
-
-    format: Format
-    context: object
-    named: object
-    """What the reader took from the input's name (`FormatAdapter.named`)."""
-    parts: list[KeptPart] = field(default_factory=list)
-    held: int = 0
-
-    def keep(self, part: KeptPart, rows: range) -> KeptParts | None:
-        """Add the next part, holding input `rows`; None once they hold more than
-        `KEPT_BYTES`."""
-        self.held += len(part.data)
-        if self.held > KEPT_BYTES:
-            return None
-        if part.end > part.start:
-            part.rows = rows
-            self.parts.append(part)
-        return self
-
-    def within_budget(self, read: int, size: int) -> KeptParts | None:
-        """None when the parts of the first `read` bytes, held at that rate for all
-        `size`, would exceed `KEPT_BYTES`."""
-        return None if self.held * size > KEPT_BYTES * max(read, 1) else self
-
-    def untouched(self, changed: Sequence[int]) -> KeptParts | None:
-        """Only the parts holding none of the `changed` rows (sorted), the others
-        being of no use to a read of the result; None when no part is left."""
-        self.parts = [
-            part
-            for part in self.parts
-            if bisect_left(changed, part.rows.start) == bisect_left(changed, part.rows.stop)
-        ]
-        self.held = sum(len(part.data) for part in self.parts)
-        return self if self.parts else None
 
 
 class CopiedRun(Struct, frozen=True):
@@ -110,28 +47,6 @@ class CopiedRun(Struct, frozen=True):
     start: int
     end: int
     to: int
-
-
-class KeptTask(Struct, frozen=True):
-    """A byte range for a worker to read into parts to keep."""
-
-    task: Task
-    context: object
-    """What the file's start tells a reader of a later part."""
-
-
-def read_range_kept(kept: KeptTask) -> list[KeptPart]:
-    """Worker: `read_parts` cut at long lines, each part pickled, with the digest of the
-    bytes it decoded. A long line has a part of its own, since a repair that changes any line near
-    it would otherwise leave it to be decoded again."""
-    task = kept.task
-    parts: list[KeptPart] = []
-    for chunk, start, digest in read_parts(task, kept.context, cut=True):
-        assert digest is not None
-        data = pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL)
-        end = start + chunk.lines.size
-        parts.append(KeptPart(start, end, digest, chunk.lines.final_newline, data))
-    return parts
 
 
 def _digest(fd: int, start: int, end: int) -> int | None:

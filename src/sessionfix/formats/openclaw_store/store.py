@@ -16,10 +16,9 @@ import hashlib
 import io
 import os
 import re
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import apsw
 import orjson
@@ -27,6 +26,13 @@ import xxhash
 import zstandard
 
 from sessionfix.errors import InputError, SessionfixError
+from sessionfix.formats.openclaw_store.database import (
+    connect_read_only,
+    decompressed_row,
+    file_name,
+    quoted,
+    schema_problem,
+)
 from sessionfix.formats.pi.decode import OPENCLAW
 from sessionfix.model.loaded import Loader
 from sessionfix.read.compressed import EXPANSION_LIMIT, expansion_limit
@@ -35,64 +41,10 @@ from sessionfix.units import human_bytes
 
 STORE_NAME: Final = "openclaw-agent.sqlite"
 KIND: Final = "OpenClaw session store"
-SCHEMA_VERSION: Final = 23
-"""The agent schema sessionfix reads and writes, OpenClaw 2026.9's (`PRAGMA user_version`
-and `schema_meta.schema_version`). OpenClaw refuses a newer one, and migrates an older
-one (`openclaw doctor --fix`) before it uses the store; a rewrite by the rules of one
-schema could lose what another keeps."""
-READ_BUSY_MS: Final = 5000
-"""How long a read waits for a writer in rollback-journal mode (WAL readers never wait)."""
-_SAFE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _EVENTS: Final = (
     "SELECT seq, CAST(event_json AS BLOB), event_zstd, event_utf8_bytes, created_at "
     "FROM transcript_events INDEXED BY {index} WHERE session_id = ? ORDER BY seq"
 )
-
-
-def database_uri(path: Path) -> str:
-    """The URI that opens `path`, its bytes percent-encoded as they are: SQLite takes a
-    file name as UTF-8 text, which a name that is not UTF-8 cannot be."""
-    return "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
-
-
-def read_only_uri(path: Path) -> str:
-    """The URI that opens (or attaches) `path` read-only: no file is created, nothing written."""
-    return database_uri(path) + "?mode=ro"
-
-
-def connect_read_only(path: Path) -> apsw.Connection:
-    """A read-only connection (`mode=ro` URI: no file is created, nothing written)."""
-    connection = apsw.Connection(
-        read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-    )
-    connection.set_busy_timeout(READ_BUSY_MS)
-    return connection
-
-
-def schema_problem(db: apsw.Connection) -> str | None:
-    """Why the store's schema is not the one sessionfix knows, or None when it is."""
-    version = db.execute("PRAGMA user_version").fetchone()
-    recorded = {
-        row[0] for row in db.execute("SELECT schema_version FROM schema_meta WHERE role = 'agent'")
-    }
-    found = version[0] if version is not None else None
-    if recorded != {found}:
-        shown = ", ".join(sorted(map(repr, recorded))) or "none"
-        return (
-            f"schema versions disagree ({found} in its header, {shown} in schema_meta); "
-            "`openclaw doctor` tells what is wrong"
-        )
-    if found == SCHEMA_VERSION:
-        return None
-    if isinstance(found, int) and found < SCHEMA_VERSION:
-        return (
-            f"schema version {found} is older than OpenClaw 2026.9's ({SCHEMA_VERSION}); "
-            "`openclaw doctor --fix` migrates it, then sessionfix reads it"
-        )
-    return (
-        f"schema version {found} is not one sessionfix knows (it reads {SCHEMA_VERSION}, "
-        "OpenClaw 2026.9's); its rows could be read or written wrong"
-    )
 
 
 def _key_index(db: apsw.Connection) -> str | None:
@@ -116,11 +68,6 @@ def _events_damaged(db: apsw.Connection, index: str) -> str | None:
     if entries != stored:
         return f"events' index {index} holds {entries} entries for {stored} rows"
     return None
-
-
-def quoted(name: str) -> str:
-    """An SQL identifier for `name`, whatever it holds."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def is_hot_journal(error: apsw.Error) -> bool:
@@ -153,13 +100,6 @@ def artifact_folder(store: Path) -> Path:
     """Where OpenClaw keeps the store's session files (`agents/<id>/sessions`)."""
     parent = store.parent
     return parent.parent / "sessions" if parent.name == "agent" else parent
-
-
-def file_name(session_id: str) -> str:
-    """A file name for a session's transcript: its id when that is a plain name."""
-    if _SAFE_NAME.fullmatch(session_id):
-        return session_id
-    return "session-" + hashlib.sha256(session_id.encode()).hexdigest()[:16]
 
 
 class OpenClawStore:
@@ -398,46 +338,6 @@ class OpenClawStore:
         from sessionfix.formats.openclaw_store import write
 
         return write.restore_session(self, session_id, backup, keep_current=keep_current)
-
-
-_ROW_PIECE: Final = 1 << 20
-"""Bytes of a compressed row decompressed at a time."""
-
-
-def decompressed_row(
-    decompressor: zstandard.ZstdDecompressor, packed: bytes, size: Any, where: str
-) -> bytes:
-    """A compressed row's event, decompressed no further than the size the row records
-    (and one byte to tell a row that holds more): a small row that expands without
-    bound is refused on one line, never held in memory. A size past what its bytes may
-    expand to (as a compressed session file may) is refused before anything is read:
-    OpenClaw's table admits 4 MiB, but a read-only connection does not check that."""
-    if not isinstance(size, int) or size < 0:
-        raise InputError(f"{where}: the compressed row does not record its size")
-    if size > expansion_limit(len(packed)):
-        raise InputError(
-            f"{where}: the compressed row records {size:,} bytes, more than its "
-            f"{len(packed):,} compressed bytes may expand to"
-        )
-    chunks: list[bytes] = []
-    held = 0
-    try:
-        with decompressor.stream_reader(packed) as reader:
-            while held <= size:
-                chunk = reader.read(min(size + 1 - held, _ROW_PIECE))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                held += len(chunk)
-    except zstandard.ZstdError as exc:
-        raise InputError(f"{where}: the compressed row does not decompress ({exc})") from None
-    if held > size:
-        raise InputError(f"{where}: the compressed row expands past the {size} bytes it records")
-    if held < size:
-        raise InputError(
-            f"{where}: the compressed row holds {held} bytes, not the {size} it records"
-        )
-    return b"".join(chunks)
 
 
 def _reason(error: apsw.Error | SessionfixError) -> str:

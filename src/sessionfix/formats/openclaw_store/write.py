@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import apsw
 import orjson
@@ -47,8 +47,8 @@ import zstandard
 
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.escapes import escape_surrogates
-from sessionfix.formats.openclaw_store.liveness import check_not_running
-from sessionfix.formats.openclaw_store.store import (
+from sessionfix.formats.openclaw_store.database import (
+    connect_read_only,
     database_uri,
     decompressed_row,
     file_name,
@@ -56,11 +56,9 @@ from sessionfix.formats.openclaw_store.store import (
     read_only_uri,
     schema_problem,
 )
+from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.interrupts import signals_deferred
 from sessionfix.stores import Origins, StoreBackup, StoreRefused, Transcript
-
-if TYPE_CHECKING:
-    from sessionfix.formats.openclaw_store.store import OpenClawStore
 
 BACKUP_MARK: Final = ".sessionfix-bak-"
 _KNOWN_COLUMNS: Final = (
@@ -75,6 +73,17 @@ _SIX_COLUMNS: Final = "seq, event_json, created_at, event_zstd, event_utf8_bytes
 """The columns of a backup written before backups recorded theirs."""
 _CHECK_EVERY: Final = 4096
 """Rows between checks for an interrupt while rows are copied (see `_kill_point`)."""
+
+
+class OpenedStore(Protocol):
+    """The store a rewrite or a restore goes to (`store.OpenClawStore`)."""
+
+    path: Path
+    """As the user named it (what messages show)."""
+    real: Path
+    """The file it is (symbolic links resolved)."""
+    tables_checked: bool
+    """Whether the tables a rewrite touches passed SQLite's integrity check."""
 
 
 class StoreBusy(StoreRefused):
@@ -137,7 +146,7 @@ _CHECKED_TABLES: Final = (*_DELETED, *_UPDATED, "session_transcript_cold_archive
 
 
 def replace_session(
-    store: OpenClawStore,
+    store: OpenedStore,
     transcript: Transcript,
     repaired: Path,
     origins: Origins,
@@ -203,7 +212,7 @@ class _Rewrite:
 
 @contextmanager
 def _rewrite(
-    store: OpenClawStore, session_id: str, where: str, attach: Path | None = None
+    store: OpenedStore, session_id: str, where: str, attach: Path | None = None
 ) -> Iterator[_Rewrite]:
     """One `BEGIN IMMEDIATE` transaction on a store `_check_writable` admits, refused
     while OpenClaw runs (`attach`: a backup to read from, attached read-only): committed
@@ -251,7 +260,7 @@ def _checkpoint(db: apsw.Connection) -> None:
         db.execute("PRAGMA main.wal_checkpoint(PASSIVE)").fetchall()
 
 
-def _check_writable(db: apsw.Connection, store: OpenClawStore, where: str) -> tuple[str, ...]:
+def _check_writable(db: apsw.Connection, store: OpenedStore, where: str) -> tuple[str, ...]:
     """Refuse (`StoreUnsafe`) a store a rewrite could harm unseen; return the event
     columns it writes besides `session_id` and `seq`, as the table has them."""
     problem = schema_problem(db)
@@ -352,8 +361,6 @@ def check_integrity(path: Path, where: str, backups: Sequence[Path] = ()) -> Non
     runs outside the write transaction; in rollback-journal mode it would hold them
     off for the length of the scan, and is left to `sqlite3 STORE 'PRAGMA
     integrity_check'`."""
-    from sessionfix.formats.openclaw_store.store import connect_read_only
-
     try:
         db = connect_read_only(path)
     except apsw.Error as exc:
@@ -778,7 +785,7 @@ def _read_backup(path: Path) -> tuple[dict[str, str], str]:
 
 
 def restore_session(
-    store: OpenClawStore, session_id: str, name: str | None, *, keep_current: bool
+    store: OpenedStore, session_id: str, name: str | None, *, keep_current: bool
 ) -> Path:
     """Replace the session's rows by a backup's (the newest intact one, or `name`)."""
     backups = list_backups(store.real, session_id)
