@@ -19,7 +19,7 @@ import pytest
 PACKAGE: Final = Path(__file__).resolve().parent.parent / "src" / "sessionfix"
 
 STAGES: Final[tuple[tuple[str, ...], ...]] = (
-    ("errors", "escapes", "interrupts", "jsonutil", "structs", "units", "version"),
+    ("errors", "escapes", "interrupts", "jsonutil", "location", "structs", "units", "version"),
     ("scratch",),
     ("read", "stores"),
     ("model",),

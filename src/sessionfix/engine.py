@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import suppress
@@ -359,48 +358,13 @@ def relocated(
     diagnostics: Iterable[Diagnostic],
     transcript: stores.Transcript,
     filename: str,
-    row_of: Callable[[int], int | None] | None = None,
+    key_of: Callable[[int], int | None] | None = None,
 ) -> list[Diagnostic]:
-    """Findings in a store session's transcript, named by the store, session and row
-    (`row_of`: line → row, by default the transcript's own rows)."""
-    session_id = transcript.session.id
-    row_of = row_of or transcript.row_of
-    return [
-        msgspec.structs.replace(
-            d.in_store(session_id, row_of(d.row), filename),
-            message=_by_row(d.message, row_of),
-        )
-        for d in diagnostics
-    ]
-
-
-_QUOTED: Final = re.compile(r"'(?:[^'\\]|\\.)*'")
-"""A value quoted from the session (messages quote them with `repr`): left as it is."""
-_LINE_REFERENCES: Final = re.compile(r"\b(on )?(lines?) (\d+(?:(?:, | and )\d+)*)\b")
-"""How a message names other records by their lines: in a store, by their rows."""
-
-
-def _by_row(message: str, row_of: Callable[[int], int | None]) -> str:
-    """`message` with its line references as the store's row numbers, outside quotes."""
-
-    def rows(match: re.Match[str]) -> str:
-        numbers = re.findall(r"\d+", match.group(3))
-        found = [row_of(int(n)) for n in numbers]
-        if any(row is None for row in found):
-            return match.group(0)
-        replacements = iter(found)
-        text = re.sub(r"\d+", lambda _: str(next(replacements)), match.group(3))
-        word = "seqs" if match.group(2) == "lines" else "seq"
-        return f"{'at ' if match.group(1) else ''}{word} {text}"
-
-    pieces: list[str] = []
-    last = 0
-    for quoted in _QUOTED.finditer(message):
-        pieces.append(_LINE_REFERENCES.sub(rows, message[last : quoted.start()]))
-        pieces.append(quoted.group(0))
-        last = quoted.end()
-    pieces.append(_LINE_REFERENCES.sub(rows, message[last:]))
-    return "".join(pieces)
+    """Findings in a store session's transcript, located in the store `filename` by the
+    session and the key of each record (`key_of`: line → key, by default the
+    transcript's own rows), the records they name named by the store."""
+    names = transcript.names(key_of)
+    return [d.located(filename, names) for d in diagnostics]
 
 
 def _check_store(

@@ -14,6 +14,7 @@ from msgspec import Struct
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
 from sessionfix.formats.pi import HEADER_START
+from sessionfix.location import line, said
 from sessionfix.model.tracking import UserEvent
 from sessionfix.model.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
 from sessionfix.read.reader import BOM, LineIssue
@@ -408,6 +409,6 @@ def relink_fix(
         return None
     target_index, target_id = target
     return unsafe(
-        f"{what} {target_id} (line {ctx.view.rows[target_index]})",
+        said(f"{what} {target_id} (", line(ctx.view.rows[target_index]), ")"),
         ctx.rewrite_record(index, ctx.editor.set_parent(target_id)),
     )

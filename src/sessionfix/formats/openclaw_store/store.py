@@ -35,6 +35,8 @@ from sessionfix.units import human_bytes
 
 STORE_NAME: Final = "openclaw-agent.sqlite"
 KIND: Final = "OpenClaw session store"
+ROW_KEY: Final = "seq"
+"""The column that numbers a session's rows, as findings name a row by it ("seq 11")."""
 SCHEMA_VERSION: Final = 23
 """The agent schema sessionfix reads and writes, OpenClaw 2026.9's (`PRAGMA user_version`
 and `schema_meta.schema_version`). OpenClaw refuses a newer one, and migrates an older
@@ -258,7 +260,9 @@ class OpenClawStore:
     # ---- reading a session -----------------------------------------------------------
 
     def transcript(self, session: StoredSession, folder: Path) -> Transcript:
-        transcript = Transcript(folder / f"{file_name(session.id)}.jsonl", session)
+        transcript = Transcript(
+            folder / f"{file_name(session.id)}.jsonl", session, key_noun=ROW_KEY
+        )
         try:
             with open(transcript.path, "xb", buffering=1 << 20) as out:
                 if session.cold:
