@@ -281,6 +281,17 @@ def test_a_fix_names_the_records_it_moves_to_by_their_seq(
     assert "fix (safe): move the cut forward to a0000004 (seq 4)" in text
 
 
+def test_a_fix_made_safe_by_the_settings_still_names_records_by_their_seq(
+    template_store: Path, tmp_path: Path
+) -> None:
+    case = FIXTURES / "SF103-dangling-parent-on-path"
+    store, _ = _store_for(template_store, tmp_path, (case / "input.jsonl").read_bytes())
+    for extra in ((), ("--extend-safe-fixes", "SF103")):
+        (found,) = orjson.loads(_checked_as(store, OutputFormat.JSON, *extra))
+        assert found["fix"]["applicability"] == ("safe" if extra else "unsafe")
+        assert found["fix"]["message"] == "re-link to the preceding entry a0000002 (seq 2)"
+
+
 def test_each_fix_in_a_store_lists_every_edit_of_its_transcript(
     damaged: tuple[Path, str], tmp_path: Path
 ) -> None:

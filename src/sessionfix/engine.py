@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Struct, field
 
 from sessionfix import stores
-from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
+from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic
 from sessionfix.discovery import discover, is_directory, is_foreign, is_plain_file
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, capabilities
@@ -149,9 +149,9 @@ def _adjust_fix(diagnostic: Diagnostic, settings: Settings, fmt: Format) -> Diag
     if fmt is Format.UNKNOWN:
         return diagnostic.with_fix(None)
     if fix.applicability is Applicability.UNSAFE and settings.promoted_to_safe(diagnostic.code):
-        return diagnostic.with_fix(Fix(Applicability.SAFE, fix.message, fix.edits))
+        return diagnostic.with_fix(msgspec.structs.replace(fix, applicability=Applicability.SAFE))
     if fix.applicability is Applicability.SAFE and settings.demoted_to_unsafe(diagnostic.code):
-        return diagnostic.with_fix(Fix(Applicability.UNSAFE, fix.message, fix.edits))
+        return diagnostic.with_fix(msgspec.structs.replace(fix, applicability=Applicability.UNSAFE))
     return diagnostic
 
 
