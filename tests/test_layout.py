@@ -25,6 +25,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
     ("model",),
     ("formats",),
     ("diagnostics", "discovery"),
+    ("containers",),
     ("settings",),
     ("safety",),
     ("scan",),
@@ -42,7 +43,8 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
 any stage below its own; never from a stage at its level or above. The top-level modules
 are stages of their own, placed by what they need: the shared vocabulary (errors, held
 signals, JSON, record classes, units) at the bottom, private temporary folders just above
-it; findings and discovery above the formats they name; the safety layer below the scan
+it; findings and discovery above the formats they name, the containers that hold sessions
+and locate their findings above them; the safety layer below the scan
 and below the rules, which ask it whether a writer holds a file; what the agent loads
 above the repair it measures the result of; the configuration files above the report,
 whose output formats they name; the cluster check beside them, above the report whose

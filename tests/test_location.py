@@ -3,12 +3,25 @@ the same finding, and nothing is rewritten as text."""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sessionfix import Settings
+from sessionfix.containers import HeldSession
 from sessionfix.diagnostics import Applicability, Diagnostic, Fix, Severity
+from sessionfix.engine import check_held
+from sessionfix.formats import Format
 from sessionfix.location import FILE_NAMES, Cited, RecordNames, Said, line, lines, on_line, said
+from sessionfix.report.render import OutputFormat, write_report
+
+from .conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "sessions" / "openclaw-overflow-recovery.jsonl"
 
 STORE = RecordNames("seq", "at", "s1", lambda number: number - 1)
 """A store whose rows are numbered from 0, one per line of the transcript."""
@@ -81,3 +94,32 @@ def test_a_finding_located_in_a_store_names_its_records_there(
     assert stored.fix.message == fix_message.text(STORE)
     assert (stored.place, stored.row, stored.seq) == ("agent.sqlite:s1:seq 6", 7, 6)
     assert found.place == "transcript.jsonl:7:1"
+
+
+def test_a_container_keying_records_by_text_ids_names_them_so_in_every_output_format() -> None:
+    """A container whose rows are text ids (opencode's `prt_…`) needs nothing but its
+    names: the finding, the record it names and every output format follow them."""
+    names = RecordNames("", "at", "ses_1", lambda number: f"prt_{number:04}")
+    held = HeldSession(EXAMPLE, Path("opencode.db"), "opencode.db", names, format=Format.AUTO)
+    found = check_held(held, Settings())[1]
+    clone = found[0]
+    assert (clone.code, clone.place) == ("SF201", "opencode.db:ses_1:prt_0007")
+    assert "entry a0000005 at prt_0006 " in clone.message
+    outputs = {}
+    for output_format in OutputFormat:
+        out = io.BytesIO()
+        write_report(found, out, output_format)
+        outputs[output_format] = out.getvalue().decode()
+    assert "opencode.db:ses_1:prt_0007: SF201" in outputs[OutputFormat.FULL]
+    assert " prt_0007 | " in outputs[OutputFormat.FULL]
+    assert "opencode.db:ses_1:prt_0007: SF201" in outputs[OutputFormat.CONCISE]
+    first = orjson.loads(outputs[OutputFormat.JSON])[0]
+    assert first["record"] == {
+        "session": "ses_1",
+        "record_key": "prt_0007",
+        "place": "opencode.db:ses_1:prt_0007",
+    }
+    assert "" not in first
+    assert "opencode.db:ses_1:prt_0007: SF201" in outputs[OutputFormat.GITHUB]
+    sarif = orjson.loads(outputs[OutputFormat.SARIF])["runs"][0]["results"][0]
+    assert sarif["locations"][0]["logicalLocations"][1]["name"] == "prt_0007"

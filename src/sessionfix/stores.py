@@ -116,6 +116,10 @@ class SessionStore(Protocol):
         copying the rows `origins` says are unchanged. Returns the backup kept, if any."""
         ...
 
+    def key_after_rewrite(self, line: int) -> int | None:
+        """The key `replace` gives the row it writes for 1-based line `line` of a repair."""
+        ...
+
     def check_integrity(self, backups: Sequence[Path]) -> None:
         """Check the whole store after rewrites (`backups`: what they kept, for the
         message should it fail)."""

@@ -207,7 +207,7 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
         "location": {"row": diagnostic.row, "column": diagnostic.column},
         "end_location": {"row": diagnostic.end_row or diagnostic.row, "column": diagnostic.column},
         **(
-            {"session_id": diagnostic.session_id, diagnostic.key_noun: diagnostic.record_key}
+            {"session_id": diagnostic.session_id, **_keyed(diagnostic)}
             if diagnostic.session_id
             else {}
         ),
@@ -222,6 +222,12 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
         },
         "url": rule.url if rule is not None else None,
     }
+
+
+def _keyed(diagnostic: Diagnostic) -> dict[str, Any]:
+    """A store record's key under the name its store gives it (OpenClaw: `seq`), where
+    it has one (a text id is its own name)."""
+    return {diagnostic.key_noun: diagnostic.record_key} if diagnostic.key_noun else {}
 
 
 def _escaped(data: dict[str, Any]) -> dict[str, Any]:
@@ -371,6 +377,10 @@ def _sarif_location(d: Diagnostic, root: str) -> dict[str, Any]:
     }
 
 
+def _store_properties(d: Diagnostic) -> dict[str, Any]:
+    return {"session_id": d.session_id, **_keyed(d), "place": escape_surrogates(d.place)}
+
+
 def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes], root: str | None = None) -> None:
     """A SARIF 2.1.0 log: every rule, and the results located by URIs relative to `root`
     (the working directory unless given), which `originalUriBaseIds` names."""
@@ -381,17 +391,7 @@ def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes], root: str | N
             "level": _SARIF_LEVEL[d.severity],
             "message": {"text": d.message},
             "locations": [_sarif_location(d, root)],
-            **(
-                {
-                    "properties": {
-                        "session_id": d.session_id,
-                        d.key_noun: d.record_key,
-                        "place": escape_surrogates(d.place),
-                    }
-                }
-                if d.session_id
-                else {}
-            ),
+            **({"properties": _store_properties(d)} if d.session_id else {}),
         }
         for d in diagnostics
     ]

@@ -388,6 +388,10 @@ class OpenClawStore:
 
         return write.replace_session(self, transcript, repaired, origins, backup=backup)
 
+    def key_after_rewrite(self, line: int) -> int | None:
+        """A rewrite numbers the session's rows from 0 again, as OpenClaw's own does."""
+        return line - 1
+
     def check_integrity(self, backups: Sequence[Path]) -> None:
         from sessionfix.formats.openclaw_store import write
 
