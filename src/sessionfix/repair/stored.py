@@ -39,8 +39,8 @@ class SessionRefused(Struct, frozen=True):
     session_id: str
 
 
-def _shown(store: Path, session: stores.StoredSession) -> str:
-    return f"{store} (session {session.id})"
+def _shown(store: Path, session_id: str) -> str:
+    return f"{store} (session {session_id})"
 
 
 def _located(
@@ -51,7 +51,7 @@ def _located(
     now stored, one per line of the repair (a copy elsewhere keeps its own names)."""
     result.path = container.path
     result.session_id = held.session
-    result.filename = _shown(container.path, _session_of(held))
+    result.filename = _shown(container.path, held.session)
     result.found = held.located(result.found)
     result.applied = held.located(result.applied)
     if rewritten:
@@ -59,11 +59,6 @@ def _located(
     elif not result.changed:
         result.remaining = held.located(result.remaining)
     return result
-
-
-def _session_of(held: HeldSession) -> stores.StoredSession:
-    assert held.transcript is not None, "a store's session is held as its transcript"
-    return held.transcript.session
 
 
 def repair_store(
@@ -140,7 +135,7 @@ def _repair_session(
     backup: bool,
     force: bool,
 ) -> RepairResult:
-    shown = _shown(container.path, _session_of(held))
+    shown = _shown(container.path, held.session)
     if stream is not None:
         result = repair_to_stream(held.text, stream, settings, filename=shown)
         return _located(result, container, held, rewritten=False)
@@ -198,7 +193,7 @@ def preview_store(path: Path, settings: Settings) -> Iterator[StoredPreview | Se
             stack = ExitStack()
             try:
                 held = stack.enter_context(container.hold(session))
-                preview = preview_repair(held.text, settings, filename=_shown(path, session))
+                preview = preview_repair(held.text, settings, filename=_shown(path, session.id))
             except SessionfixError as exc:
                 stack.close()
                 yield exc
