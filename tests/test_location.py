@@ -92,7 +92,7 @@ def test_a_finding_located_in_a_store_names_its_records_there(
     assert stored.message == message.text(STORE)
     assert stored.fix is not None
     assert stored.fix.message == fix_message.text(STORE)
-    assert (stored.place, stored.row, stored.seq) == ("agent.sqlite:s1:seq 6", 7, 6)
+    assert (stored.place, stored.row, stored.record_key) == ("agent.sqlite:s1:seq 6", 7, 6)
     assert found.place == "transcript.jsonl:7:1"
 
 

@@ -131,7 +131,7 @@ def test_fixture_as_store_session(case: Path, template_store: Path, tmp_path: Pa
     assert [r.session_id for r in reports] == [session_id]
     found = reports[0].diagnostics
     assert _located(found) == _located(expected)
-    assert all(d.session_id == session_id and d.seq == d.row - 1 for d in found)
+    assert all(d.session_id == session_id and d.record_key == d.row - 1 for d in found)
     repaired = tmp_path / "repaired.jsonl"
     result = repair_to(plain, repaired, settings)
     before = _rows(store, session_id)

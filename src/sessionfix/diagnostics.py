@@ -444,11 +444,6 @@ class Diagnostic(PartlyCompared, Struct, frozen=True):
         return SORT_KEY(self)
 
     @property
-    def seq(self) -> int | str | None:
-        """In a session store: the key of the record's row (OpenClaw's `seq`)."""
-        return self.record_key
-
-    @property
     def location(self) -> Location:
         return Location(
             self.filename,
