@@ -155,11 +155,17 @@ def test_json_output_is_machine_readable_and_complete(sessions_dir: Path) -> Non
         "format",
         "location",
         "end_location",
+        "record",
         "entry_id",
         "fix",
         "url",
     }
     assert first["location"] == {"row": 3, "column": 1}
+    assert first["record"] == {
+        "session": None,
+        "record_key": 3,
+        "place": f"{first['filename']}:3:1",
+    }
     assert first["fix"]["applicability"] == "safe"
     [split] = first["fix"]["edits"]
     assert split["op"] == "replace_bytes"

@@ -65,6 +65,8 @@ def scanned(path: Path) -> tuple[int, list[dict[str, Any]]]:
     diagnostics = json.loads(result.stdout)
     for diagnostic in diagnostics:
         assert diagnostic.pop("filename") == str(path)
+        place = diagnostic["record"].pop("place")
+        assert place == f"{path}:{diagnostic['location']['row']}:{diagnostic['location']['column']}"
     return result.exit_code, diagnostics
 
 

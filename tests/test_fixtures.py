@@ -44,7 +44,8 @@ def _settings(spec: dict[str, Any]) -> Settings:
 
 def _golden_view(diagnostic: Any) -> dict[str, Any]:
     data = diagnostic_json(diagnostic)
-    del data["filename"], data["url"]
+    assert data["record"]["record_key"] == data["location"]["row"], "a file's record is its line"
+    del data["filename"], data["url"], data["record"]
     return data
 
 

@@ -19,12 +19,23 @@ import pytest
 PACKAGE: Final = Path(__file__).resolve().parent.parent / "src" / "sessionfix"
 
 STAGES: Final[tuple[tuple[str, ...], ...]] = (
-    ("errors", "escapes", "interrupts", "jsonutil", "registry", "structs", "units", "version"),
+    (
+        "errors",
+        "escapes",
+        "interrupts",
+        "jsonutil",
+        "location",
+        "registry",
+        "structs",
+        "units",
+        "version",
+    ),
     ("scratch",),
     ("read", "stores"),
     ("model",),
     ("formats",),
     ("diagnostics", "discovery"),
+    ("containers",),
     ("settings",),
     ("safety",),
     ("scan",),
@@ -43,10 +54,11 @@ any stage below its own; never from a stage at its level or above. The top-level
 are stages of their own, placed by what they need: the shared vocabulary (errors, held
 signals, JSON, record classes, units, the registry of format packages) at the bottom,
 private temporary folders just above it; findings and discovery above the formats they
-name; the safety layer below the scan and below the rules, which ask it whether a writer
-holds a file; what the agent loads above the repair it measures the result of; the
-configuration files above the report, whose output formats they name; the cluster check
-beside them, above the report whose JSON diagnostics its results carry."""
+name, the containers that hold sessions and locate their findings above them; the safety
+layer below the scan and below the rules, which ask it whether a writer holds a file; what
+the agent loads above the repair it measures the result of; the configuration files above
+the report, whose output formats they name; the cluster check beside them, above the
+report whose JSON diagnostics its results carry."""
 
 LEVEL: Final = {unit: level for level, units in enumerate(STAGES) for unit in units}
 

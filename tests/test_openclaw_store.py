@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import jsonschema
 import orjson
 import pytest
 import xxhash
@@ -34,7 +35,7 @@ from sessionfix.formats.openclaw_store.liveness import coordinator_path
 from sessionfix.repair.plan import described_fixes
 from sessionfix.repair.targets import repair_to
 from sessionfix.report.backups import backup_listing, listing_note, restore_note
-from sessionfix.report.render import diagnostic_json
+from sessionfix.report.render import OutputFormat, diagnostic_json
 from sessionfix.safety.restoring import BackupListing, RestoreDone, RestoreRequest, run_restore
 from sessionfix.stores import open_store, transcript_of
 
@@ -49,6 +50,7 @@ from .store_fixtures import (
     store_session,
     transcript_lines,
 )
+from .test_sarif import sarif_schema
 
 require_openclaw_at_collection()
 
@@ -131,7 +133,7 @@ def test_fixture_as_store_session(case: Path, template_store: Path, tmp_path: Pa
     assert [r.session_id for r in reports] == [session_id]
     found = reports[0].diagnostics
     assert _located(found) == _located(expected)
-    assert all(d.session_id == session_id and d.seq == d.row - 1 for d in found)
+    assert all(d.session_id == session_id and d.record_key == d.row - 1 for d in found)
     repaired = tmp_path / "repaired.jsonl"
     result = repair_to(plain, repaired, settings)
     before = _rows(store, session_id)
@@ -207,6 +209,89 @@ def test_findings_name_store_session_and_seq(damaged: tuple[Path, str]) -> None:
     text = CliRunner().invoke(app, ["check", "--output-format", "concise", str(store)], env=ENV)
     assert f"{store}:{session_id}:seq 6: SF201" in text.stdout
     assert "entry a0000005 at seq 5" in text.stdout
+
+
+def _checked_as(store: Path, output_format: OutputFormat, *args: str) -> str:
+    outcome = CliRunner().invoke(
+        app, ["check", "--output-format", output_format.value, *args, str(store)], env=ENV
+    )
+    assert outcome.exit_code == 1, outcome.output
+    return outcome.stdout
+
+
+def test_store_locations_read_the_same_in_every_output_format(
+    damaged: tuple[Path, str],
+) -> None:
+    """Every output format names a store's finding by its session and seq, and the record
+    its message names by its seq: never by the line of the transcript it was read from."""
+    store, session_id = damaged
+    place = f"{store}:{session_id}:seq 6"
+    named = "entry a0000005 at seq 5"
+    outputs = {output_format: _checked_as(store, output_format) for output_format in OutputFormat}
+    assert set(outputs) == {
+        OutputFormat.FULL,
+        OutputFormat.CONCISE,
+        OutputFormat.JSON,
+        OutputFormat.JSON_LINES,
+        OutputFormat.GITHUB,
+        OutputFormat.SARIF,
+    }, "a new output format is checked here too"
+    for human in (OutputFormat.FULL, OutputFormat.CONCISE):
+        assert f"{place}: SF201 [*] user message is identical to {named} " in outputs[human]
+    assert " seq 6 | " in outputs[OutputFormat.FULL]
+    assert f"{store}:7:" not in outputs[OutputFormat.FULL]
+    as_json = orjson.loads(outputs[OutputFormat.JSON])
+    as_lines = [orjson.loads(line) for line in outputs[OutputFormat.JSON_LINES].splitlines()]
+    for found in (as_json, as_lines):
+        first = found[0]
+        assert first["record"] == {
+            "session": session_id,
+            "record_key": 6,
+            "place": place,
+        }
+        assert (first["session_id"], first["seq"], first["location"]["row"]) == (session_id, 6, 7)
+        assert named in first["message"]
+    annotation = outputs[OutputFormat.GITHUB].splitlines()[0]
+    assert annotation.startswith(f"::warning title=sessionfix (SF201),file={store}::{place}: ")
+    assert named in annotation
+    sarif = orjson.loads(outputs[OutputFormat.SARIF])
+    jsonschema.Draft4Validator(sarif_schema()).validate(sarif)
+    result = sarif["runs"][0]["results"][0]
+    assert named in result["message"]["text"]
+    (location,) = result["locations"]
+    assert "region" not in location["physicalLocation"]
+    assert location["logicalLocations"] == [
+        {"name": session_id, "kind": "session"},
+        {"name": "seq 6", "fullyQualifiedName": f"{session_id}:seq 6", "kind": "record"},
+    ]
+    assert result["properties"] == {"session_id": session_id, "seq": 6, "place": place}
+
+
+def test_a_fix_names_the_records_it_moves_to_by_their_seq(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """A fix's message, like the finding's, names another record by the store's seq."""
+    case = FIXTURES / "SF501-kept-from-a-tool-result"
+    store, session_id = _store_for(template_store, tmp_path, (case / "input.jsonl").read_bytes())
+    (found,) = orjson.loads(_checked_as(store, OutputFormat.JSON))
+    assert found["message"].startswith(
+        "compaction keeps history from a tool result ('a0000003', seq 3); "
+    )
+    assert found["fix"]["message"] == "move the cut forward to a0000004 (seq 4)"
+    text = _checked_as(store, OutputFormat.FULL)
+    assert f"{store}:{session_id}:seq 7: SF501" in text
+    assert "fix (safe): move the cut forward to a0000004 (seq 4)" in text
+
+
+def test_a_fix_made_safe_by_the_settings_still_names_records_by_their_seq(
+    template_store: Path, tmp_path: Path
+) -> None:
+    case = FIXTURES / "SF103-dangling-parent-on-path"
+    store, _ = _store_for(template_store, tmp_path, (case / "input.jsonl").read_bytes())
+    for extra in ((), ("--extend-safe-fixes", "SF103")):
+        (found,) = orjson.loads(_checked_as(store, OutputFormat.JSON, *extra))
+        assert found["fix"]["applicability"] == ("safe" if extra else "unsafe")
+        assert found["fix"]["message"] == "re-link to the preceding entry a0000002 (seq 2)"
 
 
 def test_each_fix_in_a_store_lists_every_edit_of_its_transcript(

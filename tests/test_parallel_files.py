@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from sessionfix import Diagnostic, Settings, engine
 from sessionfix.cli import app
+from sessionfix.containers import HeldSession
 from sessionfix.engine import MIN_SHARED_FILES, check_paths, check_run, select_files, shared_files
 
 from .conftest import FIXTURES, ROOT
@@ -150,15 +151,15 @@ def _first_of(sessions: Path) -> str:
 def test_an_internal_error_in_one_file_ends_the_run_as_in_one_process(
     sessions: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = engine._check
+    real = engine.check_held
     name = _first_of(sessions)
 
-    def failing(path: Path, *args: Any, **kwargs: Any) -> Any:
-        if path.name == name:
-            raise ValueError(f"cannot check {path.name}")
-        return real(path, *args, **kwargs)
+    def failing(held: HeldSession, *args: Any, **kwargs: Any) -> Any:
+        if held.container.name == name:
+            raise ValueError(f"cannot check {held.container.name}")
+        return real(held, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "_check", failing)
+    monkeypatch.setattr(engine, "check_held", failing)
     one = _scan(sessions, "--jobs", "1")
     two = _scan(sessions, "--jobs", "2")
     assert one == two
@@ -168,15 +169,15 @@ def test_an_internal_error_in_one_file_ends_the_run_as_in_one_process(
 
 @pytest.mark.usefixtures("no_worker_left")
 def test_a_worker_that_dies_ends_the_run(sessions: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = engine._check
+    real = engine.check_held
     name = _first_of(sessions)
 
-    def dying(path: Path, *args: Any, **kwargs: Any) -> Any:
-        if path.name == name:
+    def dying(held: HeldSession, *args: Any, **kwargs: Any) -> Any:
+        if held.container.name == name:
             os.kill(os.getpid(), signal.SIGKILL)
-        return real(path, *args, **kwargs)
+        return real(held, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "_check", dying)
+    monkeypatch.setattr(engine, "check_held", dying)
     code, _, note = _scan(sessions, "--jobs", "2")
     assert code == 2
     assert "internal error: WorkerDied" in note

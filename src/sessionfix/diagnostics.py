@@ -12,6 +12,7 @@ import msgspec
 from msgspec import Struct
 
 from sessionfix.escapes import escape
+from sessionfix.location import Location, RecordNames, Said
 from sessionfix.read.reader import LineIssue
 from sessionfix.structs import PartlyCompared
 
@@ -388,15 +389,24 @@ class Fix(Struct, frozen=True):
     applicability: Applicability
     message: str
     edits: Sequence[Edit] = ()
+    said: Said | None = None
+    """The message with the records it names kept as references (see `Diagnostic.said`)."""
 
     def described(self, *, edits: bool) -> Fix:
         """The fix with its edits' text made now (`edits`), or without its edits."""
         made = tuple(DescribedEdit.of(edit) for edit in self.edits) if edits else ()
-        return Fix(self.applicability, self.message, made)
+        return Fix(self.applicability, self.message, made, self.said)
+
+    def named(self, names: RecordNames) -> Fix:
+        """The fix with the records its message names named by their container."""
+        if self.said is None:
+            return self
+        return msgspec.structs.replace(self, message=self.said.text(names))
 
 
 class Diagnostic(PartlyCompared, Struct, frozen=True):
-    """A finding in one session file, located by 1-based physical line."""
+    """A finding in one session, located by the 1-based line of the session's text it
+    was read from and, in a store, by the store's key of the record (`location`)."""
 
     uncompared: ClassVar[frozenset[str]] = frozenset({"span", "source", "excerpt"})
 
@@ -421,21 +431,35 @@ class Diagnostic(PartlyCompared, Struct, frozen=True):
     a report shows it without opening the session again."""
     session_id: str = ""
     """In a session store (`filename` names the store): the session; else empty."""
-    seq: int | None = None
-    """In a session store: the store's number of the row (`row` is its line in the
-    session's transcript, one line per row)."""
+    record_key: int | str | None = None
+    """In a session store: the store's key of the record's row, named `key_noun` (`row`
+    is its line in the session's transcript)."""
+    key_noun: str = ""
+    said: Said | None = None
+    """The message with the records it names kept as references, for the container the
+    finding is located in to name them (`message` is it as a session file names them)."""
 
     @property
     def sort_key(self) -> tuple[str, str, int, int, str]:
         return SORT_KEY(self)
 
     @property
+    def location(self) -> Location:
+        return Location(
+            self.filename,
+            self.row,
+            self.column,
+            self.end_row,
+            self.session_id,
+            self.record_key,
+            self.key_noun,
+        )
+
+    @property
     def place(self) -> str:
         """Where a text report puts it: `file:row:column`, or in a store
         `store:session:seq N`."""
-        if self.session_id:
-            return f"{self.filename}:{self.session_id}:seq {self.seq}"
-        return f"{self.filename}:{self.row}:{self.column}"
+        return self.location.text
 
     def with_fix(self, fix: Fix | None) -> Diagnostic:
         return msgspec.structs.replace(self, fix=fix)
@@ -445,9 +469,18 @@ class Diagnostic(PartlyCompared, Struct, frozen=True):
         (`edits`) or left out, so that it can travel to another process."""
         return self if self.fix is None else self.with_fix(self.fix.described(edits=edits))
 
-    def in_store(self, session_id: str, seq: int | None, filename: str) -> Diagnostic:
-        """This finding of a store session's transcript, located in the store."""
-        return msgspec.structs.replace(self, session_id=session_id, seq=seq, filename=filename)
+    def located(self, container: str, names: RecordNames) -> Diagnostic:
+        """This finding of a store session's transcript, located in the store `container`,
+        and the records it names named by it."""
+        return msgspec.structs.replace(
+            self,
+            filename=container,
+            session_id=names.session,
+            record_key=names.key(self.row),
+            key_noun=names.noun,
+            message=self.message if self.said is None else self.said.text(names),
+            fix=None if self.fix is None else self.fix.named(names),
+        )
 
 
 SORT_KEY: Final[Callable[[Diagnostic], tuple[str, str, int, int, str]]] = attrgetter(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import suppress
@@ -16,13 +15,13 @@ import msgspec
 from msgspec import Struct, field
 
 from sessionfix import stores
-from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic, Fix
+from sessionfix.containers import FILE_SESSION, HeldSession, SessionFile, open_container
+from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic
 from sessionfix.discovery import discover, is_directory, is_foreign, is_plain_file
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, coverage
 from sessionfix.formats.capabilities import Capability, listed
 from sessionfix.model.view import SessionView
-from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Rule, RuleContext
@@ -150,9 +149,9 @@ def _adjust_fix(diagnostic: Diagnostic, settings: Settings, fmt: Format) -> Diag
     if fmt is Format.UNKNOWN:
         return diagnostic.with_fix(None)
     if fix.applicability is Applicability.UNSAFE and settings.promoted_to_safe(diagnostic.code):
-        return diagnostic.with_fix(Fix(Applicability.SAFE, fix.message, fix.edits))
+        return diagnostic.with_fix(msgspec.structs.replace(fix, applicability=Applicability.SAFE))
     if fix.applicability is Applicability.SAFE and settings.demoted_to_unsafe(diagnostic.code):
-        return diagnostic.with_fix(Fix(Applicability.UNSAFE, fix.message, fix.edits))
+        return diagnostic.with_fix(msgspec.structs.replace(fix, applicability=Applicability.UNSAFE))
     return diagnostic
 
 
@@ -189,18 +188,32 @@ def _check(
     """Read a session file (decompressed first if it is compressed) and run the rules;
     `excerpts`: the diagnostics carry the start of their record; `describe` completes
     their fixes' edits."""
-    with session_text(path) as readable:
-        counted = scaled_progress(progress, path, readable)
-        scanned = read_session(
-            readable, settings.format, counted, settings.jobs, named_as=session_name(path)
-        )
-        with gc_paused():
-            diagnostics = run_rules(
-                scanned, settings, filename, excerpts=excerpts, hold=is_compressed(path)
-            )
-            if describe is not None:
-                diagnostics = describe(scanned, diagnostics)
-    return scanned, diagnostics
+    with SessionFile(path, filename).hold(FILE_SESSION) as held:
+        return check_held(held, settings, progress, excerpts=excerpts, describe=describe)
+
+
+def check_held(
+    held: HeldSession,
+    settings: Settings,
+    progress: ProgressCallback | None = None,
+    *,
+    excerpts: bool = True,
+    describe: FixDescriber | None = None,
+) -> tuple[ScannedFile, list[Diagnostic]]:
+    """Read a container's session and run the rules; the findings located and worded by
+    the container (`describe` completes their fixes' edits)."""
+    scanned = read_session(
+        held.text,
+        held.format or settings.format,
+        held.progress(progress),
+        settings.jobs,
+        named_as=held.named_as,
+    )
+    with gc_paused():
+        found = run_rules(scanned, settings, held.shown, excerpts=excerpts, hold=held.hold_open)
+        if describe is not None:
+            found = describe(scanned, found)
+    return scanned, held.located(found)
 
 
 def check_paths(
@@ -252,12 +265,8 @@ def check_paths(
                 if progress is not None:
                     progress(shared[path])
                 yield report
-            elif stores.is_store(path):
-                yield from _check_store(
-                    path, settings, display(path), progress, excerpts=excerpts, describe=describe
-                )
             else:
-                yield _checked(
+                yield from _checked_container(
                     path, settings, display(path), progress, excerpts=excerpts, describe=describe
                 )
 
@@ -293,13 +302,47 @@ def _checked(
     excerpts: bool = True,
     describe: FixDescriber | None = None,
 ) -> FileReport:
+    """The report of a session file, which holds one session."""
+    (report,) = _checked_container(
+        path, settings, filename, progress, excerpts=excerpts, describe=describe
+    )
+    return report
+
+
+def _checked_container(
+    path: Path,
+    settings: Settings,
+    filename: str,
+    progress: ProgressCallback | None,
+    *,
+    excerpts: bool,
+    describe: FixDescriber | None,
+) -> Iterator[FileReport]:
+    """A report per session of the container at `path` (a store: each session it holds
+    that the run selects); one that cannot be read is reported so, and the others go on."""
     try:
-        scanned, diagnostics = _check(
-            path, settings, filename, progress, excerpts=excerpts, describe=describe
-        )
+        container = open_container(path, filename)
     except SessionfixError as exc:
-        return FileReport(path, filename, "unknown", error=str(exc))
-    return _report_of(path, filename, scanned, diagnostics, settings)
+        yield FileReport(path, filename, "unknown", error=str(exc))
+        return
+    try:
+        try:
+            sessions = container.sessions(settings.sessions)
+        except SessionfixError as exc:
+            yield FileReport(path, filename, "unknown", error=str(exc))
+            return
+        for session in sessions:
+            try:
+                with container.hold(session) as held:
+                    scanned, diagnostics = check_held(
+                        held, settings, progress, excerpts=excerpts, describe=describe
+                    )
+            except SessionfixError as exc:
+                yield FileReport(path, filename, "unknown", error=str(exc), session_id=session.id)
+                continue
+            yield _report_of(path, filename, scanned, diagnostics, settings, session.id)
+    finally:
+        container.close()
 
 
 def _report_of(
@@ -334,112 +377,6 @@ def _checked_apart(
     report = _checked(path, settings, filename, None, excerpts=excerpts, describe=describe)
     report.diagnostics = [d.detached(edits=edits) for d in report.diagnostics]
     return report
-
-
-def check_stored(
-    transcript: stores.Transcript,
-    settings: Settings,
-    filename: str,
-    progress: ProgressCallback | None = None,
-    *,
-    excerpts: bool = True,
-    describe: FixDescriber | None = None,
-) -> tuple[ScannedFile, list[Diagnostic]]:
-    """Read a store session's transcript and run the rules; findings located in the store
-    (`describe` completes their fixes' edits)."""
-    scanned = read_session(transcript.path, Format.AUTO, progress, settings.jobs)
-    with gc_paused():
-        found = run_rules(scanned, settings, filename, excerpts=excerpts, hold=True)
-        if describe is not None:
-            found = describe(scanned, found)
-    return scanned, relocated(found, transcript, filename)
-
-
-def relocated(
-    diagnostics: Iterable[Diagnostic],
-    transcript: stores.Transcript,
-    filename: str,
-    row_of: Callable[[int], int | None] | None = None,
-) -> list[Diagnostic]:
-    """Findings in a store session's transcript, named by the store, session and row
-    (`row_of`: line → row, by default the transcript's own rows)."""
-    session_id = transcript.session.id
-    row_of = row_of or transcript.row_of
-    return [
-        msgspec.structs.replace(
-            d.in_store(session_id, row_of(d.row), filename),
-            message=_by_row(d.message, row_of),
-        )
-        for d in diagnostics
-    ]
-
-
-_QUOTED: Final = re.compile(r"'(?:[^'\\]|\\.)*'")
-"""A value quoted from the session (messages quote them with `repr`): left as it is."""
-_LINE_REFERENCES: Final = re.compile(r"\b(on )?(lines?) (\d+(?:(?:, | and )\d+)*)\b")
-"""How a message names other records by their lines: in a store, by their rows."""
-
-
-def _by_row(message: str, row_of: Callable[[int], int | None]) -> str:
-    """`message` with its line references as the store's row numbers, outside quotes."""
-
-    def rows(match: re.Match[str]) -> str:
-        numbers = re.findall(r"\d+", match.group(3))
-        found = [row_of(int(n)) for n in numbers]
-        if any(row is None for row in found):
-            return match.group(0)
-        replacements = iter(found)
-        text = re.sub(r"\d+", lambda _: str(next(replacements)), match.group(3))
-        word = "seqs" if match.group(2) == "lines" else "seq"
-        return f"{'at ' if match.group(1) else ''}{word} {text}"
-
-    pieces: list[str] = []
-    last = 0
-    for quoted in _QUOTED.finditer(message):
-        pieces.append(_LINE_REFERENCES.sub(rows, message[last : quoted.start()]))
-        pieces.append(quoted.group(0))
-        last = quoted.end()
-    pieces.append(_LINE_REFERENCES.sub(rows, message[last:]))
-    return "".join(pieces)
-
-
-def _check_store(
-    path: Path,
-    settings: Settings,
-    filename: str,
-    progress: ProgressCallback | None,
-    *,
-    excerpts: bool,
-    describe: FixDescriber | None,
-) -> Iterator[FileReport]:
-    try:
-        store = stores.open_store(path)
-    except SessionfixError as exc:
-        yield FileReport(path, filename, "unknown", error=str(exc))
-        return
-    try:
-        try:
-            sessions = stores.select_sessions(store, settings.sessions, strict=False)
-        except SessionfixError as exc:
-            yield FileReport(path, filename, "unknown", error=str(exc))
-            return
-        for session in sessions:
-            try:
-                with stores.transcript_of(store, session) as transcript:
-                    scanned, diagnostics = check_stored(
-                        transcript,
-                        settings,
-                        filename,
-                        progress,
-                        excerpts=excerpts,
-                        describe=describe,
-                    )
-            except SessionfixError as exc:
-                yield FileReport(path, filename, "unknown", error=str(exc), session_id=session.id)
-                continue
-            yield _report_of(path, filename, scanned, diagnostics, settings, session.id)
-    finally:
-        store.close()
 
 
 class Selection(Struct):

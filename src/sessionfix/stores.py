@@ -21,6 +21,7 @@ from msgspec import Struct, field
 
 from sessionfix import registry
 from sessionfix.errors import InputError, SessionfixError
+from sessionfix.location import RecordNames
 from sessionfix.scratch import private_folder
 
 
@@ -50,10 +51,17 @@ class Transcript(Struct):
     """Of every row as stored, to tell later whether the session changed since."""
     multiline: bool = False
     """Some row holds a line break of its own (it became several lines of `path`)."""
+    key_noun: str = "row"
+    """How the store names a row by its number in text (OpenClaw: "seq")."""
 
     def row_of(self, line: int) -> int | None:
         """The store row of 1-based line `line` of the transcript file."""
         return self.rows[line - 1] if 0 < line <= len(self.rows) else None
+
+    def names(self, key_of: Callable[[int], int | None] | None = None) -> RecordNames:
+        """How the store names the session's records in text: by the number of the row a
+        line was read from (`key_of`: line → number, by default the rows read)."""
+        return RecordNames(self.key_noun, "at", self.session.id, key_of or self.row_of)
 
 
 class StoreBackup(Struct, frozen=True):
@@ -103,6 +111,10 @@ class SessionStore(Protocol):
     ) -> Path | None:
         """Replace the session's rows by the lines of `repaired`, in one transaction,
         copying the rows `origins` says are unchanged. Returns the backup kept, if any."""
+        ...
+
+    def key_after_rewrite(self, line: int) -> int | None:
+        """The key `replace` gives the row it writes for 1-based line `line` of a repair."""
         ...
 
     def check_integrity(self, backups: Sequence[Path]) -> None:

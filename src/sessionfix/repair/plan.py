@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any, Final, NamedTuple
 
+import msgspec
 from msgspec import Struct
 
 from sessionfix import jsonutil
@@ -25,7 +26,6 @@ from sessionfix.diagnostics import (
     DropRecord,
     Edit,
     EditOp,
-    Fix,
     InsertRecord,
     JoinLines,
     LineEdit,
@@ -1019,7 +1019,7 @@ def described_fixes(scanned: ScannedFile, diagnostics: list[Diagnostic]) -> list
             if fix is not None:
                 plan = RepairPlan(scanned, [diagnostic], source, children=children)
                 edits = plan.fix_edits(fix.edits)
-                diagnostic = diagnostic.with_fix(Fix(fix.applicability, fix.message, edits))
+                diagnostic = diagnostic.with_fix(msgspec.structs.replace(fix, edits=edits))
             described.append(diagnostic)
     return described
 

@@ -9,12 +9,13 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Final
 
+import msgspec
+
 from sessionfix.diagnostics import (
     Diagnostic,
     Edit,
     EditOp,
     EndedLine,
-    Fix,
     RemovedLine,
     WrittenLine,
 )
@@ -96,11 +97,12 @@ class RepairPreview:
                     name=diagnostic.name,
                     severity=diagnostic.severity,
                     message=diagnostic.message,
+                    said=diagnostic.said,
                     filename=filename,
                     row=row,
                     column=diagnostic.column if first_pass else 1,
                     entry_id=diagnostic.entry_id,
-                    fix=Fix(fix.applicability, fix.message, tuple(edits.get(cause, ()))),
+                    fix=msgspec.structs.replace(fix, edits=tuple(edits.get(cause, ()))),
                     format=diagnostic.format,
                     span=diagnostic.span if first_pass else None,
                     source=diagnostic.source if first_pass else None,

@@ -16,8 +16,9 @@ from typing import BinaryIO
 from msgspec import Struct
 
 from sessionfix import stores
+from sessionfix.containers import HeldSession, StoreContainer
 from sessionfix.diagnostics import Diagnostic
-from sessionfix.engine import check_stored, relocated
+from sessionfix.engine import check_held
 from sessionfix.errors import InputError, SessionfixError, UsageError
 from sessionfix.repair.planned import RepairResult
 from sessionfix.repair.preview import RepairPreview, preview_repair
@@ -34,33 +35,26 @@ class SessionRefused(Struct, frozen=True):
     session_id: str
 
 
-def _shown(store: Path, session: stores.StoredSession) -> str:
-    return f"{store} (session {session.id})"
+def _shown(store: Path, session_id: str) -> str:
+    return f"{store} (session {session_id})"
 
 
 def _located(
-    result: RepairResult, transcript: stores.Transcript, store: Path, *, rewritten: bool
+    result: RepairResult, container: StoreContainer, held: HeldSession, *, rewritten: bool
 ) -> RepairResult:
     """`result` named by the store and its session: its input's findings located by
     the rows they were read from; what is left after an in-place rewrite by the rows
     now stored, one per line of the repair (a copy elsewhere keeps its own names)."""
-    shown = str(store)
-    session_id = transcript.session.id
-    result.path = store
-    result.session_id = session_id
-    result.filename = _shown(store, transcript.session)
-    result.found = relocated(result.found, transcript, shown)
-    result.applied = relocated(result.applied, transcript, shown)
+    result.path = container.path
+    result.session_id = held.session
+    result.filename = _shown(container.path, held.session)
+    result.found = held.located(result.found)
+    result.applied = held.located(result.applied)
     if rewritten:
-        result.remaining = relocated(result.remaining, transcript, shown, _renumbered)
+        result.remaining = container.rewritten(held).located(result.remaining)
     elif not result.changed:
-        result.remaining = relocated(result.remaining, transcript, shown)
+        result.remaining = held.located(result.remaining)
     return result
-
-
-def _renumbered(line: int) -> int:
-    """The seq of a line of a rewritten session: rows are numbered from 0 again."""
-    return line - 1
 
 
 def repair_store(
@@ -76,9 +70,9 @@ def repair_store(
     """Repair the selected sessions of the store at `path`; a session that cannot be
     repaired is yielded as its refusal, and the others go on."""
     with ExitStack() as stack:
-        store = stores.open_store(path)
-        stack.callback(store.close)
-        sessions = stores.select_sessions(store, settings.sessions, strict=False)
+        container = StoreContainer(stores.open_store(path), str(path))
+        stack.callback(container.close)
+        sessions = container.sessions(settings.sessions)
         if not in_place and len(sessions) > 1:
             raise UsageError(
                 f"{path}: holds {len(sessions)} sessions; -o takes one (name it with --session)"
@@ -88,13 +82,13 @@ def repair_store(
         for session in sessions:
             refused: SessionRefused | None
             try:
-                with stores.transcript_of(store, session) as transcript:
+                with container.hold(session) as held:
                     try:
                         result = _repair_session(
-                            store, transcript, settings, in_place, output, stream, backup, force
+                            container, held, settings, in_place, output, stream, backup, force
                         )
                     except SessionfixError as exc:
-                        refused = _refused(exc, transcript, settings, store.path)
+                        refused = _refused(exc, held, settings)
                     else:
                         refused = None
             except SessionfixError as exc:  # the session could not be read
@@ -111,28 +105,25 @@ def repair_store(
             yield result
         if rewritten:
             try:
-                store.check_integrity(kept)
+                container.store.check_integrity(kept)
             except SessionfixError as exc:
                 yield exc
 
 
-def _refused(
-    error: SessionfixError, transcript: stores.Transcript, settings: Settings, store: Path
-) -> SessionRefused:
+def _refused(error: SessionfixError, held: HeldSession, settings: Settings) -> SessionRefused:
     """A refusal must not read as "no problems": the session's findings go with it."""
-    session_id = transcript.session.id
     if isinstance(error, InputError):
-        return SessionRefused(error, [], session_id)
+        return SessionRefused(error, [], held.session)
     try:
-        findings = check_stored(transcript, settings, str(store))[1]
+        findings = check_held(held, settings)[1]
     except SessionfixError:
         findings = []
-    return SessionRefused(error, findings, session_id)
+    return SessionRefused(error, findings, held.session)
 
 
 def _repair_session(
-    store: stores.SessionStore,
-    transcript: stores.Transcript,
+    container: StoreContainer,
+    held: HeldSession,
     settings: Settings,
     in_place: bool,
     output: Path | None,
@@ -140,22 +131,22 @@ def _repair_session(
     backup: bool,
     force: bool,
 ) -> RepairResult:
-    shown = _shown(store.path, transcript.session)
+    shown = _shown(container.path, held.session)
     if stream is not None:
-        result = repair_to_stream(transcript.path, stream, settings, filename=shown)
-        return _located(result, transcript, store.path, rewritten=False)
+        result = repair_to_stream(held.text, stream, settings, filename=shown)
+        return _located(result, container, held, rewritten=False)
     if output is not None:
-        result = repair_to(transcript.path, output, settings, replace=force, filename=shown)
-        return _located(result, transcript, store.path, rewritten=False)
-    preview = preview_repair(transcript.path, settings, filename=shown)
+        result = repair_to(held.text, output, settings, replace=force, filename=shown)
+        return _located(result, container, held, rewritten=False)
+    preview = preview_repair(held.text, settings, filename=shown)
     try:
         result = preview.result
         if preview.output is not None:
-            result.backup = store.replace(
-                transcript, preview.output, _origins(preview), backup=backup
+            result.backup = container.take_back(
+                held, preview.output, _origins(preview), backup=backup
             )
-            result.output = store.path
-        return _located(result, transcript, store.path, rewritten=preview.output is not None)
+            result.output = container.path
+        return _located(result, container, held, rewritten=preview.output is not None)
     finally:
         preview.close()
 
@@ -173,33 +164,32 @@ def _origins(preview: RepairPreview) -> stores.Origins:
 
 
 class StoredPreview(Struct):
-    """A preview of one store session's repair, with the transcript it reads."""
+    """A preview of one store session's repair, with the session it reads."""
 
     preview: RepairPreview
-    transcript: stores.Transcript
-    store: Path
+    held: HeldSession
     stack: ExitStack
 
     @property
     def shown(self) -> str:
-        return f"{self.store}:{self.transcript.session.id}"
+        return f"{self.held.container}:{self.held.session}"
 
     def locate(self, found: list[Diagnostic]) -> list[Diagnostic]:
         """The preview's findings named by the store, session and row."""
-        return relocated(found, self.transcript, str(self.store))
+        return self.held.located(found)
 
 
 def preview_store(path: Path, settings: Settings) -> Iterator[StoredPreview | SessionfixError]:
     """Previews of the selected sessions' repairs, one at a time; a session that cannot
     be previewed is yielded as its error, and the others go on."""
     with ExitStack() as outer:
-        store = stores.open_store(path)
-        outer.callback(store.close)
-        for session in stores.select_sessions(store, settings.sessions, strict=False):
+        container = StoreContainer(stores.open_store(path), str(path))
+        outer.callback(container.close)
+        for session in container.sessions(settings.sessions):
             stack = ExitStack()
             try:
-                transcript = stack.enter_context(stores.transcript_of(store, session))
-                preview = preview_repair(transcript.path, settings, filename=_shown(path, session))
+                held = stack.enter_context(container.hold(session))
+                preview = preview_repair(held.text, settings, filename=_shown(path, session.id))
             except SessionfixError as exc:
                 stack.close()
                 yield exc
@@ -207,4 +197,4 @@ def preview_store(path: Path, settings: Settings) -> Iterator[StoredPreview | Se
             except BaseException:
                 stack.close()
                 raise
-            yield StoredPreview(preview, transcript, path, stack)
+            yield StoredPreview(preview, held, stack)

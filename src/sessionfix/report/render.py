@@ -132,10 +132,11 @@ def _details(
 ) -> list[str]:
     """The excerpt, the notes and the fix under a diagnostic's first line, then a blank line."""
     details: list[str] = []
-    gutter = " " * len(str(diagnostic.row))
+    record = escape(diagnostic.location.record)
+    gutter = " " * len(record)
     excerpt = diagnostic.excerpt
     if excerpt is not None:
-        details.append(paint(f" {diagnostic.row} | ", "dim") + excerpt)
+        details.append(paint(f" {record} | ", "dim") + excerpt)
     notes = [diagnostic.severity.label, diagnostic.name]
     if diagnostic.entry_id is not None:
         notes.append(f"entry {escape(diagnostic.entry_id)}")
@@ -206,10 +207,11 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
         "location": {"row": diagnostic.row, "column": diagnostic.column},
         "end_location": {"row": diagnostic.end_row or diagnostic.row, "column": diagnostic.column},
         **(
-            {"session_id": diagnostic.session_id, "seq": diagnostic.seq}
+            {"session_id": diagnostic.session_id, **_keyed(diagnostic)}
             if diagnostic.session_id
             else {}
         ),
+        "record": _escaped(diagnostic.location.json()),
         "entry_id": diagnostic.entry_id,
         "fix": None
         if fix is None
@@ -220,6 +222,16 @@ def diagnostic_json(diagnostic: Diagnostic) -> dict[str, Any]:
         },
         "url": rule.url if rule is not None else None,
     }
+
+
+def _keyed(diagnostic: Diagnostic) -> dict[str, Any]:
+    """A store record's key under the name its store gives it (OpenClaw: `seq`), where
+    it has one (a text id is its own name)."""
+    return {diagnostic.key_noun: diagnostic.record_key} if diagnostic.key_noun else {}
+
+
+def _escaped(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: escape_surrogates(v) if isinstance(v, str) else v for k, v in data.items()}
 
 
 def _edit_json(edit: Any) -> dict[str, Any]:
@@ -289,9 +301,11 @@ def write_github(diagnostics: Iterable[Diagnostic], out: IO[bytes]) -> None:
         title = _github_property(f"sessionfix ({d.code})")
         location = escape_surrogates(f"{d.place}: {d.code} {d.message}")
         filename = _github_property(escape_surrogates(d.filename))
+        # A store is no text file: its records have no line an annotation could point at.
+        region = "" if d.location.in_store else f",line={d.row},col={d.column}"
         line = (
-            f"::{_GITHUB_LEVEL[d.severity]} title={title},file={filename},"
-            f"line={d.row},col={d.column}::{_github_data(location)}\n"
+            f"::{_GITHUB_LEVEL[d.severity]} title={title},file={filename}"
+            f"{region}::{_github_data(location)}\n"
         )
         out.write(line.encode("utf-8", "replace"))
 
@@ -341,6 +355,32 @@ def _sarif_rule(rule: Rule) -> dict[str, Any]:
     }
 
 
+def _sarif_location(d: Diagnostic, root: str) -> dict[str, Any]:
+    """A file's finding by its line and column; a store's by its session and record
+    (a database has no lines a viewer could show)."""
+    artifact = sarif_uri(d.filename, root)
+    if not d.location.in_store:
+        region = {
+            "startLine": d.row,
+            "startColumn": d.column,
+            "endLine": d.end_row or d.row,
+            "endColumn": d.column,
+        }
+        return {"physicalLocation": {"artifactLocation": artifact, "region": region}}
+    record = d.location.record
+    return {
+        "physicalLocation": {"artifactLocation": artifact},
+        "logicalLocations": [
+            {"name": d.session_id, "kind": "session"},
+            {"name": record, "fullyQualifiedName": f"{d.session_id}:{record}", "kind": "record"},
+        ],
+    }
+
+
+def _store_properties(d: Diagnostic) -> dict[str, Any]:
+    return {"session_id": d.session_id, **_keyed(d), "place": escape_surrogates(d.place)}
+
+
 def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes], root: str | None = None) -> None:
     """A SARIF 2.1.0 log: every rule, and the results located by URIs relative to `root`
     (the working directory unless given), which `originalUriBaseIds` names."""
@@ -350,25 +390,8 @@ def write_sarif(diagnostics: Sequence[Diagnostic], out: IO[bytes], root: str | N
             "ruleId": d.code,
             "level": _SARIF_LEVEL[d.severity],
             "message": {"text": d.message},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": sarif_uri(d.filename, root),
-                        "region": {
-                            "startLine": d.row,
-                            "startColumn": d.column,
-                            "endLine": d.end_row or d.row,
-                            "endColumn": d.column,
-                        },
-                    },
-                    **(
-                        {"logicalLocations": [{"name": d.session_id, "kind": "session"}]}
-                        if d.session_id
-                        else {}
-                    ),
-                }
-            ],
-            **({"properties": {"session_id": d.session_id, "seq": d.seq}} if d.session_id else {}),
+            "locations": [_sarif_location(d, root)],
+            **({"properties": _store_properties(d)} if d.session_id else {}),
         }
         for d in diagnostics
     ]

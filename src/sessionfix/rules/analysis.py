@@ -13,6 +13,7 @@ from msgspec import Struct
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Fix
 from sessionfix.formats import header_start
+from sessionfix.location import line, said
 from sessionfix.model.view import MISSING, NO_ID_KEY, Flag, Kind, Role, SessionView
 from sessionfix.read.reader import BOM, LineIssue
 from sessionfix.rules.base import RuleContext, unsafe
@@ -335,6 +336,6 @@ def relink_fix(
         return None
     target_index, target_id = target
     return unsafe(
-        f"{what} {target_id} (line {ctx.view.rows[target_index]})",
+        said(f"{what} {target_id} (", line(ctx.view.rows[target_index]), ")"),
         ctx.rewrite_record(index, ctx.editor.set_parent(target_id)),
     )

@@ -29,6 +29,7 @@ from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, RecordEditor, all_formats
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import coverage, missing, provided
+from sessionfix.location import Said, text_of
 from sessionfix.model.tracking import Tracking
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import FileInfo, LineReport, RecordSource
@@ -234,7 +235,7 @@ class RuleContext:
         self,
         rule: Rule,
         row: int,
-        message: str,
+        message: str | Said,
         *,
         index: int | None = None,
         severity: Severity | None = None,
@@ -252,7 +253,8 @@ class RuleContext:
             code=rule.code,
             name=rule.name,
             severity=rule.severity if severity is None else severity,
-            message=message,
+            message=text_of(message),
+            said=message if isinstance(message, Said) else None,
             filename=self.filename,
             row=row,
             column=column or 1,
@@ -277,7 +279,7 @@ class RuleContext:
         self,
         rule: Rule,
         index: int,
-        message: str,
+        message: str | Said,
         *,
         severity: Severity | None = None,
         fix: Fix | None = None,
@@ -440,9 +442,14 @@ def _continues(data: bytes, at: int) -> bool:
     return at < len(data) and 0x80 <= data[at] < 0xC0
 
 
-def safe(message: str, *edits: Edit) -> Fix:
-    return Fix(Applicability.SAFE, message, edits)
+def safe(message: str | Said, *edits: Edit) -> Fix:
+    return _fix(Applicability.SAFE, message, edits)
 
 
-def unsafe(message: str, *edits: Edit) -> Fix:
-    return Fix(Applicability.UNSAFE, message, edits)
+def unsafe(message: str | Said, *edits: Edit) -> Fix:
+    return _fix(Applicability.UNSAFE, message, edits)
+
+
+def _fix(applicability: Applicability, message: str | Said, edits: tuple[Edit, ...]) -> Fix:
+    said = message if isinstance(message, Said) else None
+    return Fix(applicability, text_of(message), edits, said)

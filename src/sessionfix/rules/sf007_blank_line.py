@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, DropLine, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import line, said
 from sessionfix.read.reader import LineIssue
 from sessionfix.rules.base import Rule, RuleContext, safe
 
@@ -30,8 +31,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.diagnostic(
             RULE,
             finding.row,
-            f"{count} {what} lines in a row, to line {finding.last_row}; strict JSONL readers "
-            "reject them",
+            said(
+                f"{count} {what} lines in a row, to ",
+                line(finding.last_row),
+                "; strict JSONL readers reject them",
+            ),
             span=(finding.offset, finding.length),
             end_row=finding.last_row,
             fix=safe(

@@ -18,6 +18,7 @@ from sessionfix.diagnostics import (
 )
 from sessionfix.formats import has_record_shape
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import Said, line, said
 from sessionfix.read.reader import LineFinding, LineIssue
 from sessionfix.rules.analysis import damaged_header_row, outside, records_on_row, stripped_bounds
 from sessionfix.rules.base import Rule, RuleContext, unsafe
@@ -46,6 +47,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 ),
             )
         elif finding.rows > 1:
+            what: str | Said
             if finding.truncated:
                 what = "hold records cut off mid-write; readers skip them"
             elif finding.json_kind is not None:
@@ -55,13 +57,15 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 )
             else:
                 blank = f"{finding.blanks} of them blank; " if finding.blanks else ""
-                what = (
-                    f"are not JSON objects ({blank}line {finding.row}: {reason}); readers skip them"
+                what = said(
+                    f"are not JSON objects ({blank}",
+                    line(finding.row),
+                    f": {reason}); readers skip them",
                 )
             yield ctx.diagnostic(
                 RULE,
                 finding.row,
-                f"{finding.rows} lines in a row, to line {finding.last_row}, {what}",
+                said(f"{finding.rows} lines in a row, to ", line(finding.last_row), ", ") + what,
                 span=(finding.offset, finding.length),
                 end_row=finding.last_row,
                 fix=unsafe(
@@ -105,8 +109,11 @@ def _spread(ctx: RuleContext, finding: LineFinding) -> Diagnostic:
     return ctx.diagnostic(
         RULE,
         finding.row,
-        f"one record is spread over {finding.rows} lines, to line {finding.last_row}; "
-        "readers parse each line alone and skip them all",
+        said(
+            f"one record is spread over {finding.rows} lines, to ",
+            line(finding.last_row),
+            "; readers parse each line alone and skip them all",
+        ),
         index=records_on_row(ctx, finding.row)[0],
         end_row=finding.last_row,
         fix=Fix(

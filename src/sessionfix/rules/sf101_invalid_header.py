@@ -9,6 +9,7 @@ from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, RebuildHeader, Severity
 from sessionfix.formats import Format, header_problems, known_agents, rebuilt_header
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import Said, line, said
 from sessionfix.rules.analysis import damaged_header_row
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 
@@ -42,7 +43,7 @@ def _missing_header(ctx: RuleContext) -> Iterator[Diagnostic]:
     damaged_row = ctx.shared(damaged_header_row)
     if damaged_row is not None:
         row = damaged_row
-        message = f"line {row} is a damaged session header; {view.headerless}"
+        message: str | Said = said(line(row), f" is a damaged session header; {view.headerless}")
     else:
         row = view.rows[0] if len(view) else 1
         message = f"the first record is not a session header; {view.headerless}"

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.model.view import Kind
 from sessionfix.rules.base import Rule, RuleContext, safe
 
@@ -24,8 +25,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             yield ctx.entry_diagnostic(
                 RULE,
                 index,
-                f"second session header with the same id (first on line {view.header.row}); "
-                "readers ignore it",
+                said(
+                    "second session header with the same id (first ",
+                    on_line(view.header.row),
+                    "); readers ignore it",
+                ),
                 fix=safe("drop the repeated header", ctx.drop(index)),
             )
         else:

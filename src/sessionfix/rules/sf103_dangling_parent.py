@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.model.view import Kind, SessionView
 from sessionfix.rules.analysis import recovered_ids, relink_fix
 from sessionfix.rules.base import Rule, RuleContext
@@ -36,8 +37,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             yield ctx.entry_diagnostic(
                 RULE,
                 index,
-                f"{link} {parent!r} names the record on line {recovered}, which only a "
-                "fix of its damaged line (SF008) brings back",
+                said(
+                    f"{link} {parent!r} names the record ",
+                    on_line(recovered),
+                    ", which only a fix of its damaged line (SF008) brings back",
+                ),
             )
             continue
         where = (

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 
@@ -30,7 +31,9 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             # pi resolves an id to its last holder: dropping that one must not hand the
             # id to a different record.
             moves = last_holder[entry_id] == later and entry_id in different
-            message = f"id {entry_id!r} repeats the identical record on line {view.rows[first]}"
+            message = said(
+                f"id {entry_id!r} repeats the identical record ", on_line(view.rows[first])
+            )
             if moves:
                 message += "; it is the copy pi resolves the id to, so it stays"
             fix = None if moves else safe("drop the repeated copy", ctx.drop(later, first))
@@ -39,9 +42,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             yield ctx.entry_diagnostic(
                 RULE,
                 later,
-                f"id {entry_id!r} is also used by a different record on line "
-                f"{view.rows[first]}; pi resolves it to this later line, OpenClaw's "
-                "TranscriptFileState to the first",
+                said(
+                    f"id {entry_id!r} is also used by a different record ",
+                    on_line(view.rows[first]),
+                    "; pi resolves it to this later line, OpenClaw's TranscriptFileState to the "
+                    "first",
+                ),
             )
 
 

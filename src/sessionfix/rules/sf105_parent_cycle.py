@@ -8,6 +8,7 @@ from operator import ge
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import Said, lines, said
 from sessionfix.rules.analysis import relink_fix
 from sessionfix.rules.base import Invariant, Rule, RuleContext, unsafe
 
@@ -42,13 +43,15 @@ def _report(ctx: RuleContext, cycle: list[int]) -> Diagnostic:
     # keeps the others in file order below it, so none of them falls off the path.
     forward = [i for i in sorted(cycle) if view.parents[i] > i]
     breaker = forward[0] if forward else max(cycle)
-    rows = ", ".join(str(view.rows[i]) for i in sorted(cycle)[:8])
     if len(cycle) == 1:
-        message = "entry names itself as its parent; loaders without cycle detection hang"
+        message: str | Said = (
+            "entry names itself as its parent; loaders without cycle detection hang"
+        )
     else:
-        message = (
-            f"parent links form a cycle through {len(cycle)} entries (lines {rows}"
-            f"{', …' if len(cycle) > 8 else ''}); loaders without cycle detection hang"
+        message = said(
+            f"parent links form a cycle through {len(cycle)} entries (",
+            lines((view.rows[i] for i in sorted(cycle)[:8]), more=len(cycle) > 8),
+            "); loaders without cycle detection hang",
         )
     fix = relink_fix(ctx, breaker, "break the cycle: re-link this entry to", frozenset(cycle))
     if fix is None:

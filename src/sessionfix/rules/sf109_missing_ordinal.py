@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.model.view import NO_ORDINAL
 from sessionfix.rules.base import Rule, RuleContext
 
@@ -24,17 +25,23 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 yield ctx.entry_diagnostic(
                     RULE,
                     index,
-                    f"record has no ordinal, though the records before it are numbered (up to "
-                    f"{highest} on line {rows[highest_index]}); newer readers refuse to page "
-                    "past it and the resume fails",
+                    said(
+                        f"record has no ordinal, though the records before it are numbered "
+                        f"(up to {highest} ",
+                        on_line(rows[highest_index]),
+                        "); newer readers refuse to page past it and the resume fails",
+                    ),
                 )
             continue
         if ordinal <= highest:
             yield ctx.entry_diagnostic(
                 RULE,
                 index,
-                f"ordinal {ordinal} does not follow {highest} on line {rows[highest_index]}; "
-                "paged history reads skip or repeat records by it",
+                said(
+                    f"ordinal {ordinal} does not follow {highest} ",
+                    on_line(rows[highest_index]),
+                    "; paged history reads skip or repeat records by it",
+                ),
             )
             continue
         highest, highest_index = ordinal, index

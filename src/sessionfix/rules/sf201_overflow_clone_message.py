@@ -10,6 +10,7 @@ from msgspec import Struct
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.model.tracking import UserEvent
 from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
@@ -87,23 +88,26 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for index, clone in sorted(ctx.shared(user_clones).items()):
         survivor = clone.survivor
         survivor_id = view.entry_id(survivor)
-        where = f"entry {survivor_id} on line {view.rows[survivor]}"
+        where = said(f"entry {survivor_id} ", on_line(view.rows[survivor]))
         edit = ctx.drop(index, survivor)
         remap = f"drop the clone; references to it move to {survivor_id}"
         if clone.answered_between:
             yield ctx.entry_diagnostic(
                 RULE,
                 index,
-                f"user message is identical to {where} (same content and message.timestamp) "
-                "but comes after an assistant answered it",
+                "user message is identical to "
+                + where
+                + " (same content and message.timestamp) but comes after an assistant answered it",
                 fix=unsafe(remap + " (the answered prompt disappears from the dialogue)", edit),
             )
         else:
             yield ctx.entry_diagnostic(
                 RULE,
                 index,
-                f"user message is identical to {where} (same content and message.timestamp): "
-                "a clone appended by context-overflow recovery",
+                "user message is identical to "
+                + where
+                + " (same content and message.timestamp): a clone appended by context-overflow "
+                "recovery",
                 fix=safe(remap, edit),
             )
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import line, said
 from sessionfix.rules.analysis import compaction_clones
 from sessionfix.rules.base import Rule, RuleContext, safe
 
@@ -14,9 +15,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
     for index, clone in sorted(ctx.shared(compaction_clones).items()):
         survivor_id = view.entry_id(clone.survivor)
-        message = (
-            f"compaction repeats entry {survivor_id} (line {view.rows[clone.survivor]}): same "
-            "summary, tokensBefore and kept entry, only the id differs"
+        message = said(
+            f"compaction repeats entry {survivor_id} (",
+            line(view.rows[clone.survivor]),
+            "): same summary, tokensBefore and kept entry, only the id differs",
         )
         fix = safe(
             f"drop the clone; references to it move to {survivor_id}",

@@ -9,6 +9,7 @@ from typing import Any
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import line, on_line, said
 from sessionfix.model.view import Kind
 from sessionfix.rules.base import Rule, RuleContext, safe
 
@@ -32,37 +33,53 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         for index in found:
             if index == survivor:
                 continue
-            where = f"line {view.rows[survivor]}"
+            where = on_line(view.rows[survivor])
             if kept is not None and view.copied_bytes and view.copied_bytes(index) == kept:
                 message = (
-                    f"uuid {uuid!r} replays the record on {where} (a copy re-appended with "
-                    "its uuid, parent and timestamp); loaders keep one of them"
+                    said(
+                        f"uuid {uuid!r} replays the record ",
+                        where,
+                        " (a copy re-appended with its uuid, parent and timestamp); loaders "
+                        "keep one of them",
+                    )
                     if index > survivor
-                    else f"uuid {uuid!r} is appended again on {where}, after a compaction: that "
-                    "copy is the one a loader reading from the last compaction finds, so this "
-                    "earlier one goes"
+                    else said(
+                        f"uuid {uuid!r} is appended again ",
+                        where,
+                        ", after a compaction: that copy is the one a loader reading from the "
+                        "last compaction finds, so this earlier one goes",
+                    )
                 )
                 yield ctx.entry_diagnostic(
                     RULE,
                     index,
                     message,
-                    fix=safe(f"drop the replayed copy, keep {where}", ctx.drop(index, survivor)),
+                    fix=safe(
+                        said("drop the replayed copy, keep ", line(view.rows[survivor])),
+                        ctx.drop(index, survivor),
+                    ),
                 )
             elif _equal_but_nulls(ctx, index, survivor):
                 yield ctx.entry_diagnostic(
                     RULE,
                     index,
-                    f"uuid {uuid!r} repeats the record on {where} as another version of the "
-                    "agent wrote it (the copies differ only in fields one leaves null); "
-                    "loaders keep one of them",
+                    said(
+                        f"uuid {uuid!r} repeats the record ",
+                        where,
+                        " as another version of the agent wrote it (the copies differ only in "
+                        "fields one leaves null); loaders keep one of them",
+                    ),
                     severity=Severity.INFO,
                 )
             else:
                 yield ctx.entry_diagnostic(
                     RULE,
                     index,
-                    f"uuid {uuid!r} is also used by a different record on {where}; loaders "
-                    "keep only one of them",
+                    said(
+                        f"uuid {uuid!r} is also used by a different record ",
+                        where,
+                        "; loaders keep only one of them",
+                    ),
                     severity=Severity.ERROR,
                 )
 

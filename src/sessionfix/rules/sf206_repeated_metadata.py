@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import line, on_line, said
 from sessionfix.model.view import Flag, Kind
 from sessionfix.rules.base import Rule, RuleContext, safe
 
@@ -34,10 +35,13 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"`{view.type_name(index)}` line repeated unchanged on line {view.rows[later]}; "
-            "readers use only the last copy",
+            said(
+                f"`{view.type_name(index)}` line repeated unchanged ",
+                on_line(view.rows[later]),
+                "; readers use only the last copy",
+            ),
             fix=safe(
-                f"drop the repeated copy, keep line {view.rows[survivor]}",
+                said("drop the repeated copy, keep ", line(view.rows[survivor])),
                 ctx.drop(index, survivor),
             ),
         )

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.model.view import Bit, Kind, Role, SessionView
 from sessionfix.rules.base import Counted, Rule, RuleContext, Weight, safe
 from sessionfix.rules.paths import matches_glob, normalize
@@ -146,8 +147,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             stale.result,
-            f"read of {stale.path!r} is stale: the file was fully rewritten later "
-            f"(write {stale.write_call_id} on line {stale.write_row})",
+            said(
+                f"read of {stale.path!r} is stale: the file was fully rewritten later "
+                f"(write {stale.write_call_id} ",
+                on_line(stale.write_row),
+                ")",
+            ),
             fix=safe(
                 "replace the file contents with a placeholder telling the model to re-read",
                 ctx.rewrite_record(stale.result, ctx.editor.replace_result_text(stale.placeholder)),

@@ -8,6 +8,7 @@ from typing import Any
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import line, said
 from sessionfix.model.tracking import Group
 from sessionfix.model.view import ToolCall
 from sessionfix.rules.base import Rule, RuleContext, unsafe
@@ -61,8 +62,12 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
             yield ctx.entry_diagnostic(
                 RULE,
                 owner,
-                f"{what} has no result before line {view.rows[group.ended_by]}; the provider "
-                "receives a tool call without output unless the agent patches it in memory",
+                said(
+                    f"{what} has no result before ",
+                    line(view.rows[group.ended_by]),
+                    "; the provider receives a tool call without output unless the agent "
+                    "patches it in memory",
+                ),
             )
         else:
             new_id = None
@@ -72,8 +77,12 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
             yield ctx.entry_diagnostic(
                 RULE,
                 owner,
-                f"{what} has no result before line {view.rows[group.ended_by]}; the provider "
-                "receives a tool_use without tool_result and rejects the request",
+                said(
+                    f"{what} has no result before ",
+                    line(view.rows[group.ended_by]),
+                    "; the provider receives a tool_use without tool_result and rejects the "
+                    "request",
+                ),
                 fix=unsafe(
                     "insert a synthetic error result after the call's group",
                     ctx.insert_after(anchor, build, new_id),

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.rules.base import Rule, RuleContext, safe
 
 
@@ -21,8 +22,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"second result for tool call {event.call_id!r} (first on line {view.rows[first]}); "
-            "providers reject duplicate tool results",
+            said(
+                f"second result for tool call {event.call_id!r} (first ",
+                on_line(view.rows[first]),
+                "); providers reject duplicate tool results",
+            ),
             fix=fix,
         )
 

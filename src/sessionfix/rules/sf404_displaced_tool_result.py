@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.rules.base import Rule, RuleContext
 
 
@@ -16,9 +17,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             event.index,
-            f"result for tool call {call.id!r} comes after the turn that issued it ended "
-            f"(call on line {view.rows[group.assistant]}); providers see an unanswered call "
-            "followed by an unexpected result",
+            said(
+                f"result for tool call {call.id!r} comes after the turn that issued it ended "
+                "(call ",
+                on_line(view.rows[group.assistant]),
+                "); providers see an unanswered call followed by an unexpected result",
+            ),
         )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.rules.base import Rule, RuleContext
 
 
@@ -15,8 +16,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             record,
-            f"tool call id {call_id!r} is already used by the call on line {view.rows[first]}; "
-            "providers reject the request (tool call ids must be unique)",
+            said(
+                f"tool call id {call_id!r} is already used by the call ",
+                on_line(view.rows[first]),
+                "; providers reject the request (tool call ids must be unique)",
+            ),
         )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import line, said
 from sessionfix.model.view import MISSING, Flag, Kind, Role
 from sessionfix.rules.analysis import describe
 from sessionfix.rules.base import Invariant, Rule, RuleContext, safe
@@ -56,8 +57,11 @@ def _check_by_id(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"{what} keeps history from {shown!r} (line {view.rows[target]}), which is not "
-            f"before it on its branch, {NOTHING_KEPT}",
+            said(
+                f"{what} keeps history from {shown!r} (",
+                line(view.rows[target]),
+                f"), which is not before it on its branch, {NOTHING_KEPT}",
+            ),
         )
         return
     if view.roles[target] == Role.TOOL_RESULT and view.kinds[target] == Kind.MESSAGE:
@@ -66,10 +70,13 @@ def _check_by_id(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"{what} keeps history from a tool result ({shown!r}, line {view.rows[target]}); "
-            "the kept range starts with a result whose call was summarised away",
+            said(
+                f"{what} keeps history from a tool result ({shown!r}, ",
+                line(view.rows[target]),
+                "); the kept range starts with a result whose call was summarised away",
+            ),
             fix=safe(
-                f"move the cut forward to {new_id} (line {view.rows[cut]})",
+                said(f"move the cut forward to {new_id} (", line(view.rows[cut]), ")"),
                 ctx.move_cut(index, new_id, None),
             ),
         )
@@ -127,11 +134,13 @@ def _check_by_position(ctx: RuleContext, index: int) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"{what} keeps history from a tool result (position {position}, line "
-            f"{view.rows[position]}); the kept range starts with a result whose call was "
-            "summarised away",
+            said(
+                f"{what} keeps history from a tool result (position {position}, ",
+                line(view.rows[position]),
+                "); the kept range starts with a result whose call was summarised away",
+            ),
             fix=safe(
-                f"move the cut forward to position {cut} (line {view.rows[cut]})",
+                said(f"move the cut forward to position {cut} (", line(view.rows[cut]), ")"),
                 ctx.move_cut(index, None, cut),
             ),
         )

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Fix, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import line, said
 from sessionfix.model.view import DANGLING, MISSING, BoundaryFacts, Flag, Kind, SessionView
 from sessionfix.rules.base import Rule, RuleContext, unsafe
 
@@ -105,8 +106,13 @@ def _past_the_replay(ctx: RuleContext, facts: BoundaryFacts, replayed: set[int])
             return None
         walk.append(current)
     return unsafe(
-        f"re-parent line {view.rows[follower]} to line {view.rows[cursor]}, where the "
-        "conversation stood before the replay",
+        said(
+            "re-parent ",
+            line(view.rows[follower]),
+            " to ",
+            line(view.rows[cursor]),
+            ", where the conversation stood before the replay",
+        ),
         ctx.rewrite_record(follower, ctx.editor.set_parent(cursor_id)),
     )
 

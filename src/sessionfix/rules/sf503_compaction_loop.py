@@ -8,6 +8,7 @@ from itertools import pairwise
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.model.view import Kind, Role
 from sessionfix.rules.analysis import compaction_clones
 from sessionfix.rules.base import Rule, RuleContext
@@ -24,9 +25,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.entry_diagnostic(
             RULE,
             index,
-            f"compaction follows the compaction on line {view.rows[previous]} with no user "
-            f"message between them (tokensBefore {_tokens(ctx, previous)} → "
-            f"{_tokens(ctx, index)}): a compaction loop",
+            said(
+                "compaction follows the compaction ",
+                on_line(view.rows[previous]),
+                f" with no user message between them (tokensBefore {_tokens(ctx, previous)} → "
+                f"{_tokens(ctx, index)}): a compaction loop",
+            ),
         )
 
 

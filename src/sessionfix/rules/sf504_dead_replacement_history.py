@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
+from sessionfix.location import on_line, said
 from sessionfix.model.view import Flag, Kind
 from sessionfix.rules.base import Counted, Rule, RuleContext, unsafe
 from sessionfix.units import human_bytes
@@ -28,9 +29,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         facts = view.boundaries[index]
         repeated = [image for image in facts.images if image in seen]
         seen.update(facts.images)
-        message = (
+        message = said(
             f"compaction holds {human_bytes(sizes[index])} of replacement history that the "
-            f"newer one on line {rows[newest]} supersedes"
+            "newer one ",
+            on_line(rows[newest]),
+            " supersedes",
         )
         if rollback is None:
             message += "; a resume never reads it"
@@ -47,10 +50,11 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 ctx.rewrite_record(index, ctx.editor.drop_carried_history()),
             )
         else:
-            message += (
-                f"; not shrunk: with the rollback on line {rows[rollback]}, a resume replays the "
-                "lines and each compaction's summary instead, and a shrunk record would change "
-                "what it sends"
+            message += said(
+                "; not shrunk: with the rollback ",
+                on_line(rows[rollback]),
+                ", a resume replays the lines and each compaction's summary instead, and a "
+                "shrunk record would change what it sends",
             )
         yield ctx.entry_diagnostic(RULE, index, message, fix=fix)
 

@@ -41,6 +41,8 @@ from sessionfix.units import human_bytes
 
 STORE_NAME: Final = "openclaw-agent.sqlite"
 KIND: Final = "OpenClaw session store"
+ROW_KEY: Final = "seq"
+"""The column that numbers a session's rows, as findings name a row by it ("seq 11")."""
 _EVENTS: Final = (
     "SELECT seq, CAST(event_json AS BLOB), event_zstd, event_utf8_bytes, created_at "
     "FROM transcript_events INDEXED BY {index} WHERE session_id = ? ORDER BY seq"
@@ -198,7 +200,9 @@ class OpenClawStore:
     # ---- reading a session -----------------------------------------------------------
 
     def transcript(self, session: StoredSession, folder: Path) -> Transcript:
-        transcript = Transcript(folder / f"{file_name(session.id)}.jsonl", session)
+        transcript = Transcript(
+            folder / f"{file_name(session.id)}.jsonl", session, key_noun=ROW_KEY
+        )
         try:
             with open(transcript.path, "xb", buffering=1 << 20) as out:
                 if session.cold:
@@ -323,6 +327,10 @@ class OpenClawStore:
         from sessionfix.formats.openclaw_store import write
 
         return write.replace_session(self, transcript, repaired, origins, backup=backup)
+
+    def key_after_rewrite(self, line: int) -> int | None:
+        """A rewrite numbers the session's rows from 0 again, as OpenClaw's own does."""
+        return line - 1
 
     def check_integrity(self, backups: Sequence[Path]) -> None:
         from sessionfix.formats.openclaw_store import write

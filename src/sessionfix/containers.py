@@ -1,0 +1,168 @@
+"""Containers: how an agent holds its sessions, and how it addresses their records.
+
+A container yields sessions. While one is checked or repaired it is held as lines of
+text, which every rule reads as it reads any session (a session file's own lines, the
+text of a compressed one, the transcript of a store's session, one line per row: the
+store's temporary copy stays behind this seam for now), together with the container's
+names for its records (`RecordNames`: a file's lines, a store's row keys), so that its
+findings are located and worded by the container. A repaired store session goes back
+through the store's own write protocol (one transaction); a file's goes back by the
+repair's atomic rename.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Final, Protocol
+
+from msgspec import Struct
+
+from sessionfix import stores
+from sessionfix.diagnostics import Diagnostic
+from sessionfix.formats import Format
+from sessionfix.location import FILE_NAMES, RecordNames
+from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
+
+ProgressCallback = Callable[[int], None]
+
+
+class HeldSession(Struct):
+    """One session of a container, held as lines of text while it is in use."""
+
+    text: Path
+    """The session's lines, as every rule reads them."""
+    container: Path
+    shown: str
+    """The container as findings name it."""
+    names: RecordNames
+    """How the container names the session's records."""
+    format: Format | None = None
+    """What the text is read as; None: what the run's settings say."""
+    named_as: Path | None = None
+    """The name that tells the session's format and id, when it is not `text`'s."""
+    hold_open: bool = False
+    """The text goes away before the findings' content is read: keep it open."""
+    transcript: stores.Transcript | None = None
+    """For a store's session: its transcript, which a rewrite replaces."""
+
+    @property
+    def session(self) -> str:
+        return self.names.session
+
+    def progress(self, progress: ProgressCallback | None) -> ProgressCallback | None:
+        """`progress` in bytes of the container, for bytes read of the text."""
+        if self.transcript is not None:
+            return progress
+        return scaled_progress(progress, self.container, self.text)
+
+    def located(self, found: Iterable[Diagnostic]) -> list[Diagnostic]:
+        """Findings in the text, located and worded by the container."""
+        if not self.session:
+            return list(found)
+        return [d.located(self.shown, self.names) for d in found]
+
+
+FILE_SESSION: Final = stores.StoredSession("")
+"""The one session a session file holds."""
+
+
+class Container(Protocol):
+    """Where sessions are kept: a session file (plain or `.zst`), a store of sessions."""
+
+    path: Path
+
+    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
+        """The sessions a run reads (`only`: those named, in a container holding several)."""
+        ...
+
+    def hold(self, session: stores.StoredSession) -> AbstractContextManager[HeldSession]:
+        """The session as lines of text, for as long as the block lasts."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SessionFile:
+    """A JSONL session file, plain or zstd-compressed: one session, its records named by
+    their lines."""
+
+    def __init__(self, path: Path, shown: str) -> None:
+        self.path = path
+        self.shown = shown
+
+    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
+        return [FILE_SESSION]
+
+    @contextmanager
+    def hold(self, session: stores.StoredSession) -> Iterator[HeldSession]:
+        with session_text(self.path) as text:
+            yield HeldSession(
+                text,
+                self.path,
+                self.shown,
+                FILE_NAMES,
+                named_as=session_name(self.path),
+                hold_open=is_compressed(self.path),
+            )
+
+    def close(self) -> None:
+        pass
+
+
+class StoreContainer:
+    """A store of sessions (OpenClaw's database): each session's rows, one line each of a
+    transcript, named by the store's key of each row; a repaired session is written back
+    in the store's own transaction."""
+
+    def __init__(self, store: stores.SessionStore, shown: str) -> None:
+        self.store = store
+        self.path = store.path
+        self.shown = shown
+
+    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
+        return stores.select_sessions(self.store, only, strict=False)
+
+    @contextmanager
+    def hold(self, session: stores.StoredSession) -> Iterator[HeldSession]:
+        with stores.transcript_of(self.store, session) as transcript:
+            yield HeldSession(
+                transcript.path,
+                self.path,
+                self.shown,
+                transcript.names(),
+                format=Format.AUTO,
+                hold_open=True,
+                transcript=transcript,
+            )
+
+    def rewritten(self, held: HeldSession) -> HeldSession:
+        """The session as a rewrite leaves it: the lines of the repair, named by the keys
+        the store gives the rows it writes."""
+        transcript = _transcript_of(held)
+        names = transcript.names(self.store.key_after_rewrite)
+        return HeldSession(held.text, self.path, self.shown, names, transcript=transcript)
+
+    def take_back(
+        self, held: HeldSession, repaired: Path, origins: stores.Origins, *, backup: bool
+    ) -> Path | None:
+        """Replace the session's rows by the lines of `repaired`, in one transaction;
+        returns the backup kept, if any."""
+        return self.store.replace(_transcript_of(held), repaired, origins, backup=backup)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _transcript_of(held: HeldSession) -> stores.Transcript:
+    assert held.transcript is not None, "a store's session is held as its transcript"
+    return held.transcript
+
+
+def open_container(path: Path, shown: str) -> SessionFile | StoreContainer:
+    """The container at `path`: a store of sessions, else a session file (`InputError`
+    when it is a store that cannot be opened)."""
+    if stores.is_store(path):
+        return StoreContainer(stores.open_store(path), shown)
+    return SessionFile(path, shown)
