@@ -190,7 +190,10 @@ def _loose(decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str)
         pass
     except msgspec.DecodeError:
         raise Unreadable(key, f"its {what} is not JSON") from None
-    value = msgspec.json.decode(data)
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        raise Unreadable(key, f"its {what} is not JSON") from None
     if not isinstance(value, dict):
         raise Unreadable(key, f"its {what} is not a JSON object")
     return decoder.decode(msgspec.json.encode(_typed_fields(value, decoder.type)))
