@@ -28,7 +28,7 @@ STEPS = "ses_19b7a3800000StepsAndErrors"
 SESSIONS = (PLAIN, TOOL, COMPACTION, STEPS)
 READ_PART = "prt_19b7a3000003ToolReadPartxx"
 COMPACTION_PART = "prt_19b7a3400009CompactionPart"
-COMPACTION_USER = "msg_19b7a3400008CompUser3xxxxx"
+COMPACTION_USER = "msg_19b7a3400009CompPromptxxxx"
 SUMMARY = "msg_19b7a340000aCompSummaryxxx"
 STEPS_REPLY = "msg_19b7a3800002StepsReply1xxx"
 

@@ -69,13 +69,24 @@ class SentMessage(NamedTuple):
     one that wrote them (the sessions' own model, as a resume has it)."""
 
 
-def window(messages: Sequence[Message]) -> list[Message]:
+class Window(NamedTuple):
+    """What opencode keeps of a session."""
+
+    messages: list[Message]
+    """The kept messages in the order they are sent."""
+    boundary: Message | None
+    """The compaction prompt the window starts at (its summary is sound, its kept tail
+    found), or None when the whole session is sent."""
+
+
+def window(messages: Sequence[Message]) -> Window:
     """The messages opencode keeps of a session in load order: newest back to the
     compaction prompt of the newest sound summary (or to the first message its
     compaction keeps), with a kept tail moved after the summary (spec §4.2)."""
     kept: list[Message] = []
     summarised: set[str] = set()
     tail: str | None = None
+    boundary: Message | None = None
     for message in reversed(messages):
         kept.append(message)
         if tail is not None:
@@ -84,14 +95,17 @@ def window(messages: Sequence[Message]) -> list[Message]:
             continue
         compaction = message.compaction
         if message.role == USER and message.key in summarised and compaction is not None:
+            boundary = message
             tail = compaction.tail_start
             if tail is None:
                 break
             continue
         if message.is_summary and message.parent is not None:
             summarised.add(message.parent)
+    else:
+        boundary = None
     kept.reverse()
-    return _tail_after_summary(kept)
+    return Window(_tail_after_summary(kept), boundary)
 
 
 def _tail_after_summary(kept: list[Message]) -> list[Message]:
@@ -223,7 +237,7 @@ def _assistant_steps(message: Message) -> list[SentMessage]:
     return sent
 
 
-def _sends(message: Message) -> bool:
+def sends(message: Message) -> bool:
     """Whether opencode makes a model message of a message at all (spec §4.3)."""
     if not message.parts:
         return False
@@ -246,8 +260,8 @@ def model_messages(messages: Iterable[Message]) -> list[SentMessage]:
             f"opencode fails the session (HTTP 500) on row {unreadable.key}: {unreadable.reason}"
         ) from None
     sent: list[SentMessage] = []
-    for message in window(loaded):
-        if not _sends(message):
+    for message in window(loaded).messages:
+        if not sends(message):
             continue
         if message.role == USER:
             texts, files = _user_texts(message.parts)
