@@ -20,21 +20,16 @@ from sessionfix.formats.opencode.database import KNOWN_MIGRATION, OpencodeDataba
 from sessionfix.formats.opencode.decode import Unreadable, decode_part, decode_session
 from sessionfix.formats.opencode.legacy import LegacyStorage
 
+from .opencode_damages import COMPACTION, DESCRIPTIONS, PLAIN, STEPS, TOOL
 from .opencode_loader import require_opencode_at_collection
 from .opencode_sessions import SESSIONS, built_database, copy_database, damaged
 
 require_opencode_at_collection()
 
-PLAIN = "ses_19b7a2c00000PlainExchange1"
-TOOL = "ses_19b7a3000000ToolCallResult"
-COMPACTION = "ses_19b7a3400000CompactionChain"
-STEPS = "ses_19b7a3800000StepsAndErrors"
-NAMES = ("plain", "tool", "compaction", "steps")
-
 
 @pytest.fixture(scope="module")
 def database() -> Path:
-    return built_database(list(NAMES))
+    return built_database(list(DESCRIPTIONS))
 
 
 def message_ids(database: Path, session: str) -> list[str]:
@@ -206,7 +201,7 @@ def test_legacy_tree_reads_as_the_database_does(database: Path, tmp_path: Path) 
     """A session of the legacy tree reads as the rows the database holds for it: the
     same messages and parts in the same order, and the same context; the tree is left
     as it was."""
-    storage = legacy_tree(tmp_path, NAMES)
+    storage = legacy_tree(tmp_path, DESCRIPTIONS)
     before = tree_digest(storage)
     legacy = LegacyStorage(storage)
     assert [session.id for session in legacy.sessions()] == [PLAIN, TOOL, COMPACTION, STEPS]

@@ -16,13 +16,12 @@ from sessionfix.formats.opencode.decode import decode_session
 from sessionfix.formats.opencode.view import OpencodeSession, session_view
 from sessionfix.model.view import MISSING, FileAction, Flag, Kind, Role
 
-from .opencode_loader import require_opencode_at_collection
-from .opencode_sessions import built_database, damaged
-from .test_opencode_context import (
+from .opencode_damages import (
     COMPACTION,
     COMPACTION_PART,
     COMPACTION_USER,
     DAMAGES,
+    DESCRIPTIONS,
     PLAIN,
     READ_PART,
     SESSIONS,
@@ -30,13 +29,15 @@ from .test_opencode_context import (
     TOOL,
     set_part,
 )
+from .opencode_loader import require_opencode_at_collection
+from .opencode_sessions import built_database, damaged
 
 require_opencode_at_collection()
 
 
 @pytest.fixture(scope="module")
 def database() -> Path:
-    return built_database(["plain", "tool", "compaction", "steps"])
+    return built_database(DESCRIPTIONS)
 
 
 def decoded(database: Path, session: str) -> OpencodeSession:

@@ -8,6 +8,7 @@ request: one assistant message per model step, one tool message per result).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
@@ -54,7 +55,7 @@ class SentMessage(NamedTuple):
     """One chat message of the request opencode makes."""
 
     sent: Sent
-    """USER, ASSISTANT or TOOL_RESULT."""
+    """USER, ASSISTANT (SUMMARY for a summary's) or TOOL_RESULT."""
     record: str
     """Record key of the row it comes from: a message's id, or the tool part's."""
     texts: tuple[str, ...] = ()
@@ -194,7 +195,7 @@ def _assistant_steps(message: Message) -> list[SentMessage]:
             return
         sent.append(
             SentMessage(
-                Sent.ASSISTANT,
+                Sent.SUMMARY if message.is_summary else Sent.ASSISTANT,
                 message.key,
                 tuple(texts),
                 tuple(call for call, _, _ in calls),
@@ -270,3 +271,37 @@ def model_messages(messages: Iterable[Message]) -> list[SentMessage]:
         else:
             sent.extend(_assistant_steps(message))
     return sent
+
+
+def chat_message(message: SentMessage) -> dict[str, object]:
+    """`message` as the chat message of opencode's request to an OpenAI-compatible
+    provider: one text is a string, several are text parts; an assistant's texts are
+    joined, its reasoning is `reasoning_content`, its calls `tool_calls` with their
+    input as compact JSON text."""
+    if message.sent is Sent.TOOL_RESULT:
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.texts[0]}
+    if message.sent is Sent.USER:
+        if len(message.texts) == 1 and not message.files:
+            return {"role": "user", "content": message.texts[0]}
+        return {
+            "role": "user",
+            "content": [{"type": "text", "text": text} for text in message.texts],
+        }
+    chat: dict[str, object] = {"role": "assistant", "content": "".join(message.texts)}
+    if message.reasoning:
+        chat["reasoning_content"] = "".join(message.reasoning)
+    if message.tool_calls:
+        chat["tool_calls"] = [
+            {
+                "id": call.call_id,
+                "type": "function",
+                "function": {"name": call.tool, "arguments": _arguments(call.input)},
+            }
+            for call in message.tool_calls
+        ]
+    return chat
+
+
+def _arguments(value: object) -> str:
+    """A call's input as `JSON.stringify` writes it (keys in stored order, compact)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

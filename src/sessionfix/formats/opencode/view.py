@@ -23,14 +23,20 @@ record's parent key, for the rules that pair them). A record's key is its row id
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final, NamedTuple
 
 import orjson
 import xxhash
 
-from sessionfix.formats.opencode.context import sends, window
+from sessionfix.formats.opencode.context import (
+    SentMessage,
+    chat_message,
+    model_messages,
+    sends,
+    window,
+)
 from sessionfix.formats.opencode.database import SessionRow, StoredMessage
 from sessionfix.formats.opencode.decode import (
     ASSISTANT,
@@ -43,6 +49,7 @@ from sessionfix.formats.opencode.decode import (
     Unreadable,
     decode_message,
 )
+from sessionfix.model.loaded import Loaded, LoadRefused
 from sessionfix.model.tracking import PathTracker, Tracking
 from sessionfix.model.view import (
     MISSING,
@@ -74,6 +81,22 @@ class OpencodeSession(NamedTuple):
     tracking: Tracking
     keys: list[str]
     """Per view record, its row id: the record key diagnostics name."""
+    sent: tuple[SentMessage, ...]
+    """What opencode sends the model of it (`context.model_messages`)."""
+    refused: str | None
+    """Why opencode sends nothing of it (a row it cannot read), or None."""
+
+    def loaded(self) -> Iterator[Loaded]:
+        """What opencode sends, as `sessionfix.context` counts it: each chat message
+        from the record of its row, its size that of the message as JSON;
+        `LoadRefused` where opencode fails the session."""
+        if self.refused is not None:
+            raise LoadRefused(self.refused)
+        index = {key: position for position, key in enumerate(self.keys)}
+        for message in self.sent:
+            yield Loaded(
+                index[message.record], message.sent, len(orjson.dumps(chat_message(message)))
+            )
 
 
 def _identity(stored: StoredMessage) -> int:
@@ -200,7 +223,7 @@ class _Builder:
             if bits is not None:
                 tracker.result(part_index, call.id, bits)
 
-    def finish(self) -> OpencodeSession:
+    def finish(self, sent: tuple[SentMessage, ...], refused: str | None) -> OpencodeSession:
         view = self.view
         keys = self.keys
         for index, facts in view.boundaries.items():
@@ -208,7 +231,7 @@ class _Builder:
                 kept = view.resolve(facts.first_kept)
                 facts.first_kept_index = kept
         view.finish()
-        return OpencodeSession(self.session, view, self.tracker.finish(), keys)
+        return OpencodeSession(self.session, view, self.tracker.finish(), keys, sent, refused)
 
 
 def session_view(
@@ -222,7 +245,8 @@ def session_view(
             decoded.append(decode_message(row))
         except Unreadable as unreadable:
             decoded.append(unreadable)
-    kept = window([message for message in decoded if isinstance(message, Message)])
+    readable = [message for message in decoded if isinstance(message, Message)]
+    kept = window(readable)
     sent = {message.key for message in kept.messages if sends(message)}
     boundary = kept.boundary.key if kept.boundary is not None else None
     builder = _Builder(path, session)
@@ -233,4 +257,15 @@ def session_view(
             builder.unreadable(row, message)
         else:
             builder.message(row, message, message.key in sent, message.key == boundary)
-    return builder.finish()
+    try:
+        return builder.finish(tuple(model_messages(_readable_or_raise(decoded))), None)
+    except LoadRefused as refused:
+        return builder.finish((), str(refused))
+
+
+def _readable_or_raise(decoded: Iterable[Message | Unreadable]) -> Iterator[Message]:
+    """The messages, raising the first row opencode cannot read where it comes."""
+    for message in decoded:
+        if isinstance(message, Unreadable):
+            raise message
+        yield message
