@@ -34,6 +34,15 @@ def set_message(message: str, path: str, value: Any) -> tuple[str, list[Any]]:
     )
 
 
+def insert_part(part: str, message: str, data: dict[str, Any]) -> tuple[str, list[Any]]:
+    """SQL adding a part with `data` to a message (times of the message's own)."""
+    return (
+        "INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) "
+        "SELECT ?, id, session_id, time_created, time_updated, ? FROM message WHERE id = ?",
+        [part, json.dumps(data), message],
+    )
+
+
 def shift_message(message: str, by: int) -> tuple[str, list[Any]]:
     return ("UPDATE message SET time_created = time_created + ? WHERE id = ?", [by, message])
 
@@ -143,6 +152,60 @@ DAMAGES: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {
         [("UPDATE message SET data = json_remove(data, '$.finish') WHERE id = ?", [SUMMARY])],
     ),
     "empty-reply-text": (PLAIN, [set_part("prt_19b7a2c00003PlainReplyText", "$.text", "")]),
+    "two-texts-in-a-step": (
+        PLAIN,
+        [
+            insert_part(
+                "prt_19b7a2c00003PlainReplyTexu",
+                "msg_19b7a2c00002PlainReplyMsg1",
+                {"type": "text", "text": " And more."},
+            )
+        ],
+    ),
+    "plain-text-file": (
+        PLAIN,
+        [
+            insert_part(
+                "prt_19b7a2c00001PlainUserTexu",
+                "msg_19b7a2c00001PlainUserMsg1x",
+                {
+                    "type": "file",
+                    "mime": "text/plain",
+                    "filename": "a.txt",
+                    "url": "data:text/plain;base64,aGVsbG8=",
+                },
+            )
+        ],
+    ),
+    "subtask": (
+        PLAIN,
+        [
+            insert_part(
+                "prt_19b7a2c00001PlainUserTexu",
+                "msg_19b7a2c00001PlainUserMsg1x",
+                {"type": "subtask", "prompt": "do it", "description": "d", "agent": "general"},
+            )
+        ],
+    ),
+    "two-reasonings": (
+        STEPS,
+        [
+            insert_part(
+                "prt_19b7a3800021StepsThoughu",
+                "msg_19b7a3800002StepsReply1xxx",
+                {"type": "reasoning", "text": " More thought.", "time": {"start": 1, "end": 2}},
+            )
+        ],
+    ),
+    "empty-prompt-text": (
+        PLAIN,
+        [
+            (
+                "UPDATE part SET data = json_set(data, '$.text', '') WHERE id = ?",
+                ["prt_19b7a2c00001PlainUserText1"],
+            )
+        ],
+    ),
     "same-time-by-id": (
         STEPS,
         [

@@ -64,7 +64,9 @@ class SentMessage(NamedTuple):
     call_id: str | None = None
     """The call a tool result answers."""
     files: int = 0
-    """File parts it carries (sent as attachments, not as text)."""
+    """File parts it carries (not plain text, not a folder): how they are sent depends
+    on the model prompted (an attachment, or opencode's note that the model cannot read
+    it), so `chat_message` leaves them out."""
     reasoning: tuple[str, ...] = ()
     """An assistant step's reasoning texts: sent while the model that is prompted is the
     one that wrote them (the sessions' own model, as a resume has it)."""
