@@ -82,6 +82,26 @@ def test_reads_a_live_database_without_writing_it(database: Path, tmp_path: Path
         writer.close()
 
 
+def test_a_session_reads_as_one_snapshot(database: Path, tmp_path: Path) -> None:
+    """A session's rows come from one snapshot: what opencode commits while they are
+    read (a reply's parts removed) shows in the next read, not in this one."""
+    live = copy_database(database, tmp_path / "opencode.db")
+    reply = "msg_19b7a3000005ToolReplyMsgxx"
+    with OpencodeDatabase(live) as db:
+        reading = db.messages(TOOL)
+        first = next(reading)
+        writer = apsw.Connection(str(live))
+        try:
+            writer.execute("PRAGMA journal_mode=WAL")
+            writer.execute("DELETE FROM part WHERE message_id = ?", (reply,))
+        finally:
+            writer.close()
+        rest = list(reading)
+        assert first.row.id == "msg_19b7a3000001ToolUserMsgxxx"
+        assert [len(message.parts) for message in rest] == [3, 3]
+        assert [len(message.parts) for message in db.messages(TOOL)] == [1, 3, 0]
+
+
 def write_bytes(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path

@@ -122,6 +122,10 @@ class OpencodeDatabase:
         if problem is not None:
             self._db.close()
             raise InputError(f"{path}: {problem}; nothing read")
+        self._v2_tables = tuple(
+            table for table in V2_TABLES if self._db.table_exists("main", table)
+        )
+        """The tables of opencode 2's format this database has (older ones have none)."""
 
     def _schema_problem(self) -> str | None:
         """Why the database is not one sessionfix can read as opencode's, or None."""
@@ -147,7 +151,6 @@ class OpencodeDatabase:
                     f"the {KIND} has a schema newer than opencode 1.18.33's (migration {last}); "
                     "its rows could be read wrong"
                 )
-        self._v2_tables = tuple(table for table in V2_TABLES if table in tables)
         return None
 
     def close(self) -> None:

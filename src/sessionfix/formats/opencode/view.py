@@ -245,9 +245,8 @@ def session_view(
             decoded.append(decode_message(row))
         except Unreadable as unreadable:
             decoded.append(unreadable)
-    readable = [message for message in decoded if isinstance(message, Message)]
-    kept = window(readable)
-    sent = {message.key for message in kept.messages if sends(message)}
+    kept = window([message for message in decoded if isinstance(message, Message)])
+    sending = {message.key for message in kept.messages if sends(message)}
     boundary = kept.boundary.key if kept.boundary is not None else None
     builder = _Builder(path, session)
     keys = builder.keys
@@ -256,11 +255,13 @@ def session_view(
         if isinstance(message, Unreadable):
             builder.unreadable(row, message)
         else:
-            builder.message(row, message, message.key in sent, message.key == boundary)
+            builder.message(row, message, message.key in sending, message.key == boundary)
+    refused = None
     try:
-        return builder.finish(tuple(model_messages(_readable_or_raise(decoded))), None)
-    except LoadRefused as refused:
-        return builder.finish((), str(refused))
+        sent = tuple(model_messages(_readable_or_raise(decoded)))
+    except LoadRefused as refusal:
+        sent, refused = (), str(refusal)
+    return builder.finish(sent, refused)
 
 
 def _readable_or_raise(decoded: Iterable[Message | Unreadable]) -> Iterator[Message]:
