@@ -10,6 +10,8 @@ decoding them is `decode`'s business.
 
 from __future__ import annotations
 
+import os
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +20,6 @@ from typing import Final, NamedTuple
 import apsw
 
 from sessionfix.errors import InputError
-from sessionfix.formats.openclaw_store.store import connect_read_only, is_hot_journal, quoted
 
 KIND: Final = "opencode database"
 KNOWN_MIGRATION: Final = "20260622202450_simplify_session_input"
@@ -71,6 +72,23 @@ class StoredMessage(NamedTuple):
 
     row: MessageRow
     parts: tuple[PartRow, ...]
+
+
+def connect_read_only(path: Path) -> apsw.Connection:
+    """A read-only connection (a `mode=ro` URI of the path's bytes as they are): no file
+    is created, nothing is written, no checkpoint is run; a WAL reader never waits."""
+    uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
+    return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+
+
+def is_hot_journal(error: apsw.Error) -> bool:
+    """A read-only connection met a hot rollback journal (a write cut short)."""
+    return getattr(error, "extendedresult", None) == apsw.SQLITE_READONLY_ROLLBACK
+
+
+def quoted(name: str) -> str:
+    """An SQL identifier for `name`, whatever it holds."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _reason(error: apsw.Error) -> str:
