@@ -5,10 +5,7 @@ is the one sessionfix knows, and how its rows and names are read; shared by the 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import urllib.parse
-from pathlib import Path
 from typing import Any, Final
 
 import apsw
@@ -22,29 +19,7 @@ SCHEMA_VERSION: Final = 23
 and `schema_meta.schema_version`). OpenClaw refuses a newer one, and migrates an older
 one (`openclaw doctor --fix`) before it uses the store; a rewrite by the rules of one
 schema could lose what another keeps."""
-READ_BUSY_MS: Final = 5000
-"""How long a read waits for a writer in rollback-journal mode (WAL readers never wait)."""
 _SAFE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-def database_uri(path: Path) -> str:
-    """The URI that opens `path`, its bytes percent-encoded as they are: SQLite takes a
-    file name as UTF-8 text, which a name that is not UTF-8 cannot be."""
-    return "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
-
-
-def read_only_uri(path: Path) -> str:
-    """The URI that opens (or attaches) `path` read-only: no file is created, nothing written."""
-    return database_uri(path) + "?mode=ro"
-
-
-def connect_read_only(path: Path) -> apsw.Connection:
-    """A read-only connection (`mode=ro` URI: no file is created, nothing written)."""
-    connection = apsw.Connection(
-        read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-    )
-    connection.set_busy_timeout(READ_BUSY_MS)
-    return connection
 
 
 def schema_problem(db: apsw.Connection) -> str | None:
@@ -71,11 +46,6 @@ def schema_problem(db: apsw.Connection) -> str | None:
         f"schema version {found} is not one sessionfix knows (it reads {SCHEMA_VERSION}, "
         "OpenClaw 2026.9's); its rows could be read or written wrong"
     )
-
-
-def quoted(name: str) -> str:
-    """An SQL identifier for `name`, whatever it holds."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def file_name(session_id: str) -> str:

@@ -25,17 +25,16 @@ import orjson
 import xxhash
 import zstandard
 
-from sessionfix.errors import InputError, SessionfixError
+from sessionfix.errors import InputError
 from sessionfix.formats.openclaw_store.database import (
-    connect_read_only,
     decompressed_row,
     file_name,
-    quoted,
     schema_problem,
 )
 from sessionfix.formats.pi.decode import OPENCLAW
 from sessionfix.model.loaded import Loader
 from sessionfix.read.compressed import EXPANSION_LIMIT, expansion_limit
+from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
 from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
 from sessionfix.units import human_bytes
 
@@ -70,12 +69,6 @@ def _events_damaged(db: apsw.Connection, index: str) -> str | None:
     if entries != stored:
         return f"events' index {index} holds {entries} entries for {stored} rows"
     return None
-
-
-def is_hot_journal(error: apsw.Error) -> bool:
-    """A read-only connection met a hot rollback journal: a write was cut short, and only
-    a connection that may write can roll it back."""
-    return getattr(error, "extendedresult", None) == apsw.SQLITE_READONLY_ROLLBACK
 
 
 def is_agent_store(path: Path) -> bool | None:
@@ -121,7 +114,7 @@ class OpenClawStore:
         try:
             self._db = connect_read_only(path)
         except apsw.Error as exc:
-            raise InputError(f"{path}: cannot read the {KIND} ({_reason(exc)})") from None
+            raise InputError(f"{path}: cannot read the {KIND} ({error_reason(exc)})") from None
         try:
             self._db.execute("SELECT role FROM schema_meta LIMIT 0").fetchall()
             self._db.execute("SELECT seq FROM transcript_events LIMIT 0").fetchall()
@@ -141,7 +134,7 @@ class OpenClawStore:
                     "open it with OpenClaw or sqlite3 first, which rolls the write back"
                 ) from None
             what = "not an" if isinstance(exc, apsw.SQLError) else "cannot read the"
-            raise InputError(f"{path}: {what} {KIND} ({_reason(exc)})") from None
+            raise InputError(f"{path}: {what} {KIND} ({error_reason(exc)})") from None
         if problem is not None or index is None:
             self._db.close()
             raise InputError(f"{path}: the {KIND}'s {problem}; nothing read")
@@ -177,7 +170,9 @@ class OpenClawStore:
                 """
             ).fetchall()
         except apsw.Error as exc:
-            raise InputError(f"{self.path}: cannot list its sessions ({_reason(exc)})") from None
+            raise InputError(
+                f"{self.path}: cannot list its sessions ({error_reason(exc)})"
+            ) from None
         return [
             StoredSession(
                 self._session_id(sid),
@@ -218,7 +213,7 @@ class OpenClawStore:
                     transcript.rows.extend([row] * (breaks + 1))
         except apsw.Error as exc:
             raise InputError(
-                f"{self.path}: cannot read session {session.id} ({_reason(exc)})"
+                f"{self.path}: cannot read session {session.id} ({error_reason(exc)})"
             ) from None
         except UnicodeDecodeError:
             raise InputError(
@@ -346,9 +341,3 @@ class OpenClawStore:
         from sessionfix.formats.openclaw_store import write
 
         return write.restore_session(self, session_id, backup, keep_current=keep_current)
-
-
-def _reason(error: apsw.Error | SessionfixError) -> str:
-    """An apsw error without its class name ("database disk image is malformed")."""
-    kind, _, rest = str(error).partition(": ")
-    return rest if rest and kind.endswith("Error") else str(error)

@@ -48,16 +48,13 @@ import zstandard
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.escapes import escape_surrogates
 from sessionfix.formats.openclaw_store.database import (
-    connect_read_only,
-    database_uri,
     decompressed_row,
     file_name,
-    quoted,
-    read_only_uri,
     schema_problem,
 )
 from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.interrupts import signals_deferred
+from sessionfix.read.sqlite import connect_read_only, database_uri, quoted, read_only_uri
 from sessionfix.stores import Origins, StoreBackup, StoreRefused, Transcript
 
 BACKUP_MARK: Final = ".sessionfix-bak-"

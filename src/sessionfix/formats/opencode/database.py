@@ -10,8 +10,6 @@ decoding them is `decode`'s business.
 
 from __future__ import annotations
 
-import os
-import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Final, NamedTuple
 import apsw
 
 from sessionfix.errors import InputError
+from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
 
 KIND: Final = "opencode database"
 KNOWN_MIGRATION: Final = "20260622202450_simplify_session_input"
@@ -74,28 +73,6 @@ class StoredMessage(NamedTuple):
     parts: tuple[PartRow, ...]
 
 
-def connect_read_only(path: Path) -> apsw.Connection:
-    """A read-only connection (a `mode=ro` URI of the path's bytes as they are): no file
-    is created, nothing is written, no checkpoint is run; a WAL reader never waits."""
-    uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
-    return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-
-
-def is_hot_journal(error: apsw.Error) -> bool:
-    """A read-only connection met a hot rollback journal (a write cut short)."""
-    return getattr(error, "extendedresult", None) == apsw.SQLITE_READONLY_ROLLBACK
-
-
-def quoted(name: str) -> str:
-    """An SQL identifier for `name`, whatever it holds."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _reason(error: apsw.Error) -> str:
-    """An apsw error's own words ("database disk image is malformed")."""
-    return str(error.args[0]) if error.args else str(error)
-
-
 def _text(value: object) -> str:
     """A text column read as bytes, as opencode reads it (invalid UTF-8 replaced)."""
     if isinstance(value, bytes):
@@ -121,7 +98,7 @@ class OpencodeDatabase:
         try:
             self._db = connect_read_only(path)
         except apsw.Error as exc:
-            raise InputError(f"{path}: cannot read the {KIND} ({_reason(exc)})") from None
+            raise InputError(f"{path}: cannot read the {KIND} ({error_reason(exc)})") from None
         try:
             problem = self._schema_problem()
         except apsw.Error as exc:
@@ -136,7 +113,7 @@ class OpencodeDatabase:
                 if isinstance(exc, (apsw.SQLError, apsw.NotADBError))
                 else ("cannot read the")
             )
-            raise InputError(f"{path}: {what} {KIND} ({_reason(exc)})") from None
+            raise InputError(f"{path}: {what} {KIND} ({error_reason(exc)})") from None
         if problem is not None:
             self._db.close()
             raise InputError(f"{path}: {problem}; nothing read")
@@ -188,7 +165,7 @@ class OpencodeDatabase:
             with self._db:
                 yield self._db
         except apsw.Error as exc:
-            raise InputError(f"{self.path}: cannot read {what} ({_reason(exc)})") from None
+            raise InputError(f"{self.path}: cannot read {what} ({error_reason(exc)})") from None
 
     def sessions(self) -> list[SessionRow]:
         """Every session, oldest first (as `opencode session list` lists them, reversed)."""
