@@ -146,3 +146,42 @@ def test_a_record_source_freed_open_runs_no_python(tmp_path: Path) -> None:
             sys.setprofile(None)
         gc.collect()
     assert called == []
+
+
+DISCARDED_BY_A_FINALIZER = """
+import os, signal
+
+import sessionfix.cli
+from sessionfix import entry
+
+
+def main():
+    def pending():
+        try:
+            yield
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs here, inside the generator's close
+                pass
+
+    suspended = pending()
+    next(suspended)
+    del suspended  # closed as it is freed: Python discards what its close raises
+    return 0
+
+
+sessionfix.cli.main = main
+entry.run()
+"""
+
+
+def test_an_interrupt_a_finalizer_discards_still_ends_the_run_interrupted() -> None:
+    """A finalizer (a generator closed as it is freed) that an interrupt lands in
+    discards the KeyboardInterrupt; the run went on and ended as if none had come."""
+    process = subprocess.run(
+        [sys.executable, "-c", DISCARDED_BY_A_FINALIZER],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert (process.returncode, process.stderr.decode()) == (2, INTERRUPTED)

@@ -28,6 +28,10 @@ RETRY_SECONDS = 0.005
 
 _run_over = False
 _deferred = False
+_raised = False
+"""An interrupt was raised into the run. A finalizer it lands in (a generator closed as
+it is freed, a file closed by its C finalizer) discards it, and the run goes on as if
+none had come; the run still ends interrupted."""
 
 
 def _leave_at_once(signum: int, frame: FrameType | None) -> None:
@@ -43,7 +47,7 @@ def interrupt(signum: int, frame: FrameType | None) -> None:
     crashes the process (SIGSEGV) when an exception cuts through the Python it calls
     while building a decoder, which modules do as they load; the interrupt then comes a
     moment later, on SIGALRM, once the import is done."""
-    global _deferred
+    global _deferred, _raised
     if _run_over:
         _leave_at_once(signum, frame)
     _deferred = _loading_a_module(frame)
@@ -51,6 +55,7 @@ def interrupt(signum: int, frame: FrameType | None) -> None:
         _signal.signal(_signal.SIGALRM, interrupt)
         _signal.setitimer(_signal.ITIMER_REAL, RETRY_SECONDS)
         return
+    _raised = True
     raise KeyboardInterrupt
 
 
@@ -61,6 +66,14 @@ def end_of_run() -> bool:
     _signal.setitimer(_signal.ITIMER_REAL, 0)
     _run_over = True
     return _deferred
+
+
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """An interrupt a finalizer discards is no traceback: the run ends interrupted
+    (`_raised`). Anything else is Python's to print."""
+    if unraisable.exc_type is KeyboardInterrupt:
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def _loading_a_module(frame: FrameType | None) -> bool:
@@ -108,10 +121,11 @@ def run() -> None:
     from sessionfix.engine import EXIT_ERROR
 
     _pin_mmap_threshold()
+    sys.unraisablehook = _unraisable
     handle_signals(interrupt)
     try:
         code = main()
-        if end_of_run():
+        if end_of_run() or (_raised and code != EXIT_ERROR):
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         end_of_run()
