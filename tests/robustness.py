@@ -339,3 +339,13 @@ def repair_keeping_entries(
     lost = lost_entries(data, repaired, result.applied, first_pass)
     assert not lost, f"complete entries lost without a deleting fix: {lost[:5]}"
     return result, repaired
+
+
+def children() -> set[int]:
+    """The processes whose parent this one is."""
+    pid = os.getpid()
+    found: set[int] = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as handle:
+            found.update(int(child) for child in handle.read().split())
+    return found

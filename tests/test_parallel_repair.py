@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -278,3 +279,21 @@ def test_the_library_raises_what_stopped_an_in_place_run_unless_asked_to_keep_it
     run = runs.repair_paths([folder / n for n in names], settings, in_place=True, keep_stopped=True)
     assert isinstance(run.stopped, KeyboardInterrupt)
     assert [r.path for r in run.results] == [folder / names[0]]
+
+
+@pytest.fixture
+def long_lived_child() -> Iterator[subprocess.Popen[bytes]]:
+    """A child of the test process started before the test (as a real client's server is,
+    once per test run)."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_process_started_before_the_test_is_no_run_s_leftover(
+    long_lived_child: subprocess.Popen[bytes], request: pytest.FixtureRequest
+) -> None:
+    request.getfixturevalue("subreaper")
+    assert _reap_leftovers() == []
+    assert long_lived_child.poll() is None

@@ -27,7 +27,7 @@ from typing import Final
 import pytest
 
 from .bench_files import generators
-from .robustness import digest
+from .robustness import children, digest
 
 SIZE_MB: Final = 66
 """Over 64 MiB, and over the size from which a file is read by worker processes."""
@@ -63,9 +63,15 @@ def big_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     shutil.rmtree(path.parent, ignore_errors=True)
 
 
+_KEPT: set[int] = set()
+"""Children this process had when a test began: a real client's server, started once per
+test run, is none of a run's leftovers."""
+
+
 @pytest.fixture
 def subreaper() -> Iterator[None]:
     """Make this process the one orphaned descendants of its children are given to."""
+    _KEPT.update(children())
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     assert prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     try:
@@ -75,18 +81,9 @@ def subreaper() -> Iterator[None]:
         _reap_leftovers()
 
 
-def _children() -> list[int]:
-    pid = os.getpid()
-    found: list[int] = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as handle:
-            found.extend(int(child) for child in handle.read().split())
-    return found
-
-
 def _reap_leftovers() -> list[int]:
-    """Kill and reap any child of this process (a worker some run left behind)."""
-    leftovers = _children()
+    """Kill and reap any child of this process that a run left behind (a worker)."""
+    leftovers = sorted(children() - _KEPT)
     for pid in leftovers:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -16,7 +16,7 @@ from sessionfix.repair.plan import RepairPlan
 from sessionfix.repair.planned import PlannedRepair, plan_repair
 
 from .conftest import FIXTURES
-from .test_workers import _children
+from .robustness import children
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are forked"
@@ -37,10 +37,10 @@ def _written(
     with its count of lines and its causes."""
     plan = planned.plan
     plan.map_rows = True
-    before = _children()
+    before = children()
     with planned.rewriting_ahead() if ahead else nullcontext():
         data = b"".join(plan.chunks())
-        assert _children() <= before, "the workers outlived the writing"
+        assert children() <= before, "the workers outlived the writing"
     rows = plan.row_map
     assert rows is not None
     changed = [(rows.rows[k], rows.counts[k], rows.causes[k]) for k in range(len(rows.rows))]

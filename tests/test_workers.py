@@ -17,6 +17,8 @@ from sessionfix.errors import InputError
 from sessionfix.scan import workers as workers_module
 from sessionfix.scan.workers import OrderedWorkers, WorkerDied
 
+from .robustness import children
+
 SOURCE = Path(__file__).resolve().parent.parent / "src"
 
 pytestmark = pytest.mark.skipif(
@@ -24,20 +26,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _children() -> set[int]:
-    pid = os.getpid()
-    found: set[int] = set()
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as handle:
-            found.update(int(child) for child in handle.read().split())
-    return found
-
-
 @pytest.fixture
 def no_worker_left() -> Iterator[None]:
-    before = _children()
+    before = children()
     yield
-    assert _children() <= before, "a worker process outlived its worker set"
+    assert children() <= before, "a worker process outlived its worker set"
 
 
 def square(value: int) -> int:
