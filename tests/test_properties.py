@@ -22,7 +22,6 @@ from sessionfix.model.tracking import Tracking
 from sessionfix.report.render import diagnostic_json
 from sessionfix.rules.paths import normalize
 from sessionfix.scan import scanner as scanner_module
-from sessionfix.scan import splice as splice_module
 
 from .robustness import time_limit
 from .sessions import Session, sessions
@@ -316,7 +315,6 @@ def test_a_worker_that_dies_leaves_the_read_to_one_process(
         _parallel(patch, 500)
         patch.setattr(sys.modules[__name__], "_doomed", doomed)
         patch.setattr(scanner_module, "read_parts", _dying_reader)
-        patch.setattr(splice_module, "read_parts", _dying_reader)
         patch.setattr(scanner_module, "_read_parallel", spied)
         with time_limit(60):
             parallel = _index(path, jobs=2, progress=progress.append, keep_parts=keep_parts)
