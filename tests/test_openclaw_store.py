@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import apsw
 import jsonschema
@@ -27,7 +27,7 @@ import xxhash
 import zstandard
 from typer.testing import CliRunner
 
-from sessionfix import Settings, check_file
+from sessionfix import Settings, check_file, registry
 from sessionfix.cli import app, main
 from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
@@ -183,6 +183,46 @@ def _digest(store: Path) -> dict[str, str]:
         and not p.name.endswith("-shm")
         and not (p.name.endswith("-wal") and p.stat().st_size == 0)
     }
+
+
+TOY_STORE: Final = """
+from sessionfix.registry import SqliteStore
+from sessionfix.formats.openclaw_store import is_store, open_store
+
+CONTAINERS = (SqliteStore(frozenset({"toy-agent.sqlite"})),)
+"""
+"""A throw-away package that declares a store of its own name, read as OpenClaw's."""
+
+
+def test_a_store_is_what_a_package_declares(
+    damaged: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk takes a file of the name a package's declared store bears, and the run reads
+    it as that store: its findings named by session and seq; an empty one is opened as
+    a store too (and found holding none), not read as an empty session file."""
+    store, session_id = damaged
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "sessionfix_toy_store.py").write_text(TOY_STORE)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    monkeypatch.setattr(
+        registry,
+        "PACKAGES",
+        tuple(
+            name.replace("sessionfix.formats.openclaw_store", "sessionfix_toy_store")
+            for name in registry.PACKAGES
+        ),
+    )
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    shutil.copyfile(store, folder / "toy-agent.sqlite")
+    (folder / "empty").mkdir()
+    (folder / "empty" / "toy-agent.sqlite").touch()
+    outcome = CliRunner().invoke(app, ["scan", "--output-format", "concise", str(folder)], env=ENV)
+    assert outcome.exit_code == 2, outcome.output
+    assert f"{folder / 'toy-agent.sqlite'}:{session_id}:seq 6: SF201" in outcome.stdout
+    assert f"{folder / 'empty' / 'toy-agent.sqlite'}: not an OpenClaw session store" in (
+        outcome.stderr
+    )
 
 
 def test_scan_reads_only(damaged: tuple[Path, str]) -> None:

@@ -19,11 +19,13 @@ from typing import Final, Protocol
 
 from msgspec import Struct
 
-from sessionfix import stores
+from sessionfix import registry, stores
 from sessionfix.diagnostics import Diagnostic
+from sessionfix.errors import InputError
 from sessionfix.formats import Format
 from sessionfix.location import FILE_NAMES, RecordNames
 from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
+from sessionfix.registry import ContainerDeclaration, JsonlFiles, SqliteStore
 
 ProgressCallback = Callable[[int], None]
 
@@ -160,9 +162,28 @@ def _transcript_of(held: HeldSession) -> stores.Transcript:
     return held.transcript
 
 
+def declared_container(path: Path) -> ContainerDeclaration:
+    """How the sessions at `path` are held, as the registered packages declare: a store
+    one of them recognises, else a session file (`InputError` when no package reads
+    session files)."""
+    found = stores.declared_store(path)
+    if found is not None:
+        return found[1]
+    for package in registry.packages("CONTAINERS"):
+        for declared in package.CONTAINERS:
+            if isinstance(declared, JsonlFiles):
+                return declared
+    raise InputError(f"{path}: no registered package reads session files")
+
+
+def is_store(path: Path) -> bool:
+    """Whether `path` is a store of sessions, as a package declares one."""
+    return isinstance(declared_container(path), SqliteStore)
+
+
 def open_container(path: Path, shown: str) -> SessionFile | StoreContainer:
-    """The container at `path`: a store of sessions, else a session file (`InputError`
-    when it is a store that cannot be opened)."""
-    if stores.is_store(path):
+    """The container at `path`, as its package declares it: a store of sessions, else a
+    session file (`InputError` when it is a store that cannot be opened)."""
+    if isinstance(declared_container(path), SqliteStore):
         return StoreContainer(stores.open_store(path), shown)
     return SessionFile(path, shown)

@@ -19,7 +19,7 @@ from typing import Any, Final
 import msgspec
 from msgspec import Struct, field
 
-from sessionfix import stores
+from sessionfix import containers, stores
 from sessionfix.escapes import escape_surrogates
 from sessionfix.formats import Format, package_of
 from sessionfix.model.loaded import Loader, LoadRefused, Sent
@@ -285,7 +285,7 @@ def contexts(
     """Each session file's context, and each session's of each store (those named in
     `settings.sessions`, else all): as it is, and with `after_repair` as `repair` would write it."""
     for path in paths:
-        if not stores.is_store(path):
+        if not containers.is_store(path):
             yield _measured(path, settings, str(path), after_repair)
             continue
         with stores.open_store(path) as store:
