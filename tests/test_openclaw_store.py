@@ -32,7 +32,7 @@ from sessionfix.cli import app, main
 from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
-from sessionfix.repair.plan import described_fixes
+from sessionfix.repair.plan import RepairPlan, described_fixes
 from sessionfix.repair.targets import repair_to
 from sessionfix.report.backups import backup_listing, listing_note, restore_note
 from sessionfix.report.render import OutputFormat, diagnostic_json
@@ -480,6 +480,20 @@ def _refused(store: Path, session_id: str) -> str:
     lines = outcome.stderr.strip().splitlines()
     assert len(lines) == 1, outcome.stderr
     return lines[0]
+
+
+def test_a_refused_verification_names_the_row_by_its_seq(
+    template_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repair whose result fails verification names the record it blames as the store
+    would hold it (the seq its row would be written at), not by a line of the temporary
+    transcript."""
+    clones = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
+    store, session_id = _store_for(template_store, tmp_path, clones.read_bytes())
+    monkeypatch.setattr(RepairPlan, "_climb", lambda self, index, owner=None: (None, "zzzzzzzz"))
+    refused = _refused(store, session_id)
+    assert "(parent link 'zzzzzzzz' at seq 6 names no entry)" in refused, refused
+    assert "line" not in refused
 
 
 def test_refused_while_the_store_is_written(damaged: tuple[Path, str]) -> None:

@@ -62,7 +62,7 @@ class Transcript(Struct):
     def names(self, key_of: Callable[[int], int | None] | None = None) -> RecordNames:
         """How the store names the session's records in text: by the number of the row a
         line was read from (`key_of`: line → number, by default the rows read)."""
-        return RecordNames(self.key_noun, "at", self.session.id, key_of or self.row_of)
+        return RecordNames(self.key_noun, "at", self.session.id, key_of or self.row_of, own="at")
 
 
 class StoreBackup(Struct, frozen=True):
