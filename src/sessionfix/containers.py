@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 from msgspec import Struct
 
@@ -24,7 +24,13 @@ from sessionfix.diagnostics import Diagnostic
 from sessionfix.errors import InputError
 from sessionfix.formats import Format
 from sessionfix.location import FILE_NAMES, RecordNames
-from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
+from sessionfix.model.loaded import Loader
+from sessionfix.read.compressed import (
+    is_compressed,
+    scaled_progress,
+    session_name,
+    session_text,
+)
 from sessionfix.registry import ContainerDeclaration, JsonlFiles, SqliteStore
 
 ProgressCallback = Callable[[int], None]
@@ -53,6 +59,12 @@ class HeldSession(Struct):
     def session(self) -> str:
         return self.names.session
 
+    @property
+    def title(self) -> str:
+        """The session as a listing of several names it: the container, and in a store
+        the session too (`store:session`)."""
+        return f"{self.shown}:{self.session}" if self.session else self.shown
+
     def progress(self, progress: ProgressCallback | None) -> ProgressCallback | None:
         """`progress` in bytes of the container, for bytes read of the text."""
         if self.transcript is not None:
@@ -75,12 +87,20 @@ class Container(Protocol):
 
     path: Path
 
-    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
-        """The sessions a run reads (`only`: those named, in a container holding several)."""
+    def sessions(
+        self, only: Sequence[str] | None, *, strict: bool = False
+    ) -> list[stores.StoredSession]:
+        """The sessions a run reads (`only`: those named, in a container holding several;
+        one it does not hold is an error when `strict`, else the run's to report)."""
         ...
 
     def hold(self, session: stores.StoredSession) -> AbstractContextManager[HeldSession]:
         """The session as lines of text, for as long as the block lasts."""
+        ...
+
+    def loader(self, held: HeldSession) -> Loader | None:
+        """What the session's agent sends the model from it, where the container's
+        agent loads it otherwise than its format's package says (None: as that says)."""
         ...
 
     def close(self) -> None: ...
@@ -94,7 +114,9 @@ class SessionFile:
         self.path = path
         self.shown = shown
 
-    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
+    def sessions(
+        self, only: Sequence[str] | None, *, strict: bool = False
+    ) -> list[stores.StoredSession]:
         return [FILE_SESSION]
 
     @contextmanager
@@ -108,6 +130,9 @@ class SessionFile:
                 named_as=session_name(self.path),
                 hold_open=is_compressed(self.path),
             )
+
+    def loader(self, held: HeldSession) -> Loader | None:
+        return None
 
     def close(self) -> None:
         pass
@@ -123,8 +148,10 @@ class StoreContainer:
         self.path = store.path
         self.shown = shown
 
-    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
-        return stores.select_sessions(self.store, only, strict=False)
+    def sessions(
+        self, only: Sequence[str] | None, *, strict: bool = False
+    ) -> list[stores.StoredSession]:
+        return stores.select_sessions(self.store, only, strict=strict)
 
     @contextmanager
     def hold(self, session: stores.StoredSession) -> Iterator[HeldSession]:
@@ -152,6 +179,10 @@ class StoreContainer:
         """Replace the session's rows by the lines of `repaired`, in one transaction;
         returns the backup kept, if any."""
         return self.store.replace(_transcript_of(held), repaired, origins, backup=backup)
+
+    def loader(self, held: HeldSession) -> Loader:
+        """The store's agent loads the session from its rows, as the store reads them."""
+        return cast(Loader, self.store.loader(_transcript_of(held)))
 
     def close(self) -> None:
         self.store.close()
