@@ -15,6 +15,7 @@ import zstandard
 from typer.testing import CliRunner
 
 from sessionfix.cli import app
+from sessionfix.containers import SessionFile
 
 from .conftest import CORPUS, FIXTURES
 
@@ -220,3 +221,35 @@ def test_restore_puts_back_the_compressed_original(tmp_path: Path) -> None:
     restored = run("restore", packed)
     assert restored.exit_code == 0, restored.output
     assert packed.read_bytes() == original
+
+
+def test_a_repair_goes_into_a_file_through_the_file_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In place and to `-o`, plain or compressed, the repaired text takes the file's place
+    by the session file container's write protocol (compressed there when the name says
+    so), as a store's session goes back through the store's."""
+    taken: list[Path] = []
+    published: list[Path] = []
+    take_back, publish = SessionFile.take_back, SessionFile.publish
+
+    def taking_back(self: SessionFile, *args: Any, **kw: Any) -> Any:
+        taken.append(self.path)
+        return take_back(self, *args, **kw)
+
+    def publishing(self: SessionFile, *args: Any, **kw: Any) -> Any:
+        published.append(self.path)
+        return publish(self, *args, **kw)
+
+    monkeypatch.setattr(SessionFile, "take_back", taking_back)
+    monkeypatch.setattr(SessionFile, "publish", publishing)
+    plain, packed = pair(CLONES, tmp_path)
+    outputs = [tmp_path / "out.jsonl", tmp_path / "out.jsonl.zst"]
+    for source, output in zip((plain, packed), outputs, strict=True):
+        assert run("repair", "-o", output, source).exit_code == 0
+    for source in (plain, packed):
+        assert run("repair", "--in-place", "--jobs", "1", source).exit_code == 0
+    assert published == outputs
+    assert taken == [plain, packed]
+    assert unpack(outputs[1].read_bytes()) == outputs[0].read_bytes() == plain.read_bytes()
+    assert unpack(packed.read_bytes()) == plain.read_bytes()

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from sessionfix import Settings, check_file
+from sessionfix import Settings, check_file, containers
 from sessionfix.discovery import discover
 from sessionfix.errors import InputError, NotASessionFile
 from sessionfix.read.compressed import session_text
-from sessionfix.repair import targets
 from sessionfix.repair.preview import preview_repair
 from sessionfix.repair.targets import repair_in_place, repair_to
 
@@ -391,13 +390,13 @@ def test_in_place_repair_that_takes_two_passes_stays_compressed(
     expected = plain.read_bytes()
 
     recompressed: list[Path] = []
-    compress_over = targets._compress_over
+    compress_over = containers._compress_over
 
     def spy(text: Path, packed: Path) -> None:
         recompressed.append(packed)
         compress_over(text, packed)
 
-    monkeypatch.setattr(targets, "_compress_over", spy)
+    monkeypatch.setattr(containers, "_compress_over", spy)
     packed = compressed_copy(source, tmp_path / "p.jsonl.zst")
     result = repair_in_place(packed, settings, backup=False)
     assert len(recompressed) == 1

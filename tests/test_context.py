@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from contextlib import chdir
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -14,11 +15,13 @@ from typer.testing import CliRunner
 
 from sessionfix import Settings, check_file
 from sessionfix.cli import app
-from sessionfix.context import IMAGE_TOKENS, Part, context_after_repair, context_of
+from sessionfix.containers import SessionFile
+from sessionfix.context import IMAGE_TOKENS, Part, context_after_repair, context_of, contexts
 from sessionfix.formats import Format
 from sessionfix.formats.pi import PI
 from sessionfix.model.loaded import Sent
 from sessionfix.report.context import bar
+from sessionfix.stores import StoredSession
 
 from .conftest import CORPUS, FIXTURES, ROOT
 
@@ -218,3 +221,29 @@ def test_a_link_to_a_session_reads_as_lying_where_the_session_lies(tmp_path: Pat
         assert {d.format for d in check_file(tmp_path / name, settings)} == {"openclaw"}
         with chdir(tmp_path):
             assert {d.format for d in check_file(Path(name), settings)} == {"openclaw"}
+
+
+def test_each_session_is_read_through_its_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`context` holds a session file, plain or compressed, as its container holds it for
+    a check, and measures it as it measures the file itself."""
+    data = (EXAMPLES / "stale-reads.jsonl").read_bytes()
+    plain, packed = tmp_path / "s.jsonl", tmp_path / "p.jsonl.zst"
+    plain.write_bytes(data)
+    packed.write_bytes(zstandard.ZstdCompressor().compress(data))
+    held: list[Path] = []
+    hold = SessionFile.hold
+
+    def holding(self: SessionFile, session: StoredSession) -> Any:
+        held.append(self.path)
+        return hold(self, session)
+
+    monkeypatch.setattr(SessionFile, "hold", holding)
+    measured = list(contexts([plain, packed], after_repair=True))
+    assert held == [plain, packed]
+    for path, (now, after) in zip((plain, packed), measured, strict=True):
+        assert after is not None
+        assert (now.filename, after.filename) == (str(path), str(path))
+        assert now.file_bytes == len(data)
+        assert (now.stale_reads, after.stale_reads) == (1, 0)

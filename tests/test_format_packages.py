@@ -6,10 +6,17 @@ import importlib
 from pathlib import Path
 
 from sessionfix import registry
-from sessionfix.formats import Format, all_formats, detect, is_sibling_file, package_of
+from sessionfix.formats import (
+    Format,
+    all_formats,
+    detect,
+    is_sibling_file,
+    package_of,
+)
 from sessionfix.formats.claude import CLAUDE
 from sessionfix.formats.codex import CODEX
 from sessionfix.formats.pi import PI
+from sessionfix.registry import JsonlFiles, SqliteStore
 
 PROVIDES = (
     "FORMATS",
@@ -26,8 +33,9 @@ PROVIDES = (
     "header_problems",
     "rebuilt_header",
     "writer_lock",
+    "CONTAINERS",
 )
-STORE_PROVIDES = ("STORE_NAMES", "is_store", "open_store")
+STORE_PROVIDES = ("CONTAINERS", "is_store", "open_store")
 FORMAT_PACKAGES = [
     name for name in registry.PACKAGES if hasattr(importlib.import_module(name), "FORMATS")
 ]
@@ -47,6 +55,14 @@ def test_every_other_package_reads_stores() -> None:
         module = importlib.import_module(name)
         missing = [member for member in STORE_PROVIDES if not hasattr(module, member)]
         assert not missing, f"{name} lacks {missing}"
+
+
+def test_each_package_declares_how_its_sessions_are_held() -> None:
+    declared = {name: importlib.import_module(name).CONTAINERS for name in registry.PACKAGES}
+    for name in FORMAT_PACKAGES:
+        assert declared[name] == (JsonlFiles(),), name
+    for name in STORE_PACKAGES:
+        assert [type(container) for container in declared[name]] == [SqliteStore], name
 
 
 def test_the_packages_share_the_formats_out() -> None:

@@ -28,6 +28,7 @@ object per line, the first holding `toy`; Toy Agent locks a log as `<name>.toylo
 from pathlib import Path
 
 from sessionfix.formats import Format, WriterLock, configured_folder
+from sessionfix.registry import JsonlFiles
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.headerless import HEADER_START, header_problems, rebuilt_header
 from sessionfix.formats.opaque import OpaqueAdapter
@@ -37,6 +38,7 @@ TOY = Format("toy")
 FORMATS = (TOY,)
 AGENTS = {TOY: "Toy Agent"}
 SUFFIXES = (".toylog",)
+CONTAINERS = (JsonlFiles(),)
 
 
 def detect(first_record):

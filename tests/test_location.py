@@ -16,8 +16,19 @@ from sessionfix.containers import HeldSession
 from sessionfix.diagnostics import Applicability, Diagnostic, Fix, Severity
 from sessionfix.engine import check_held
 from sessionfix.formats import Format
-from sessionfix.location import FILE_NAMES, Cited, RecordNames, Said, line, lines, on_line, said
+from sessionfix.location import (
+    FILE_NAMES,
+    Cited,
+    RecordNames,
+    Said,
+    line,
+    lines,
+    on_its_line,
+    on_line,
+    said,
+)
 from sessionfix.report.render import OutputFormat, write_report
+from sessionfix.stores import StoredSession, Transcript
 
 from .conftest import ROOT
 
@@ -64,6 +75,15 @@ def test_a_file_names_records_by_their_lines_and_a_store_by_their_keys(message: 
 def test_a_line_no_row_holds_keeps_its_line() -> None:
     names = RecordNames("seq", "at", "s1", lambda number: None if number > 3 else number - 1)
     assert said(on_line(3), " and ", line(4)).text(names) == "at seq 2 and line 4"
+
+
+def test_the_record_a_message_is_about_is_named_in_its_place() -> None:
+    """A refusal names the record it blames by its own key: its line in a file, the seq
+    of its row in a store's transcript."""
+    message = said("`targetId` 'x' ", on_its_line(3), " names no entry")
+    transcript = Transcript(Path("t.jsonl"), StoredSession("s1"), rows=[4, 5, 9], key_noun="seq")
+    assert message.text(FILE_NAMES) == "`targetId` 'x' on its line 3 names no entry"
+    assert message.text(transcript.names()) == "`targetId` 'x' at seq 9 names no entry"
 
 
 def test_a_message_naming_records_cannot_be_formatted_into_text() -> None:

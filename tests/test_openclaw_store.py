@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import apsw
 import jsonschema
@@ -27,12 +27,12 @@ import xxhash
 import zstandard
 from typer.testing import CliRunner
 
-from sessionfix import Settings, check_file
+from sessionfix import Settings, check_file, registry
 from sessionfix.cli import app, main
 from sessionfix.context import context_after_repair, context_of
 from sessionfix.engine import check_paths
 from sessionfix.formats.openclaw_store.liveness import coordinator_path
-from sessionfix.repair.plan import described_fixes
+from sessionfix.repair.plan import RepairPlan, described_fixes
 from sessionfix.repair.targets import repair_to
 from sessionfix.report.backups import backup_listing, listing_note, restore_note
 from sessionfix.report.render import OutputFormat, diagnostic_json
@@ -183,6 +183,46 @@ def _digest(store: Path) -> dict[str, str]:
         and not p.name.endswith("-shm")
         and not (p.name.endswith("-wal") and p.stat().st_size == 0)
     }
+
+
+TOY_STORE: Final = """
+from sessionfix.registry import SqliteStore
+from sessionfix.formats.openclaw_store import is_store, open_store
+
+CONTAINERS = (SqliteStore(frozenset({"toy-agent.sqlite"})),)
+"""
+"""A throw-away package that declares a store of its own name, read as OpenClaw's."""
+
+
+def test_a_store_is_what_a_package_declares(
+    damaged: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk takes a file of the name a package's declared store bears, and the run reads
+    it as that store: its findings named by session and seq; an empty one is opened as
+    a store too (and found holding none), not read as an empty session file."""
+    store, session_id = damaged
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "sessionfix_toy_store.py").write_text(TOY_STORE)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    monkeypatch.setattr(
+        registry,
+        "PACKAGES",
+        tuple(
+            name.replace("sessionfix.formats.openclaw_store", "sessionfix_toy_store")
+            for name in registry.PACKAGES
+        ),
+    )
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    shutil.copyfile(store, folder / "toy-agent.sqlite")
+    (folder / "empty").mkdir()
+    (folder / "empty" / "toy-agent.sqlite").touch()
+    outcome = CliRunner().invoke(app, ["scan", "--output-format", "concise", str(folder)], env=ENV)
+    assert outcome.exit_code == 2, outcome.output
+    assert f"{folder / 'toy-agent.sqlite'}:{session_id}:seq 6: SF201" in outcome.stdout
+    assert f"{folder / 'empty' / 'toy-agent.sqlite'}: not an OpenClaw session store" in (
+        outcome.stderr
+    )
 
 
 def test_scan_reads_only(damaged: tuple[Path, str]) -> None:
@@ -440,6 +480,20 @@ def _refused(store: Path, session_id: str) -> str:
     lines = outcome.stderr.strip().splitlines()
     assert len(lines) == 1, outcome.stderr
     return lines[0]
+
+
+def test_a_refused_verification_names_the_row_by_its_seq(
+    template_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repair whose result fails verification names the record it blames as the store
+    would hold it (the seq its row would be written at), not by a line of the temporary
+    transcript."""
+    clones = FIXTURES / "SF201-three-back-to-back-copies" / "input.jsonl"
+    store, session_id = _store_for(template_store, tmp_path, clones.read_bytes())
+    monkeypatch.setattr(RepairPlan, "_climb", lambda self, index, owner=None: (None, "zzzzzzzz"))
+    refused = _refused(store, session_id)
+    assert "(parent link 'zzzzzzzz' at seq 6 names no entry)" in refused, refused
+    assert "line" not in refused
 
 
 def test_refused_while_the_store_is_written(damaged: tuple[Path, str]) -> None:

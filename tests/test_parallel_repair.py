@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 from sessionfix import Settings
 from sessionfix.cli import app
 from sessionfix.engine import MIN_SHARED_FILES, shared_files
-from sessionfix.repair import runs, targets
+from sessionfix.repair import runs
+from sessionfix.safety import writing
 
 from .conftest import FIXTURES
 from .test_parallel_stress import (
@@ -235,7 +236,7 @@ def test_an_interrupt_right_after_a_swap_here_still_names_the_file(
     made yet): the files repaired before it and that one are all named."""
     names = [n for n in _sessions(tmp_path / "s") if n.endswith(".jsonl")][:4]
     before = _listing(tmp_path / "s")
-    real = targets.replace_file
+    real = writing.replace_file
     swaps: list[Path] = []
 
     def interrupted(original: Any, *args: Any, **kwargs: Any) -> Any:
@@ -245,7 +246,7 @@ def test_an_interrupt_right_after_a_swap_here_still_names_the_file(
             raise KeyboardInterrupt
         return backup
 
-    monkeypatch.setattr(targets, "replace_file", interrupted)
+    monkeypatch.setattr(writing, "replace_file", interrupted)
     code, out, err = _repair(tmp_path / "s", names, monkeypatch, "--jobs", "1", "-q")
     assert code == 2
     assert err.endswith("sessionfix: error: interrupted\n")

@@ -22,7 +22,7 @@ import msgspec
 import typer
 from msgspec import Struct
 
-from sessionfix import stores
+from sessionfix import containers, stores
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.discovery import agent_folders, is_directory, shown
 from sessionfix.engine import (
@@ -1036,7 +1036,7 @@ def _context_command(
         except SessionfixError as exc:
             print_error(str(exc))
             failed += 1
-    if settings.sessions and not any(stores.is_store(path) for path in paths):
+    if settings.sessions and not any(containers.is_store(path) for path in paths):
         for line in stores.unmatched_sessions(settings.sessions, ()):
             print_error(line)
             failed += 1

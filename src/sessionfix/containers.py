@@ -5,25 +5,42 @@ text, which every rule reads as it reads any session (a session file's own lines
 text of a compressed one, the transcript of a store's session, one line per row: the
 store's temporary copy stays behind this seam for now), together with the container's
 names for its records (`RecordNames`: a file's lines, a store's row keys), so that its
-findings are located and worded by the container. A repaired store session goes back
-through the store's own write protocol (one transaction); a file's goes back by the
-repair's atomic rename.
+findings are located and worded by the container. A repaired session goes back through
+its container's write protocol: a store's in the store's own transaction (`take_back`),
+a file's by the safe-replace recipe, compressed again when the file is (`take_back`),
+and a copy into a new session file by its `publish`.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 from msgspec import Struct
 
-from sessionfix import stores
+from sessionfix import registry, stores
 from sessionfix.diagnostics import Diagnostic
+from sessionfix.errors import InputError, described
 from sessionfix.formats import Format
 from sessionfix.location import FILE_NAMES, RecordNames
-from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
+from sessionfix.model.loaded import Loader
+from sessionfix.read.compressed import (
+    compress_file,
+    compressed_chunks,
+    is_compressed,
+    plain_name,
+    scaled_progress,
+    session_name,
+    session_text,
+)
+from sessionfix.registry import ContainerDeclaration, JsonlFiles, SqliteStore
+
+if TYPE_CHECKING:
+    from sessionfix.safety.writing import Snapshot
 
 ProgressCallback = Callable[[int], None]
 
@@ -51,6 +68,12 @@ class HeldSession(Struct):
     def session(self) -> str:
         return self.names.session
 
+    @property
+    def title(self) -> str:
+        """The session as a listing of several names it: the container, and in a store
+        the session too (`store:session`)."""
+        return f"{self.shown}:{self.session}" if self.session else self.shown
+
     def progress(self, progress: ProgressCallback | None) -> ProgressCallback | None:
         """`progress` in bytes of the container, for bytes read of the text."""
         if self.transcript is not None:
@@ -73,12 +96,20 @@ class Container(Protocol):
 
     path: Path
 
-    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
-        """The sessions a run reads (`only`: those named, in a container holding several)."""
+    def sessions(
+        self, only: Sequence[str] | None, *, strict: bool = False
+    ) -> list[stores.StoredSession]:
+        """The sessions a run reads (`only`: those named, in a container holding several;
+        one it does not hold is an error when `strict`, else the run's to report)."""
         ...
 
     def hold(self, session: stores.StoredSession) -> AbstractContextManager[HeldSession]:
         """The session as lines of text, for as long as the block lasts."""
+        ...
+
+    def loader(self, held: HeldSession) -> Loader | None:
+        """What the session's agent sends the model from it, where the container's
+        agent loads it otherwise than its format's package says (None: as that says)."""
         ...
 
     def close(self) -> None: ...
@@ -92,7 +123,9 @@ class SessionFile:
         self.path = path
         self.shown = shown
 
-    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
+    def sessions(
+        self, only: Sequence[str] | None, *, strict: bool = False
+    ) -> list[stores.StoredSession]:
         return [FILE_SESSION]
 
     @contextmanager
@@ -107,8 +140,134 @@ class SessionFile:
                 hold_open=is_compressed(self.path),
             )
 
+    def loader(self, held: HeldSession) -> Loader | None:
+        return None
+
+    def take_back(
+        self,
+        original: Snapshot,
+        text: Iterable[bytes],
+        *,
+        verify: Callable[[Path], None],
+        original_digest: str,
+        allow_writers: bool,
+    ) -> Path | None:
+        """Replace the session file, as `original` saw it, by the repaired `text` (the
+        safe-replace recipe, cli-and-safety.md §8): written beside it, compressed when
+        the file is; `verify` reads it as text (a `.zst` file decompressed again, and
+        compressed anew should `verify` repair the text further); renamed over the file,
+        which stays as a hard-linked backup, returned."""
+        from sessionfix.safety.writing import replace_file
+
+        if not is_compressed(self.path):
+            return replace_file(
+                original,
+                text,
+                verify=verify,
+                original_digest=original_digest,
+                allow_writers=allow_writers,
+            )
+        name = plain_name(self.path.name) or "session.jsonl"
+
+        def verify_compressed(temp: Path) -> None:
+            with session_text(temp, compressed=True, name=name) as written:
+                before = os.stat(written)
+                verify(written)
+                if _replaced(written, before):
+                    _compress_over(written, temp)
+
+        return replace_file(
+            original,
+            compressed_chunks(text),
+            verify=verify_compressed,
+            original_digest=original_digest,
+            allow_writers=allow_writers,
+        )
+
+    def publish(self, verified: Path, mode: int, *, replace: bool) -> None:
+        """Give the verified repaired text at `verified` (beside the file) this file's
+        name, compressed when the name ends in `.zst`: renamed over the file a link
+        leads to when replacing is allowed, else linked, which fails rather than
+        overwrite a file that appeared meanwhile."""
+        from sessionfix.safety.writing import WriteFailed
+
+        target = Path(os.path.realpath(self.path))
+        if not is_compressed(self.path):
+            _publish(verified, target, self.shown, replace=replace)
+            return
+        packed = verified.with_name(verified.name + ".zst")
+        try:
+            try:
+                compress_file(verified, packed, mode)
+            except OSError as exc:
+                raise WriteFailed(
+                    f"{self.shown}: cannot write the repaired file ({described(exc)})"
+                ) from None
+            verified.unlink()
+            _publish(packed, target, self.shown, replace=replace)
+        except BaseException:
+            with suppress(OSError):
+                packed.unlink()
+            raise
+
     def close(self) -> None:
         pass
+
+
+def _replaced(path: Path, before: os.stat_result) -> bool:
+    """Whether `path` is no longer the file `before` was taken of."""
+    after = os.stat(path)
+    return (after.st_ino, after.st_size, after.st_mtime_ns) != (
+        before.st_ino,
+        before.st_size,
+        before.st_mtime_ns,
+    )
+
+
+def _compress_over(text: Path, packed: Path) -> None:
+    """Replace the compressed file `packed` by `text` compressed (same mode and owner)."""
+    from sessionfix.safety.writing import WriteFailed, chown_best_effort
+
+    st = os.stat(packed)
+    again = packed.with_name(packed.name + ".next")
+    try:
+        compress_file(text, again, st.st_mode, sync=True)
+        chown_best_effort(again, st.st_uid, st.st_gid)
+        os.replace(again, packed)
+    except OSError as exc:
+        with suppress(OSError):
+            again.unlink()
+        raise WriteFailed(f"{packed}: cannot write the repaired file ({described(exc)})") from None
+
+
+def _publish(temp: Path, target: Path, shown: str, *, replace: bool) -> None:
+    """Rename `temp` over `target` when `replace`, else link it there (on a file system
+    without hard links: claim the name, then rename over the claim)."""
+    from sessionfix.safety.writing import WriteFailed, WriteRefused
+
+    try:
+        if replace:
+            os.replace(temp, target)
+            return
+        try:
+            os.link(temp, target)
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.replace(temp, target)
+            return
+    except FileExistsError:
+        raise WriteRefused(f"{shown}: exists (--force to replace it)") from None
+    except OSError as exc:
+        raise WriteFailed(f"{shown}: cannot write ({described(exc)})") from None
+    with suppress(OSError):
+        temp.unlink()
+
+
+_NO_HARD_LINKS: Final = frozenset(
+    {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
+)
 
 
 class StoreContainer:
@@ -121,8 +280,10 @@ class StoreContainer:
         self.path = store.path
         self.shown = shown
 
-    def sessions(self, only: Sequence[str] | None) -> list[stores.StoredSession]:
-        return stores.select_sessions(self.store, only, strict=False)
+    def sessions(
+        self, only: Sequence[str] | None, *, strict: bool = False
+    ) -> list[stores.StoredSession]:
+        return stores.select_sessions(self.store, only, strict=strict)
 
     @contextmanager
     def hold(self, session: stores.StoredSession) -> Iterator[HeldSession]:
@@ -151,6 +312,10 @@ class StoreContainer:
         returns the backup kept, if any."""
         return self.store.replace(_transcript_of(held), repaired, origins, backup=backup)
 
+    def loader(self, held: HeldSession) -> Loader:
+        """The store's agent loads the session from its rows, as the store reads them."""
+        return cast(Loader, self.store.loader(_transcript_of(held)))
+
     def close(self) -> None:
         self.store.close()
 
@@ -160,9 +325,28 @@ def _transcript_of(held: HeldSession) -> stores.Transcript:
     return held.transcript
 
 
+def declared_container(path: Path) -> ContainerDeclaration:
+    """How the sessions at `path` are held, as the registered packages declare: a store
+    one of them recognises, else a session file (`InputError` when no package reads
+    session files)."""
+    found = stores.declared_store(path)
+    if found is not None:
+        return found[1]
+    for package in registry.packages("CONTAINERS"):
+        for declared in package.CONTAINERS:
+            if isinstance(declared, JsonlFiles):
+                return declared
+    raise InputError(f"{path}: no registered package reads session files")
+
+
+def is_store(path: Path) -> bool:
+    """Whether `path` is a store of sessions, as a package declares one."""
+    return isinstance(declared_container(path), SqliteStore)
+
+
 def open_container(path: Path, shown: str) -> SessionFile | StoreContainer:
-    """The container at `path`: a store of sessions, else a session file (`InputError`
-    when it is a store that cannot be opened)."""
-    if stores.is_store(path):
+    """The container at `path`, as its package declares it: a store of sessions, else a
+    session file (`InputError` when it is a store that cannot be opened)."""
+    if isinstance(declared_container(path), SqliteStore):
         return StoreContainer(stores.open_store(path), shown)
     return SessionFile(path, shown)

@@ -19,7 +19,8 @@ from typing import Any, Final
 import msgspec
 from msgspec import Struct, field
 
-from sessionfix import stores
+from sessionfix import containers
+from sessionfix.containers import HeldSession
 from sessionfix.escapes import escape_surrogates
 from sessionfix.formats import Format, package_of
 from sessionfix.model.loaded import Loader, LoadRefused, Sent
@@ -249,25 +250,26 @@ def context_after_repair(
     settings: Settings | None = None,
     *,
     filename: str | None = None,
+    named_as: Path | None = None,
     measured: SessionContext | None = None,
     loader: Loader | None = None,
 ) -> SessionContext:
     """`context_of` the file `repair` would write for `path` (written to a private
     temporary folder, never beside the session); `measured`: `context_of(path)`, when
     already known (the copy is read as the same format, which its folder may decide);
-    `loader`: as for `context_of`."""
+    `named_as`, `loader`: as for `context_of`."""
     from sessionfix.repair.targets import repair_to
 
     path = Path(path)
     settings = settings or Settings()
     if settings.format is Format.AUTO:
-        original = measured or context_of(path, settings, loader=loader)
+        original = measured or context_of(path, settings, named_as=named_as, loader=loader)
         if original.format != Format.UNKNOWN.value:
             settings = msgspec.structs.replace(settings, format=Format(original.format))
     with private_folder(f"{path}: cannot write the repaired copy") as folder:
         target = folder / plain_name(path.name)
         # Read under the session's name and folder: the copy stands for the session.
-        named = session_name(path)
+        named = named_as or session_name(path)
         repair_to(path, target, settings, filename=filename or str(path), named_as=named)
         result = context_of(
             target, settings, filename=filename or str(path), named_as=named, loader=loader
@@ -282,29 +284,29 @@ def contexts(
     *,
     after_repair: bool = False,
 ) -> Iterator[tuple[SessionContext, SessionContext | None]]:
-    """Each session file's context, and each session's of each store (those named in
-    `settings.sessions`, else all): as it is, and with `after_repair` as `repair` would write it."""
+    """Each session's context in each container at `paths` (in a store, those named in
+    `settings.sessions`, each of which it must hold; else all): as it is, and with
+    `after_repair` as `repair` would write it."""
+    only = (settings or Settings()).sessions
     for path in paths:
-        if not stores.is_store(path):
-            yield _measured(path, settings, str(path), after_repair)
-            continue
-        with stores.open_store(path) as store:
-            for session in stores.select_sessions(store, (settings or Settings()).sessions):
-                with stores.transcript_of(store, session) as transcript:
-                    name = f"{path}:{session.id}"
-                    loader = store.loader(transcript)
-                    yield _measured(transcript.path, settings, name, after_repair, loader)
+        container = containers.open_container(path, str(path))
+        try:
+            for session in container.sessions(only, strict=True):
+                with container.hold(session) as held:
+                    yield _measured(held, container.loader(held), settings, after_repair)
+        finally:
+            container.close()
 
 
 def _measured(
-    path: Path,
-    settings: Settings | None,
-    filename: str,
-    after_repair: bool,
-    loader: Loader | None = None,
+    held: HeldSession, loader: Loader | None, settings: Settings | None, after_repair: bool
 ) -> tuple[SessionContext, SessionContext | None]:
-    now = context_of(path, settings, filename=filename, loader=loader)
+    name = held.title
+    named_as = held.named_as
+    now = context_of(held.text, settings, filename=name, named_as=named_as, loader=loader)
     if not after_repair:
         return now, None
-    later = context_after_repair(path, settings, filename=filename, measured=now, loader=loader)
+    later = context_after_repair(
+        held.text, settings, filename=name, named_as=named_as, measured=now, loader=loader
+    )
     return now, later

@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Struct, field
 
 from sessionfix import stores
-from sessionfix.containers import FILE_SESSION, HeldSession, SessionFile, open_container
+from sessionfix.containers import FILE_SESSION, HeldSession, SessionFile, is_store, open_container
 from sessionfix.diagnostics import SORT_KEY, Applicability, Diagnostic
 from sessionfix.discovery import discover, is_directory, is_foreign, is_plain_file
 from sessionfix.errors import SessionfixError
@@ -288,7 +288,7 @@ def shared_files(paths: list[Path], settings: Settings) -> dict[Path, int]:
             size = os.stat(path).st_size
         except OSError:
             size = 0  # its error is a worker's to report
-        if size < 2 * WORKER_MIN_BYTES and not stores.is_store(path):
+        if size < 2 * WORKER_MIN_BYTES and not is_store(path):
             small[path] = size
     return small if len(small) >= MIN_SHARED_FILES else {}
 

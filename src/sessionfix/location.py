@@ -28,18 +28,26 @@ class RecordNames(Struct, frozen=True):
     key_of: Callable[[int], int | str | None] | None = None
     """Line of the session's text → the record's key (None: no record of the container
     holds that line); unset: the line is the key."""
+    own: str = "on its"
+    """The place before a record's own key, in a message about that record ("on its
+    line 12", "at seq 11")."""
 
     def key(self, line: int) -> int | str | None:
         return line if self.key_of is None else self.key_of(line)
 
-    def named(self, lines: tuple[int, ...], *, at: bool = False, more: bool = False) -> str:
-        """`lines` named as their records ("line 3", "lines 3, 4, …", "at seq 2"); a line no
-        record of the container holds keeps its line number, as the file names it."""
+    def named(
+        self, lines: tuple[int, ...], *, at: bool = False, more: bool = False, own: bool = False
+    ) -> str:
+        """`lines` named as their records ("line 3", "lines 3, 4, …", "at seq 2", "on its
+        line 3"); a line no record of the container holds keeps its line number, as the
+        file names it."""
         keys = [self.key(line) for line in lines]
         if any(key is None for key in keys):
-            return FILE_NAMES.named(lines, at=at, more=more)
+            return FILE_NAMES.named(lines, at=at, more=more, own=own)
         noun = self.noun if len(keys) == 1 else f"{self.noun}s"
         words = f"{noun} {', '.join(map(str, keys))}{', …' if more else ''}".lstrip()
+        if own:
+            return f"{self.own} {words}"
         return f"{self.preposition} {words}" if at else words
 
 
@@ -54,6 +62,8 @@ class Cited(Struct, frozen=True):
     lines: tuple[int, ...]
     at: bool = False
     more: bool = False
+    own: bool = False
+    """Named as the place of the record the message is about ("on its line 12")."""
 
     def __format__(self, spec: str) -> str:
         raise TypeError("records are named in a message by `said`, never formatted into text")
@@ -67,7 +77,9 @@ class Said(Struct, frozen=True):
 
     def text(self, names: RecordNames = FILE_NAMES) -> str:
         return "".join(
-            part if isinstance(part, str) else names.named(part.lines, at=part.at, more=part.more)
+            part
+            if isinstance(part, str)
+            else names.named(part.lines, at=part.at, more=part.more, own=part.own)
             for part in self.parts
         )
 
@@ -94,6 +106,11 @@ def line(number: int) -> Cited:
 def on_line(number: int) -> Cited:
     """The record on line `number` as a place: "on line 12", "at seq 11"."""
     return Cited((number,), at=True)
+
+
+def on_its_line(number: int) -> Cited:
+    """The place of the record a message is about: "on its line 12", "at seq 11"."""
+    return Cited((number,), own=True)
 
 
 def lines(numbers: Iterable[int], *, more: bool = False) -> Cited:

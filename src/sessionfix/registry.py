@@ -1,8 +1,9 @@
 """The packages that read sessions, by module name: adding a format (or a store of
 sessions) is a package under `formats/` and a line here.
 
-A package declares what it reads: a format package its `FORMATS`, a store package its
-`STORE_NAMES`; each is imported only when first asked for.
+A package declares what it reads: a format package its `FORMATS`, and every package its
+`CONTAINERS` (session files, a store of sessions); each is imported only when first
+asked for.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import importlib
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Final
+
+from msgspec import Struct
 
 PACKAGES: Final = (
     "sessionfix.formats.pi",
@@ -21,6 +24,25 @@ PACKAGES: Final = (
 )
 """In the order they are asked to recognise a first record or a store; the package of
 files of no known format comes last."""
+
+
+class JsonlFiles(Struct, frozen=True):
+    """A container a package declares: one session per JSONL file, plain or
+    zstd-compressed (`.zst`), whose records are its lines (the names end as the package's
+    `SUFFIXES` say)."""
+
+
+class SqliteStore(Struct, frozen=True):
+    """A container a package declares: an SQLite database holding many sessions, which
+    the package's `is_store` recognises and its `open_store` opens (see `stores`)."""
+
+    names: frozenset[str]
+    """What the agent names its database: a directory walk reads files of these names."""
+
+
+ContainerDeclaration = JsonlFiles | SqliteStore
+"""How a package's sessions are held: what it lists in `CONTAINERS`."""
+
 
 _IMPORTED: dict[str, ModuleType] = {}
 

@@ -4,8 +4,8 @@ A store's session is read by writing its lines, in order, to a private temporary
 JSONL file (`Transcript`), which every rule and repair reads as it reads any session
 file; findings are then located by the store's own row numbers. Writing a repair back
 is the store's business (one transaction, the store's own recipe). Adding a kind of
-store is a package under `formats/` that declares `STORE_NAMES`, and a line in the
-registry (`sessionfix.registry`).
+store is a package under `formats/` that declares an `SqliteStore` among its
+`CONTAINERS`, and a line in the registry (`sessionfix.registry`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from msgspec import Struct, field
 from sessionfix import registry
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.location import RecordNames
+from sessionfix.registry import ContainerDeclaration, SqliteStore
 from sessionfix.scratch import private_folder
 
 
@@ -61,7 +62,7 @@ class Transcript(Struct):
     def names(self, key_of: Callable[[int], int | None] | None = None) -> RecordNames:
         """How the store names the session's records in text: by the number of the row a
         line was read from (`key_of`: line → number, by default the rows read)."""
-        return RecordNames(self.key_noun, "at", self.session.id, key_of or self.row_of)
+        return RecordNames(self.key_noun, "at", self.session.id, key_of or self.row_of, own="at")
 
 
 class StoreBackup(Struct, frozen=True):
@@ -138,8 +139,8 @@ class SessionStore(Protocol):
 
 
 class StorePackage(Protocol):
-    STORE_NAMES: frozenset[str]
-    """File names a directory walk reads as stores of this package."""
+    CONTAINERS: tuple[ContainerDeclaration, ...]
+    """Among them, the `SqliteStore` it reads."""
 
     def is_store(self, path: Path, head: bytes) -> bool:
         """Whether `path`, whose first bytes are `head`, is a store of this package."""
@@ -148,11 +149,14 @@ class StorePackage(Protocol):
     def open_store(self, path: Path) -> SessionStore: ...
 
 
-def _packages() -> Iterator[StorePackage]:
-    """The registered packages that read stores, in the order they are asked to
-    recognise a path."""
-    for module in registry.packages("STORE_NAMES"):
-        yield cast(StorePackage, module)
+def _packages() -> Iterator[tuple[StorePackage, SqliteStore]]:
+    """The registered packages that declare a store, with its declaration, in the order
+    they are asked to recognise a path."""
+    for module in registry.packages("CONTAINERS"):
+        package = cast(StorePackage, module)
+        for declared in package.CONTAINERS:
+            if isinstance(declared, SqliteStore):
+                yield package, declared
 
 
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
@@ -160,9 +164,9 @@ HEAD_BYTES: Final = 100
 """Bytes read to recognise a store (an SQLite header is 100 bytes)."""
 
 
-def store_package(path: Path) -> StorePackage | None:
-    """The package whose store `path` is, if it is one (only a regular file can be: a
-    FIFO or a device is never opened here)."""
+def declared_store(path: Path) -> tuple[StorePackage, SqliteStore] | None:
+    """The package whose store `path` is, and the store it declares, if `path` is one
+    (only a regular file can be: a FIFO or a device is never opened here)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
@@ -171,30 +175,23 @@ def store_package(path: Path) -> StorePackage | None:
     except OSError:
         return None
     if not head:  # SQLite reads an empty file as an empty database
-        return next((p for p in _packages() if path.name in p.STORE_NAMES), None)
+        return next(((p, s) for p, s in _packages() if path.name in s.names), None)
     if not head.startswith(SQLITE_MAGIC):  # every store is a database; JSONL never is
         return None
-    for package in _packages():
-        if package.is_store(path, head):
-            return package
-    return None
-
-
-def is_store(path: Path) -> bool:
-    return store_package(path) is not None
+    return next(((p, s) for p, s in _packages() if p.is_store(path, head)), None)
 
 
 def open_store(path: Path) -> SessionStore:
     """Open the store at `path`; `InputError` if it is not one sessionfix reads."""
-    package = store_package(path)
-    if package is None:
+    found = declared_store(path)
+    if found is None:
         raise InputError(f"{path}: not a session store sessionfix reads")
-    return package.open_store(path)
+    return found[0].open_store(path)
 
 
 def is_store_name(name: str) -> bool:
     """Whether a directory walk takes a file of this name for a store."""
-    return any(name in package.STORE_NAMES for package in _packages())
+    return any(name in store.names for _, store in _packages())
 
 
 def select_sessions(

@@ -15,6 +15,7 @@ from sessionfix.model.loaded import Loaded
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import HeaderFacts, RefRole, SessionView, ToolCall
 from sessionfix.read.reader import LineReport, RecordSource
+from sessionfix.registry import ContainerDeclaration
 
 if TYPE_CHECKING:
     from sessionfix.formats.capabilities import Capability
@@ -187,6 +188,9 @@ class FormatPackage(Protocol):
 
     SUFFIXES: tuple[str, ...]
     """How the names of its session files end: a directory walk takes such files."""
+
+    CONTAINERS: tuple[ContainerDeclaration, ...]
+    """How its sessions are held (`JsonlFiles`, an `SqliteStore`)."""
 
     HEADER_START: bytes | None
     """How its session header line starts, where the format has one: a damaged line that

@@ -25,6 +25,7 @@ from sessionfix.model.loaded import Loaded
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import Kind, RefRole, SessionView
 from sessionfix.read.reader import LineReport, RecordSource
+from sessionfix.registry import JsonlFiles
 
 
 class _AnyObject(msgspec.Struct, gc=False):
@@ -39,6 +40,8 @@ AGENTS: Final[dict[Format, str]] = {}
 """No agent is known to load the file."""
 SUFFIXES: Final[tuple[str, ...]] = ()
 """A walk takes no file for being of no known format."""
+CONTAINERS: Final = (JsonlFiles(),)
+"""A file no other package reads is read as lines."""
 
 
 def detect(first_record: dict[str, Any]) -> Format | None:

@@ -20,6 +20,7 @@ from msgspec import Struct, field
 from sessionfix.diagnostics import Applicability, Diagnostic
 from sessionfix.engine import Inapplicable, inapplicable, run_rules
 from sessionfix.errors import SessionfixError, described
+from sessionfix.location import FILE_NAMES, RecordNames
 from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair.plan import CopiedRange, RepairPlan
@@ -121,6 +122,7 @@ class PlannedRepair:
         progress: ProgressCallback | None = None,
         *,
         trace: bool = False,
+        result_names: RecordNames = FILE_NAMES,
     ) -> None:
         self.origin = path
         """The session as given (compressed if its name ends in `.zst`)."""
@@ -129,6 +131,8 @@ class PlannedRepair:
         self.settings = settings
         self.filename = filename or str(path)
         self.tracing = trace
+        self.result_names = result_names
+        """How the container the result goes to names its records (a file: by line)."""
         self.trace: RepairTrace | None = None
         """With `trace`, once verified: where every row of the result comes from."""
         self.traced: list[tuple[Diagnostic, int]] = []

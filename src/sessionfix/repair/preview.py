@@ -19,6 +19,7 @@ from sessionfix.diagnostics import (
     RemovedLine,
     WrittenLine,
 )
+from sessionfix.location import FILE_NAMES, RecordNames
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair.planned import PlannedRepair, RepairResult
 from sessionfix.repair.rowmap import PREFIX_ROW
@@ -183,10 +184,19 @@ def preview_repair(
     *,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
+    result_names: RecordNames = FILE_NAMES,
 ) -> RepairPreview:
     """Repair `path` into a temporary file and verify it, as `repair_to` would, without
-    writing anywhere else; close the preview to remove the file."""
-    planned = PlannedRepair(Path(path), settings or Settings(), filename, progress, trace=True)
+    writing anywhere else; close the preview to remove the file. A refusal names the
+    result's records as `result_names` does (where the result is to go)."""
+    planned = PlannedRepair(
+        Path(path),
+        settings or Settings(),
+        filename,
+        progress,
+        trace=True,
+        result_names=result_names,
+    )
     try:
         result = planned.result()
         if not planned.changes_anything:

@@ -13,7 +13,7 @@ from typing import BinaryIO
 import msgspec
 from msgspec import Struct, field
 
-from sessionfix import stores
+from sessionfix import containers, stores
 from sessionfix.diagnostics import SORT_KEY, Diagnostic
 from sessionfix.engine import (
     EXIT_ERROR,
@@ -179,7 +179,7 @@ def repair_paths(
         _repair_in_place_all(files, settings, run, notices, stored, repair)
     else:
         for path in files:
-            if stores.is_store(path):
+            if containers.is_store(path):
                 stored += _repair_store(
                     path, settings, run, notices, in_place, output, stream, backup, force
                 )
@@ -283,7 +283,7 @@ def _repair_in_place_all(
                     # Taken and recorded with signals held, so that no result is lost.
                     with signals_deferred():
                         run.record(next(taken), notices)
-                elif stores.is_store(path):
+                elif containers.is_store(path):
                     stored += _repair_store(
                         path, settings, run, notices, True, None, None, repair.backup, repair.force
                     )
@@ -419,7 +419,7 @@ class PreviewRun:
 
     def __iter__(self) -> Iterator[RepairPreview]:
         for path in self.files:
-            if stores.is_store(path):
+            if containers.is_store(path):
                 yield from self._store_previews(path)
                 continue
             try:

@@ -138,7 +138,8 @@ def _repair_session(
     if output is not None:
         result = repair_to(held.text, output, settings, replace=force, filename=shown)
         return _located(result, container, held, rewritten=False)
-    preview = preview_repair(held.text, settings, filename=shown)
+    names = container.rewritten(held).names
+    preview = preview_repair(held.text, settings, filename=shown, result_names=names)
     try:
         result = preview.result
         if preview.output is not None:
@@ -189,7 +190,12 @@ def preview_store(path: Path, settings: Settings) -> Iterator[StoredPreview | Se
             stack = ExitStack()
             try:
                 held = stack.enter_context(container.hold(session))
-                preview = preview_repair(held.text, settings, filename=_shown(path, session.id))
+                preview = preview_repair(
+                    held.text,
+                    settings,
+                    filename=_shown(path, session.id),
+                    result_names=container.rewritten(held).names,
+                )
             except SessionfixError as exc:
                 stack.close()
                 yield exc

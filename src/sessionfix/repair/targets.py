@@ -1,11 +1,12 @@
 """Where a verified repair goes: a new file (`repair_to`), a stream
 (`repair_to_stream`), or over the session itself (`repair_in_place`, by the
-safe-replace recipe of cli-and-safety.md §8). A store's sessions go through `stored`.
+safe-replace recipe of cli-and-safety.md §8). The bytes take a file's place through
+the session file container's write protocol (`SessionFile.publish`, `take_back`); a
+store's sessions go through `stored`, back through the store's.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import stat
@@ -17,14 +18,11 @@ from typing import BinaryIO, Final
 
 from msgspec import Struct
 
+from sessionfix.containers import SessionFile
 from sessionfix.diagnostics import Diagnostic
 from sessionfix.errors import SessionfixError, described
 from sessionfix.read.compressed import (
-    compress_file,
-    compressed_chunks,
-    is_compressed,
     session_name,
-    session_text,
 )
 from sessionfix.repair import verification
 from sessionfix.repair.planned import (
@@ -43,13 +41,11 @@ from sessionfix.safety.writing import (
     WriteFailed,
     WriteRefused,
     cannot_write,
-    chown_best_effort,
     file_digest,
     open_for_writing,
     read_backup_name,
     record_result,
     remove_dead_temps,
-    replace_file,
     same_file,
     snapshot,
     temp_path,
@@ -109,7 +105,6 @@ def repair_to(
             raise SessionfixError(f"{output}: is the input file (use --in-place to rewrite it)")
         result = planned.result()
         temp = temp_path(target)
-        packed = temp.with_name(temp.name + ".zst")
         try:
             with planned.rewriting_ahead():
                 write_new(
@@ -120,55 +115,16 @@ def repair_to(
                 planned, temp, str(output), named_as=named_as or session_name(target)
             )
             result.output_size = temp.stat().st_size
-            if is_compressed(output):
-                try:
-                    compress_file(temp, packed, planned.mode)
-                except OSError as exc:
-                    raise WriteFailed(
-                        f"{output}: cannot write the repaired file ({described(exc)})"
-                    ) from None
-                temp.unlink()
-                temp = packed
-            _publish(temp, target, output, replace=replace)
+            SessionFile(output, str(output)).publish(temp, planned.mode, replace=replace)
         except BaseException:
-            for leftover in (temp, packed):
-                with suppress(OSError):
-                    leftover.unlink()
+            with suppress(OSError):
+                temp.unlink()
             raise
         result.changed = planned.changes_anything
         result.output = output
         return result
     finally:
         planned.close()
-
-
-def _publish(temp: Path, target: Path, output: Path, *, replace: bool) -> None:
-    """Give the verified copy its name: renamed over the target when replacing is allowed,
-    else linked, which fails rather than overwrite a file that appeared meanwhile."""
-    try:
-        if replace:
-            os.replace(temp, target)
-            return
-        try:
-            os.link(temp, target)
-        except OSError as exc:
-            if exc.errno not in _NO_HARD_LINKS:
-                raise
-            # A file system without hard links: claim the name, then rename over the claim.
-            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            os.replace(temp, target)
-            return
-    except FileExistsError:
-        raise WriteRefused(f"{output}: exists (--force to replace it)") from None
-    except OSError as exc:
-        raise WriteFailed(f"{output}: cannot write ({described(exc)})") from None
-    with suppress(OSError):
-        temp.unlink()
-
-
-_NO_HARD_LINKS: Final = frozenset(
-    {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
-)
 
 
 @contextmanager
@@ -472,22 +428,13 @@ class _InPlaceAttempt:
                     remaining.extend(verification.verify(planned, temp, result.filename))
                     sizes.append(temp.stat().st_size)
 
-                def verify_compressed(temp: Path) -> None:
-                    # The compressed result is checked as written: decompressed again.
-                    with session_text(temp, compressed=True, name=planned.path.name) as text:
-                        before = os.stat(text)
-                        verify(text)
-                        if _replaced(text, before):  # a later pass repaired it again
-                            _compress_over(text, temp)
-
                 # A backup is taken even when not asked for, and dropped at the end:
                 # until then, lines written to the old file late are only there.
                 with planned.rewriting_ahead():
-                    chunks = planned.chunks()
-                    result.backup = replace_file(
+                    result.backup = SessionFile(self.target, self.filename).take_back(
                         original,
-                        compressed_chunks(chunks) if planned.compressed else chunks,
-                        verify=verify_compressed if planned.compressed else verify,
+                        planned.chunks(),
+                        verify=verify,
                         original_digest=self.digest,
                         allow_writers=self.allow_writers,
                     )
@@ -506,27 +453,3 @@ class _InPlaceAttempt:
                 return file_digest(current, self.original.size) == self.digest
         except OSError:
             return False
-
-
-def _replaced(path: Path, before: os.stat_result) -> bool:
-    """Whether `path` is no longer the file `before` was taken of."""
-    after = os.stat(path)
-    return (after.st_ino, after.st_size, after.st_mtime_ns) != (
-        before.st_ino,
-        before.st_size,
-        before.st_mtime_ns,
-    )
-
-
-def _compress_over(text: Path, packed: Path) -> None:
-    """Replace the compressed file `packed` by `text` compressed (same mode and owner)."""
-    st = os.stat(packed)
-    again = packed.with_name(packed.name + ".next")
-    try:
-        compress_file(text, again, st.st_mode, sync=True)
-        chown_best_effort(again, st.st_uid, st.st_gid)
-        os.replace(again, packed)
-    except OSError as exc:
-        with suppress(OSError):
-            again.unlink()
-        raise WriteFailed(f"{packed}: cannot write the repaired file ({described(exc)})") from None

@@ -25,6 +25,7 @@ from sessionfix.diagnostics import Diagnostic
 from sessionfix.engine import run_rules
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Format, has_record_shape, make_adapter, read_as, same_package
+from sessionfix.location import Said, on_its_line, said
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import LineIssue, RecordSource
 from sessionfix.repair.plan import RepairPlan
@@ -134,7 +135,8 @@ def verify(
             if before.resolve(value) is not None or value in unheard:
                 what = name if name == PARENT_LINK else f"`{name}`"
                 raise _failed(
-                    planned, f"{what} {value!r} on its line {view.rows[owner]} names no entry"
+                    planned,
+                    said(f"{what} {value!r} ", on_its_line(view.rows[owner]), " names no entry"),
                 )
         introduced = guard.broken_by(diagnostics, rewritten)
         if introduced:
@@ -238,8 +240,11 @@ def _check_detected(planned: PlannedRepair, written: Path, filename: str, name: 
     if left:
         raise _failed(
             planned,
-            f"the result reads as {detected.value}, the input as {same.value}, and a "
-            f"later run would apply {left[0].code} on its line {left[0].row}",
+            said(
+                f"the result reads as {detected.value}, the input as {same.value}, and a "
+                f"later run would apply {left[0].code} ",
+                on_its_line(left[0].row),
+            ),
         )
 
 
@@ -273,7 +278,10 @@ def _repair_again(
     return rewritten
 
 
-def _failed(planned: PlannedRepair, problem: str) -> VerificationFailed:
+def _failed(planned: PlannedRepair, problem: str | Said) -> VerificationFailed:
+    """The refusal, naming records as the container the result goes to names them."""
+    if isinstance(problem, Said):
+        problem = problem.text(planned.result_names)
     return VerificationFailed(
         f"{planned.filename}: the repaired file did not pass verification ({problem}); "
         "nothing was written"
@@ -308,8 +316,10 @@ class _Invariants:
         return broken
 
 
-def _described(problem: Diagnostic) -> str:
-    return f"{problem.code} on its line {problem.row}: {problem.message}"
+def _described(problem: Diagnostic) -> Said:
+    return said(f"{problem.code} ", on_its_line(problem.row), ": ") + (
+        problem.said or problem.message
+    )
 
 
 def _dangling_names(view: SessionView) -> dict[tuple[str, str], int]:

@@ -66,7 +66,7 @@ class RestoreDone(Struct, frozen=True):
 
 def run_restore(request: RestoreRequest) -> BackupListing | RestoreDone:
     """List the backups of `request.session` or put one back, a file's or a store's."""
-    if stores.is_store(request.session):
+    if stores.declared_store(request.session) is not None:
         return _restore_stored(request)
     if request.store_session is not None:
         raise UsageError(f"{request.session}: --session names a session of a store; this is a file")

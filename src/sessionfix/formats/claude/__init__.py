@@ -24,11 +24,13 @@ from sessionfix.formats.headerless import (
     rebuilt_header,
     writer_lock,
 )
+from sessionfix.registry import JsonlFiles
 
 CLAUDE: Final = Format("claude")
 FORMATS: Final = (CLAUDE,)
 AGENTS: Final[dict[Format, str]] = {CLAUDE: "Claude Code"}
 SUFFIXES: Final = (".jsonl",)
+CONTAINERS: Final = (JsonlFiles(),)
 
 
 if TYPE_CHECKING:

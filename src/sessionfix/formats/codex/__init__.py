@@ -23,11 +23,13 @@ from sessionfix.formats.headerless import (
     writer_lock,
 )
 from sessionfix.read.compressed import SUFFIX
+from sessionfix.registry import JsonlFiles
 
 CODEX: Final = Format("codex")
 FORMATS: Final = (CODEX,)
 AGENTS: Final[dict[Format, str]] = {CODEX: "Codex"}
 SUFFIXES: Final = (".jsonl", ".jsonl" + SUFFIX)
+CONTAINERS: Final = (JsonlFiles(),)
 _ENVELOPE: Final = frozenset({"timestamp", "type", "payload"})
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from sessionfix.registry import SqliteStore
+
 if TYPE_CHECKING:
     from sessionfix.formats.openclaw_store.store import OpenClawStore
 
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
-STORE_NAMES: Final = frozenset({"openclaw-agent.sqlite"})
-"""What OpenClaw names an agent's store (`<state>/agents/<agentId>/agent/...`): a
-directory walk reads files of these names as stores."""
+CONTAINERS: Final = (SqliteStore(frozenset({"openclaw-agent.sqlite"})),)
+"""One database per agent, named so (`<state>/agents/<agentId>/agent/...`)."""
 
 
 def is_store(path: Path, head: bytes) -> bool:
@@ -28,7 +29,7 @@ def is_store(path: Path, head: bytes) -> bool:
     from sessionfix.formats.openclaw_store.store import is_agent_store
 
     found = is_agent_store(path)
-    return found if found is not None else path.name in STORE_NAMES
+    return found if found is not None else path.name in CONTAINERS[0].names
 
 
 def open_store(path: Path) -> OpenClawStore:

@@ -26,6 +26,7 @@ from sessionfix.formats.pi.decode import (
 )
 from sessionfix.formats.pi.edit import PiEditor
 from sessionfix.formats.pi.header import header_problems, rebuilt_header, writer_lock
+from sessionfix.registry import JsonlFiles
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 AGENTS: Final[dict[Format, str]] = {PI: "pi", OPENCLAW: "OpenClaw"}
 SUFFIXES: Final = (".jsonl",)
+CONTAINERS: Final = (JsonlFiles(),)
 
 
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
