@@ -46,6 +46,7 @@ from typing import Any
 import pytest
 
 from .conftest import ROOT
+from .robustness import start_deaf
 
 PACKAGE = ROOT / ".cache" / "codex" / "node_modules" / "@openai"
 BINARY = PACKAGE / "codex-linux-x64" / "vendor" / "x86_64-unknown-linux-musl" / "bin" / "codex"
@@ -155,8 +156,7 @@ class _MockResponses:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = start_deaf(self.server.serve_forever)
 
     def _keep(self, key: str, body: dict[str, Any]) -> None:
         with self.lock:
@@ -251,8 +251,7 @@ class _AppServer:
         self.home = home
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.next_id = 0
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        self.reader = start_deaf(self._read)
 
     def _read(self) -> None:
         assert self.process.stdout is not None

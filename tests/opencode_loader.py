@@ -53,6 +53,7 @@ import apsw
 import pytest
 
 from .conftest import ROOT
+from .robustness import start_deaf
 
 PACKAGE = ROOT / ".cache" / "opencode" / "node_modules" / "opencode-linux-x64"
 BINARY = PACKAGE / "bin" / "opencode"
@@ -198,8 +199,7 @@ class _MockProvider:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = start_deaf(self.server.serve_forever)
 
     def take(self, probe: str) -> dict[str, Any] | None:
         """The agent's request (one with `tools`; a title request has none) whose last
@@ -334,7 +334,7 @@ class _Server:
                 if "listening on http://" in text and not found:
                     found.append(text.split("listening on ", 1)[1].strip())
 
-        threading.Thread(target=read, daemon=True).start()
+        start_deaf(read)
         deadline = time.monotonic() + START_TIMEOUT
         while not found:
             if self.process.poll() is not None:

@@ -16,7 +16,8 @@ import json
 import os
 import signal
 import stat
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import xxhash
 from sessionfix import Settings
 from sessionfix.cli import main
 from sessionfix.diagnostics import Diagnostic, EditOp
+from sessionfix.interrupts import HELD_SIGNALS
 from sessionfix.repair.planned import RepairResult
 from sessionfix.repair.targets import repair_to
 
@@ -349,3 +351,17 @@ def children() -> set[int]:
         with open(f"/proc/{pid}/task/{task}/children") as handle:
             found.update(int(child) for child in handle.read().split())
     return found
+
+
+def start_deaf(target: Callable[[], object]) -> threading.Thread:
+    """A daemon thread that takes no signal meant for the process: the tests send
+    SIGINT to the process as a terminal does, and a signal a helper thread takes runs
+    its handler in the main thread even while the code under test holds signals back
+    there (its threads, the server's request threads among them, inherit the mask)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    return thread
