@@ -1248,13 +1248,22 @@ def test_a_compressed_row_that_expands_without_bound_is_one_line(
         )
     db.close()
     before = _digest(store)
+    done = _check_in_little_memory(store)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"session {session_id}, seq 2: the compressed row expands past the 100 bytes" in line
+    assert _digest(store) == before
+
+
+def _check_in_little_memory(store: Path) -> subprocess.CompletedProcess[str]:
+    """`sessionfix check STORE` in a process whose address space holds `MEMORY_LIMIT`."""
     script = (
         "import resource, sys, runpy;"
         f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT}));"
         f"sys.argv = ['sessionfix', 'check', '--no-progress', {str(store)!r}];"
         "runpy.run_module('sessionfix', run_name='__main__')"
     )
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
@@ -1262,10 +1271,6 @@ def test_a_compressed_row_that_expands_without_bound_is_one_line(
         timeout=120,
         check=False,
     )
-    assert done.returncode == 2, done.stderr
-    (line,) = done.stderr.strip().splitlines()
-    assert f"session {session_id}, seq 2: the compressed row expands past the 100 bytes" in line
-    assert _digest(store) == before
 
 
 def test_a_cold_archive_that_expands_without_bound_is_one_line(
@@ -1277,20 +1282,7 @@ def test_a_cold_archive_that_expands_without_bound_is_one_line(
     store, session_id = damaged
     _archive_cold(store, session_id, _bomb())
     before = _digest(store)
-    script = (
-        "import resource, sys, runpy;"
-        f"resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT}));"
-        f"sys.argv = ['sessionfix', 'check', '--no-progress', {str(store)!r}];"
-        "runpy.run_module('sessionfix', run_name='__main__')"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **ENV},
-        timeout=120,
-        check=False,
-    )
+    done = _check_in_little_memory(store)
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert f"session {session_id}'s cold archive decompresses to more than" in line, line
