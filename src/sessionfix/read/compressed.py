@@ -194,18 +194,16 @@ def compress_file(plain: Path, packed: Path, mode: int = 0o600, *, sync: bool = 
     on failure `packed` is gone."""
     fd = os.open(packed, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with suppress(OSError):
-            os.fchmod(fd, stat.S_IMODE(mode))
-        with open(plain, "rb") as source, os.fdopen(fd, "wb", buffering=WRITE_BYTES) as out:
-            fd = -1
+        # The file object is the descriptor's only owner (never closed twice).
+        with open(fd, "wb", buffering=WRITE_BYTES) as out, open(plain, "rb") as source:
+            with suppress(OSError):
+                os.fchmod(fd, stat.S_IMODE(mode))
             for chunk in compressed_chunks(iter(lambda: source.read(WRITE_BYTES), b"")):
                 out.write(chunk)
             out.flush()
             if sync:
                 os.fsync(out.fileno())
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
         with suppress(OSError):
             packed.unlink()
         raise

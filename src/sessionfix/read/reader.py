@@ -651,13 +651,16 @@ def open_session(path: Path) -> tuple[BinaryIO, FileInfo]:
     waiting for a writer.
     """
     fd, info = open_regular(path)
+    # The file object owns the descriptor at once, and only it closes it: closed here
+    # as well after an interrupt that came as the object was made, it was closed
+    # twice, and the second close's EBADF hid the interrupt.
+    handle = open(fd, "rb")  # noqa: SIM115  (returned to the caller)
     try:
         what = binary_signature(os.pread(fd, SIGNATURE_BYTES, 0))
         if what is not None:
             raise NotASessionFile(f"{path}: not a session file of a known format ({what})")
-        handle = os.fdopen(fd, "rb")
     except BaseException:
-        os.close(fd)
+        handle.close()
         raise
     return handle, FileInfo(path, info.st_size, info.st_mtime_ns, info.st_mode)
 

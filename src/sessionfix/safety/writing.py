@@ -383,12 +383,13 @@ def open_for_writing(path: Path, flags: int = 0) -> BinaryIO:
     a reader that a FIFO may never get: that raises OSError with ENXIO, which
     `cannot_write` words as such."""
     fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | flags, 0o666)
+    handle = open(fd, "wb")  # noqa: SIM115  (returned; its only owner, never closed twice)
     try:
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "wb")
     except BaseException:
-        os.close(fd)
+        handle.close()
         raise
+    return handle
 
 
 def cannot_write(error: OSError) -> str:
