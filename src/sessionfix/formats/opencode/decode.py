@@ -57,7 +57,7 @@ class ToolState(Struct, gc=False):
 
     @property
     def compacted(self) -> bool:
-        """Marked by opencode's prune (or sessionfix's SF301 fix): sent as a placeholder."""
+        """Marked by opencode's prune (or sessionfix's stale-read fix): sent as a placeholder."""
         return self.time is not None and self.time.compacted is not None
 
 
