@@ -32,10 +32,11 @@ class Discovery(Struct):
 
 
 def agent_folders(env: Mapping[str, str], home: Path) -> tuple[list[Path], list[Path]]:
-    """The session folders of the agents installed for this user (those that exist),
-    and every folder looked in; the format packages say where their agents keep them."""
+    """The session folders of the agents installed for this user (those that exist;
+    an agent may name a database of its own outside them), and every place looked in;
+    the format packages say where their agents keep them."""
     looked = session_roots(env, home)
-    return [root for root in looked if is_directory(root)], looked
+    return [root for root in looked if is_directory(root) or is_plain_file(root)], looked
 
 
 def shown(path: Path, home: Path) -> str:

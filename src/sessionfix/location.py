@@ -44,7 +44,7 @@ class RecordNames(Struct, frozen=True):
         keys = [self.key(line) for line in lines]
         if any(key is None for key in keys):
             return FILE_NAMES.named(lines, at=at, more=more, own=own)
-        noun = self.noun if len(keys) == 1 else f"{self.noun}s"
+        noun = self.noun if len(keys) == 1 or not self.noun else f"{self.noun}s"
         words = f"{noun} {', '.join(map(str, keys))}{', …' if more else ''}".lstrip()
         if own:
             return f"{self.own} {words}"

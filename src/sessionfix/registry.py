@@ -8,6 +8,7 @@ asked for.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 from collections.abc import Iterator
 from types import ModuleType
@@ -37,7 +38,12 @@ class SqliteStore(Struct, frozen=True):
     the package's `is_store` recognises and its `open_store` opens (see `stores`)."""
 
     names: frozenset[str]
-    """What the agent names its database: a directory walk reads files of these names."""
+    """What the agent names its database: a directory walk reads files of these names
+    (shell patterns: `opencode-*.db`)."""
+
+    def takes(self, name: str) -> bool:
+        """Whether a file of this name is one of the agent's databases, by its name."""
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.names)
 
 
 ContainerDeclaration = JsonlFiles | SqliteStore

@@ -46,8 +46,9 @@ class Transcript(Struct):
 
     path: Path
     session: StoredSession
-    rows: list[int] = field(default_factory=list)
-    """The store's row number (OpenClaw: `seq`) of each line of `path`, in order."""
+    rows: list[Any] = field(default_factory=list)
+    """The store's key of the row of each line of `path`, in order: a number (OpenClaw:
+    `seq`) or a text id (opencode: `prt_…`)."""
     digest: str = ""
     """Of every row as stored, to tell later whether the session changed since."""
     multiline: bool = False
@@ -55,11 +56,11 @@ class Transcript(Struct):
     key_noun: str = "row"
     """How the store names a row by its number in text (OpenClaw: "seq")."""
 
-    def row_of(self, line: int) -> int | None:
+    def row_of(self, line: int) -> Any:
         """The store row of 1-based line `line` of the transcript file."""
         return self.rows[line - 1] if 0 < line <= len(self.rows) else None
 
-    def names(self, key_of: Callable[[int], int | None] | None = None) -> RecordNames:
+    def names(self, key_of: Callable[[int], int | str | None] | None = None) -> RecordNames:
         """How the store names the session's records in text: by the number of the row a
         line was read from (`key_of`: line → number, by default the rows read)."""
         return RecordNames(self.key_noun, "at", self.session.id, key_of or self.row_of, own="at")
@@ -114,7 +115,7 @@ class SessionStore(Protocol):
         copying the rows `origins` says are unchanged. Returns the backup kept, if any."""
         ...
 
-    def key_after_rewrite(self, line: int) -> int | None:
+    def key_after_rewrite(self, line: int) -> int | str | None:
         """The key `replace` gives the row it writes for 1-based line `line` of a repair."""
         ...
 
@@ -175,7 +176,7 @@ def declared_store(path: Path) -> tuple[StorePackage, SqliteStore] | None:
     except OSError:
         return None
     if not head:  # SQLite reads an empty file as an empty database
-        return next(((p, s) for p, s in _packages() if path.name in s.names), None)
+        return next(((p, s) for p, s in _packages() if s.takes(path.name)), None)
     if not head.startswith(SQLITE_MAGIC):  # every store is a database; JSONL never is
         return None
     return next(((p, s) for p, s in _packages() if p.is_store(path, head)), None)
@@ -191,7 +192,7 @@ def open_store(path: Path) -> SessionStore:
 
 def is_store_name(name: str) -> bool:
     """Whether a directory walk takes a file of this name for a store."""
-    return any(name in store.names for _, store in _packages())
+    return any(store.takes(name) for _, store in _packages())
 
 
 def select_sessions(

@@ -76,6 +76,33 @@ class RecordEditor(Protocol):
     ) -> dict[str, Any]: ...
 
 
+class ResultMarks(Protocol):
+    """The editor of a format whose tool results carry their own state (opencode): what
+    a format providing `PRUNE_MARKS` or `RESULTS_IN_CALLS` changes instead of a result's
+    text or a missing result."""
+
+    def pruned_at(self, superseding: Any) -> object:
+        """The mark's value for a result the parsed call `superseding` supersedes."""
+        ...
+
+    def mark_pruned(self, at: object) -> Transform:
+        """Mark a result pruned: its agent sends its own placeholder for it."""
+        ...
+
+    def interrupted_call(self) -> Transform:
+        """Settle a call left without a result as interrupted."""
+        ...
+
+
+class TimedRecords(Protocol):
+    """The editor of a format whose agent orders messages by a time stamped on them
+    (`Capability.TIME_ORDER`)."""
+
+    def set_sort_time(self, ms: int) -> Transform:
+        """Stamp a message with the time it is ordered by."""
+        ...
+
+
 class Format:
     """A session format, by the name `--format` takes: its package makes it
     (`Format("pi")`), and one name is always the same object, so formats compare with
@@ -264,6 +291,13 @@ def package_of(fmt: Format) -> FormatPackage:
     return next(package for package in _packages() if Format.UNKNOWN in package.FORMATS)
 
 
+def reads_in_ranges(fmt: Format) -> bool:
+    """Whether a large file of the format may be read as byte ranges in parallel (a
+    package declares `READ_IN_RANGES = False` when what a record is depends on records
+    far from it)."""
+    return bool(getattr(package_of(fmt), "READ_IN_RANGES", True))
+
+
 def all_formats() -> list[Format]:
     """Every format a registered package reads, in registry order (`UNKNOWN` last)."""
     return [fmt for package in _packages() for fmt in package.FORMATS]
@@ -290,9 +324,15 @@ def agent_of(fmt: Format) -> str | None:
 
 
 def known_agents() -> list[str]:
-    """The agents whose sessions the registered packages read, in registry order."""
+    """The agents whose session files the registered packages read, in registry order
+    (an agent that keeps its sessions in a database alone keeps no file)."""
     return list(
-        dict.fromkeys(agent for package in _packages() for agent in package.AGENTS.values())
+        dict.fromkeys(
+            agent
+            for package in _packages()
+            if package.SUFFIXES
+            for agent in package.AGENTS.values()
+        )
     )
 
 

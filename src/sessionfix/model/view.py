@@ -150,6 +150,9 @@ class BoundaryFacts(Struct):
     the newest such boundary is what a resume starts from, older ones are dead weight."""
     images: tuple[tuple[int, int], ...] = ()
     """(digest, length) of each inline image the carried history holds."""
+    held_by: int | None = None
+    """The record holding the boundary's fields, where it is not the boundary's own
+    (opencode: the compaction part of the request message)."""
 
 
 class RefKind(enum.Enum):
@@ -435,6 +438,24 @@ class SessionView(Struct):
     `NO_ORDINAL` where a record has none; None while no record of the file has one."""
     notes: list[str] = field(default_factory=list)
     """Format observations made while reading (e.g. why a pi file is OpenClaw's)."""
+    unread: str | None = None
+    """Why the session's agent no longer reads it where it is kept (a format or a place
+    it left behind), when it does not; nothing of it is then read as records."""
+    event_log_bytes: int | None = None
+    """Bytes of the log of every write the agent keeps of the session besides what it
+    loads (opencode's `event` rows), for formats that keep one."""
+    summary_requests: dict[int, object] = field(default_factory=dict)
+    """Summaries that name the compaction request they answer (opencode `parentID`):
+    the id named, `MISSING` when none is."""
+    part_counts: dict[int, int] = field(default_factory=dict)
+    """Formats whose messages are made of records of their own, which follow the message
+    (opencode parts): each message record's count of them."""
+    sort_times: dict[int, int] = field(default_factory=dict)
+    """Formats whose agent orders messages by a time it stamps on them (opencode
+    `time_created`): each message's, in milliseconds."""
+    made_after: Callable[[str], int | None] | None = None
+    """For formats whose ids tell when their record was made: the first record made
+    after the one `id` names (`len(view)` when none); None when the id tells no time."""
     # Derived by finish():
     id_index: dict[int, int] = field(default_factory=dict)
     """id key → record, for the keys looked up so far (all of them once `index_of` ran)."""

@@ -32,6 +32,7 @@ from sessionfix.formats import (
     detect,
     has_record_shape,
     make_adapter,
+    reads_in_ranges,
 )
 from sessionfix.model.tracking import PathTracker, Tracking
 from sessionfix.model.view import SessionView, all_distinct
@@ -1054,6 +1055,8 @@ def _read_parallel(
     if peeked is None:
         return None
     fmt, context = peeked
+    if not reads_in_ranges(fmt):
+        return None
     from sessionfix.scan.workers import OrderedWorkers, WorkerDied  # only a large file needs them
 
     # Ranges of at most TASK_BYTES, as many for each worker; a free worker claims the next.
