@@ -29,6 +29,8 @@ AGENT_VARIABLES: Final = (
     "PI_CODING_AGENT_DIR",
     "PI_CODING_AGENT_SESSION_DIR",
     "OPENCLAW_STATE_DIR",
+    "XDG_DATA_HOME",
+    "OPENCODE_DB",
 )
 ROLLOUT: Final = "rollout-2026-01-01T00-00-00-0199a0b0-0000-7000-8000-000000000001.jsonl"
 CLAUDE_HISTORY: Final = (
@@ -141,7 +143,8 @@ def test_scan_without_paths_and_no_agent_is_one_line_and_exit_zero(home: Path) -
     assert findings(result.stdout) == []
     assert result.stderr.strip().splitlines() == [
         "No agent session folders found (looked in ~/.pi/agent/sessions, ~/.openclaw/agents, "
-        "~/.codex/sessions, ~/.codex/archived_sessions, ~/.claude/projects)"
+        "~/.codex/sessions, ~/.codex/archived_sessions, ~/.claude/projects, "
+        "~/.local/share/opencode)"
     ]
 
 
@@ -159,6 +162,7 @@ def test_the_agents_variables_move_their_folders(home: Path, tmp_path: Path) -> 
         "CODEX_HOME": "~/codex",
         "PI_CODING_AGENT_DIR": str(tmp_path / "pi"),
         "OPENCLAW_STATE_DIR": str(tmp_path / "openclaw"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
     }
     _, looked = agent_folders(env, home)
     assert set(looked) == {
@@ -167,6 +171,7 @@ def test_the_agents_variables_move_their_folders(home: Path, tmp_path: Path) -> 
         home / "codex" / "archived_sessions",
         tmp_path / "pi" / "sessions",
         tmp_path / "openclaw" / "agents",
+        tmp_path / "data" / "opencode",
     }
     sessions_only = {**env, "PI_CODING_AGENT_SESSION_DIR": str(tmp_path / "pi-sessions")}
     assert tmp_path / "pi-sessions" in agent_folders(sessions_only, home)[1]

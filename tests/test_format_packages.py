@@ -58,11 +58,19 @@ def test_every_other_package_reads_stores() -> None:
 
 
 def test_each_package_declares_how_its_sessions_are_held() -> None:
+    """Session files, or a store of sessions, which its package then opens: a format
+    whose sessions are rows of a database (opencode) declares the store it reads."""
     declared = {name: importlib.import_module(name).CONTAINERS for name in registry.PACKAGES}
     for name in FORMAT_PACKAGES:
-        assert declared[name] == (JsonlFiles(),), name
+        kinds = [type(container) for container in declared[name]]
+        assert kinds in ([JsonlFiles], [SqliteStore]), name
     for name in STORE_PACKAGES:
         assert [type(container) for container in declared[name]] == [SqliteStore], name
+    for name, containers in declared.items():
+        if any(isinstance(container, SqliteStore) for container in containers):
+            module = importlib.import_module(name)
+            missing = [member for member in STORE_PROVIDES if not hasattr(module, member)]
+            assert not missing, f"{name} lacks {missing}"
 
 
 def test_the_packages_share_the_formats_out() -> None:

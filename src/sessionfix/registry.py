@@ -21,6 +21,7 @@ PACKAGES: Final = (
     "sessionfix.formats.codex",
     "sessionfix.formats.claude",
     "sessionfix.formats.openclaw_store",
+    "sessionfix.formats.opencode",
     "sessionfix.formats.opaque",
 )
 """In the order they are asked to recognise a first record or a store; the package of

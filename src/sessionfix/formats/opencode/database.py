@@ -88,6 +88,23 @@ def _integer(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
+def is_opencode_database(path: Path) -> bool | None:
+    """Whether an SQLite file has opencode's session tables; None when it cannot be read
+    to tell."""
+    try:
+        connection = connect_read_only(path)
+    except apsw.Error:
+        return None
+    try:
+        return all(connection.table_exists("main", table) for table in REQUIRED_COLUMNS)
+    except (apsw.SQLError, apsw.NotADBError):
+        return False
+    except apsw.Error:
+        return None
+    finally:
+        connection.close()
+
+
 class OpencodeDatabase:
     """An opencode database, read through one read-only connection."""
 
@@ -117,6 +134,7 @@ class OpencodeDatabase:
         if problem is not None:
             self._db.close()
             raise InputError(f"{path}: {problem}; nothing read")
+        self._events = self._db.table_exists("main", "event")
         self._v2_tables = tuple(
             table for table in V2_TABLES if self._db.table_exists("main", table)
         )
@@ -197,6 +215,18 @@ class OpencodeDatabase:
                 is not None
                 for table in self._v2_tables
             )
+
+    def event_bytes(self, session_id: str) -> int | None:
+        """Bytes of the session's rows in the `event` log (None: the database keeps no
+        log). Counted as SQLite stores them (`octet_length` reads no row's text)."""
+        if not self._events:
+            return None
+        with self._snapshot(f"session {session_id}'s events") as db:
+            total = db.execute(
+                "SELECT total(octet_length(data)) FROM event WHERE aggregate_id = ?",
+                (session_id,),
+            ).fetchone()
+        return int(total[0]) if total is not None and total[0] is not None else 0
 
     def messages(self, session_id: str) -> Iterator[StoredMessage]:
         """The session's messages by `time_created`, then id, each with its parts by id:

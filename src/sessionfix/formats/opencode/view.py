@@ -23,7 +23,8 @@ record's parent key, for the rules that pair them). A record's key is its row id
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -148,12 +149,27 @@ def _result_bits(part: Part) -> int | None:
 
 
 class _Builder:
-    def __init__(self, path: Path, session: SessionRow) -> None:
-        self.session = session
-        self.view = SessionView(path=path, format=FORMAT_NAME, tree=False)
-        self.tracker = PathTracker()
-        self.keys: list[str] = []
+    """Puts a session's records into a view: appended (`session_view`), or, for records
+    a reader already added in order (`slots`), their kinds, roles and links set."""
+
+    def __init__(
+        self,
+        view: SessionView,
+        directory: str,
+        tracker: PathTracker,
+        slots: Iterator[int] | None = None,
+        keys: list[str] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.view = view
+        self.tracker = tracker
+        self.slots = slots
+        self.keys: list[str] = [] if keys is None else keys
         self.offset = 0
+        self.parents: dict[int, str] = {}
+        """Each reply's `parentID`: the message it answers."""
+        self.made: list[tuple[int, int]] = []
+        """Each message's `time_created` and record, in load order."""
 
     def add(
         self,
@@ -164,6 +180,15 @@ class _Builder:
         flags: int = 0,
         parent: str | None = None,
     ) -> int:
+        if self.slots is not None:
+            index = next(self.slots)
+            view = self.view
+            view.kinds[index] = kind
+            view.roles[index] = role
+            view.flags[index] = flags
+            view.id_keys[index] = key_of(key)
+            view.parent_keys[index] = NULL_KEY if parent is None else key_of(parent)
+            return index
         index = self.view.add(
             len(self.keys),
             1,
@@ -192,10 +217,18 @@ class _Builder:
             flags |= Flag.SUMMARY
         kind = Kind.COMPACTION if boundary else Kind.MESSAGE
         index = self.add(message.key, stored.row.data, kind, role, flags, message.parent)
+        self.made.append((message.time_created, index))
+        self.view.part_counts[index] = len(message.parts)
+        self.view.sort_times[index] = message.time_created
+        if message.parent is not None:
+            self.parents[index] = message.parent
         tracker = self.tracker
+        if flags & Flag.SUMMARY:
+            self.view.summary_requests[index] = message.parent or MISSING
         compaction = message.compaction
+        facts = None
         if compaction is not None:
-            self.view.boundaries[index] = BoundaryFacts(
+            facts = self.view.boundaries[index] = BoundaryFacts(
                 compaction.tail_start or MISSING, written_ms=message.time_created
             )
         if boundary:
@@ -209,10 +242,12 @@ class _Builder:
             )
         elif sent:
             tracker.context(index)
-        base = message.cwd or self.session.directory or None
+        base = message.cwd or self.directory or None
         for part, row in zip(message.parts, stored.parts, strict=True):
             if part.data.type != TOOL or message.role != ASSISTANT:
-                self.add(part.key, row.data, Kind.OTHER)
+                part_index = self.add(part.key, row.data, Kind.OTHER)
+                if facts is not None and compaction is not None and part.key == compaction.key:
+                    facts.held_by = part_index
                 continue
             part_index = self.add(
                 part.key, row.data, Kind.MESSAGE, Role.ASSISTANT, Flag.CONTEXT if sent else 0
@@ -223,22 +258,31 @@ class _Builder:
             if bits is not None:
                 tracker.result(part_index, call.id, bits)
 
-    def finish(self, sent: tuple[SentMessage, ...], refused: str | None) -> OpencodeSession:
+    def finish(self) -> None:
         view = self.view
-        keys = self.keys
         for index, facts in view.boundaries.items():
             if view.kinds[index] == Kind.COMPACTION and isinstance(facts.first_kept, str):
-                kept = view.resolve(facts.first_kept)
-                facts.first_kept_index = kept
-        view.finish()
-        return OpencodeSession(self.session, view, self.tracker.finish(), keys, sent, refused)
+                facts.first_kept_index = view.resolve(facts.first_kept)
+        view.made_after = partial(_made_after, tuple(self.made), len(view))
 
 
-def session_view(
-    path: Path, session: SessionRow, stored: Iterable[StoredMessage]
-) -> OpencodeSession:
-    """The session of `stored` (its rows in load order) in the neutral model."""
-    rows = list(stored)
+def _made_after(made: Sequence[tuple[int, int]], end: int, record_id: str) -> int | None:
+    """The first message made after the one `record_id` names, by the time its id
+    encodes (`msg_` and 12 hex digits: milliseconds shifted left 12 bits, plus a
+    counter, spec §3); `end` when none is; None when the id tells no time."""
+    prefix, _, rest = record_id.partition("_")
+    if prefix not in ("msg", "prt", "ses") or len(rest) < 12:
+        return None
+    try:
+        made_ms = int(rest[:12], 16) >> 12
+    except ValueError:
+        return None
+    return next((index for created, index in made if created > made_ms), end)
+
+
+def build(builder: _Builder, rows: Sequence[StoredMessage]) -> tuple[Message | Unreadable, ...]:
+    """Put the records of `rows` (a session's messages in load order) into the builder's
+    view; returns each message decoded, or why opencode cannot read it."""
     decoded: list[Message | Unreadable] = []
     for row in rows:
         try:
@@ -248,20 +292,38 @@ def session_view(
     kept = window([message for message in decoded if isinstance(message, Message)])
     sending = {message.key for message in kept.messages if sends(message)}
     boundary = kept.boundary.key if kept.boundary is not None else None
-    builder = _Builder(path, session)
-    keys = builder.keys
-    builder.view.read_ids = lambda index: (keys[index], MISSING)
     for row, message in zip(rows, decoded, strict=True):
         if isinstance(message, Unreadable):
             builder.unreadable(row, message)
         else:
             builder.message(row, message, message.key in sending, message.key == boundary)
-    refused = None
+    builder.finish()
+    return tuple(decoded)
+
+
+def sent_messages(
+    decoded: Iterable[Message | Unreadable],
+) -> tuple[tuple[SentMessage, ...], str | None]:
+    """What opencode sends of the messages, or nothing and why it fails the session."""
     try:
-        sent = tuple(model_messages(_readable_or_raise(decoded)))
+        return tuple(model_messages(_readable_or_raise(decoded))), None
     except LoadRefused as refusal:
-        sent, refused = (), str(refusal)
-    return builder.finish(sent, refused)
+        return (), str(refusal)
+
+
+def session_view(
+    path: Path, session: SessionRow, stored: Iterable[StoredMessage]
+) -> OpencodeSession:
+    """The session of `stored` (its rows in load order) in the neutral model."""
+    rows = list(stored)
+    view = SessionView(path=path, format=FORMAT_NAME, tree=False)
+    builder = _Builder(view, session.directory, PathTracker())
+    keys, parents = builder.keys, builder.parents
+    view.read_ids = lambda index: (keys[index], parents.get(index, MISSING))
+    decoded = build(builder, rows)
+    view.finish()
+    sent, refused = sent_messages(decoded)
+    return OpencodeSession(session, view, builder.tracker.finish(), keys, sent, refused)
 
 
 def _readable_or_raise(decoded: Iterable[Message | Unreadable]) -> Iterator[Message]:

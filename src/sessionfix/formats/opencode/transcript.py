@@ -1,0 +1,194 @@
+"""An opencode session's rows as lines of text, one row each, for the rules to read.
+
+A row becomes one JSON object naming its table, its ids and its columns, with the row's
+`data` in it as stored (`{"opencode":"part","id":…,"message_id":…,"session_id":…,
+"data":{…}}`); messages come in opencode's load order, each followed by its parts
+(spec formats/opencode.md §4.1). A `data` that is not one line of JSON object text
+(pretty-printed, not UTF-8, not an object) is carried compactly re-encoded, or as the
+text opencode reads when it is no object at all (`"stored"`): the rows are never
+written back from this text unless a repair changed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Final, NamedTuple
+
+import msgspec
+import orjson
+import xxhash
+
+from sessionfix.formats.opencode.database import MessageRow, PartRow, StoredMessage
+
+TABLE: Final = "opencode"
+"""The field that names a line's table, and tells this format's lines apart."""
+MESSAGE: Final = "message"
+PART: Final = "part"
+SESSION: Final = "session"
+"""The first line: the session, and the folder its relative paths are relative to."""
+MESSAGE_TIME: Final = "message_time"
+"""On a part's line: its message's `time` as stored, which some fixes date a part by."""
+
+
+class Envelope(msgspec.Struct, gc=False):
+    """One line: a row, its table and ids, and its `data` as the line holds it."""
+
+    opencode: str
+    id: str
+    session_id: str = ""
+    message_id: str = ""
+    time_created: int = 0
+    data: msgspec.Raw = msgspec.Raw(b"null")
+    stored: str | None = None
+    """The row's text, when it is no JSON object (opencode cannot read the row)."""
+
+    @property
+    def raw(self) -> bytes:
+        """The row's data as opencode reads it."""
+        if self.stored is not None:
+            return self.stored.encode("utf-8", "surrogatepass")
+        return bytes(self.data)
+
+
+ENVELOPE: Final = msgspec.json.Decoder(Envelope)
+
+
+def is_envelope(value: dict[str, object]) -> bool:
+    """Whether a decoded line is one of this format's rows."""
+    return value.get(TABLE) in (MESSAGE, PART, SESSION) and isinstance(value.get("id"), str)
+
+
+def _data_field(data: bytes) -> bytes:
+    """`"data":…` as a line carries a row's data (see the module's docstring)."""
+    if data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
+        try:
+            if isinstance(orjson.loads(data), dict):
+                return b'"data":' + data
+        except orjson.JSONDecodeError:
+            pass
+    text = data.decode("utf-8", "replace")
+    try:
+        value = orjson.loads(text)
+        if isinstance(value, dict):
+            return b'"data":' + orjson.dumps(value)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        pass
+    return b'"stored":' + orjson.dumps(text)
+
+
+def message_line(row: MessageRow) -> bytes:
+    head = orjson.dumps(
+        {
+            TABLE: MESSAGE,
+            "id": row.id,
+            "session_id": row.session_id,
+            "time_created": row.time_created,
+        }
+    )
+    return head[:-1] + b"," + _data_field(row.data) + b"}\n"
+
+
+def part_line(row: PartRow, message_time: dict[str, object] | None) -> bytes:
+    head: dict[str, object] = {
+        TABLE: PART,
+        "id": row.id,
+        "message_id": row.message_id,
+        "session_id": row.session_id,
+    }
+    if message_time:
+        head[MESSAGE_TIME] = message_time
+    return orjson.dumps(head)[:-1] + b"," + _data_field(row.data) + b"}\n"
+
+
+def session_line(
+    session_id: str, directory: str, *, events: int | None = None, unread: str | None = None
+) -> bytes:
+    """The first line: the session's folder, the bytes of its event log (when the
+    database keeps one) and, for a session opencode no longer reads, why."""
+    data: dict[str, object] = {"directory": directory}
+    if events is not None:
+        data["events"] = events
+    if unread is not None:
+        data["unread"] = unread
+    return orjson.dumps({TABLE: SESSION, "id": session_id, "data": data}) + b"\n"
+
+
+class _Time(msgspec.Struct, gc=False):
+    created: int | float | None = None
+    completed: int | float | None = None
+
+
+class _Timed(msgspec.Struct, gc=False):
+    time: _Time | None = None
+
+
+_TIMED: Final = msgspec.json.Decoder(_Timed)
+
+
+def _message_time(data: bytes) -> dict[str, object] | None:
+    """A message's `time.created` and `time.completed`, where they are numbers."""
+    try:
+        time = _TIMED.decode(data).time
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if time is None:
+        return None
+    found = {"created": time.created, "completed": time.completed}
+    return {key: value for key, value in found.items() if value is not None} or None
+
+
+class Row(NamedTuple):
+    """A line of the transcript: the row it holds, its table and its bytes."""
+
+    key: str
+    table: str
+    line: bytes
+
+
+def rows(
+    head: bytes, session_id: str, messages: Iterator[StoredMessage], digest: xxhash.xxh3_64
+) -> Iterator[Row]:
+    """The lines of a session's rows, in load order, after its own line (`head`:
+    `session_line`); `digest` takes in every row as stored (`write.session_digest`'s
+    sum), to tell later whether the session changed."""
+    yield Row(session_id, SESSION, head)
+    for message in messages:
+        row = message.row
+        digest.update(b"m%s\0%d\0%s\0" % (row.id.encode(), row.time_created, row.data))
+        yield Row(row.id, MESSAGE, message_line(row))
+        message_time = _message_time(row.data) if message.parts else None
+        for part in message.parts:
+            digest.update(b"p%s\0%s\0" % (part.id.encode(), part.data))
+            yield Row(part.id, PART, part_line(part, message_time))
+
+
+def stored_messages(
+    envelopes: Iterator[tuple[int, Envelope]],
+) -> Iterator[tuple[list[int], StoredMessage]]:
+    """The messages the lines hold, each with its parts, and the view index of each of
+    their records (message first); parts before any message are left out."""
+    current: tuple[list[int], MessageRow, list[PartRow]] | None = None
+    for index, envelope in envelopes:
+        if envelope.opencode == MESSAGE:
+            if current is not None:
+                yield current[0], StoredMessage(current[1], tuple(current[2]))
+            current = (
+                [index],
+                MessageRow(envelope.id, envelope.session_id, envelope.time_created, envelope.raw),
+                [],
+            )
+        elif current is not None and envelope.message_id == current[1].id:
+            current[0].append(index)
+            current[2].append(
+                PartRow(envelope.id, envelope.message_id, envelope.session_id, envelope.raw)
+            )
+    if current is not None:
+        yield current[0], StoredMessage(current[1], tuple(current[2]))
+
+
+def load_order(
+    messages: Iterable[tuple[list[int], StoredMessage]],
+) -> list[tuple[list[int], StoredMessage]]:
+    """Messages in opencode's load order, by `time_created` then id (spec §4.1): a
+    repair may stamp a message with another time than its line's place says."""
+    return sorted(messages, key=lambda found: (found[1].row.time_created, found[1].row.id))
