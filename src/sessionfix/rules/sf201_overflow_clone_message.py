@@ -8,7 +8,7 @@ from itertools import compress
 
 from msgspec import Struct
 
-from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.diagnostics import Diagnostic, Edit, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.location import on_line, said
 from sessionfix.model.tracking import UserEvent
@@ -32,6 +32,8 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
     """
     clones: dict[int, Clone] = {}
     users = ctx.tracking.users
+    if ctx.provides(Capability.MESSAGE_PARTS):
+        return _part_clones(ctx)
     if not ctx.view.tree or not users:
         return clones
     keys = users.keys
@@ -69,6 +71,24 @@ def user_clones(ctx: RuleContext) -> dict[int, Clone]:
     return clones
 
 
+def _part_clones(ctx: RuleContext) -> dict[int, Clone]:
+    """A user message stored again right after itself (spec formats/opencode.md §8.4):
+    the same content and parts under new ids, the prompt before it in load order."""
+    clones: dict[int, Clone] = {}
+    users = ctx.tracking.users
+    for position in range(1, len(users)):
+        previous, event = users[position - 1], users[position]
+        if event.key != previous.key or event.boundaries_before != previous.boundaries_before:
+            continue
+        survivor = clones[previous.record].survivor if previous.record in clones else None
+        clones[event.record] = Clone(
+            event.record,
+            previous.record if survivor is None else survivor,
+            event.assistants_before != previous.assistants_before,
+        )
+    return clones
+
+
 def survivor_of(ctx: RuleContext, entry_id: str) -> str:
     """The id a reference to `entry_id` resolves to once SF201 clones are dropped (when
     the rule that drops them runs)."""
@@ -85,11 +105,16 @@ def survivor_of(ctx: RuleContext, entry_id: str) -> str:
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
+    same = (
+        "same content and parts"
+        if ctx.provides(Capability.MESSAGE_PARTS)
+        else "same content and message.timestamp"
+    )
     for index, clone in sorted(ctx.shared(user_clones).items()):
         survivor = clone.survivor
         survivor_id = view.entry_id(survivor)
         where = said(f"entry {survivor_id} ", on_line(view.rows[survivor]))
-        edit = ctx.drop(index, survivor)
+        edits = _dropped(ctx, index, survivor)
         remap = f"drop the clone; references to it move to {survivor_id}"
         if clone.answered_between:
             yield ctx.entry_diagnostic(
@@ -97,8 +122,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 index,
                 "user message is identical to "
                 + where
-                + " (same content and message.timestamp) but comes after an assistant answered it",
-                fix=unsafe(remap + " (the answered prompt disappears from the dialogue)", edit),
+                + f" ({same}) but comes after an assistant answered it",
+                fix=unsafe(remap + " (the answered prompt disappears from the dialogue)", *edits),
             )
         else:
             yield ctx.entry_diagnostic(
@@ -106,10 +131,25 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 index,
                 "user message is identical to "
                 + where
-                + " (same content and message.timestamp): a clone appended by context-overflow "
-                "recovery",
-                fix=safe(remap, edit),
+                + f" ({same}): a clone appended by context-overflow recovery",
+                fix=safe(remap, *edits),
             )
+
+
+def _dropped(ctx: RuleContext, index: int, survivor: int) -> list[Edit]:
+    """Drop a clone: in a format whose messages are made of the records after them, those
+    too, and the replies naming it then name its survivor (no reference is remapped
+    for them)."""
+    if not ctx.provides(Capability.MESSAGE_PARTS):
+        return [ctx.drop(index, survivor)]
+    view = ctx.view
+    edits: list[Edit] = [ctx.drop(index, survivor)]
+    edits.extend(ctx.drop(part) for part in range(index + 1, index + 1 + view.part_counts[index]))
+    clone_id, survivor_id = view.entry_id(index), view.entry_id(survivor)
+    for reply in view.part_counts:
+        if reply != index and view.parent_id(reply) == clone_id and survivor_id is not None:
+            edits.append(ctx.rewrite_record(reply, ctx.editor.set_parent(survivor_id)))
+    return edits
 
 
 RULE = Rule(
@@ -117,7 +157,7 @@ RULE = Rule(
     name="overflow-clone-message",
     severity=Severity.WARNING,
     fix="safe / unsafe",
-    requires=frozenset({Capability.ENTRIES, Capability.TREE, Capability.RETRY_COPIES}),
+    requires=frozenset({Capability.ENTRIES, Capability.RETRY_COPIES}),
     summary="A user message re-appended by context-overflow recovery",
     check=check,
 )

@@ -6,9 +6,10 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import compress, repeat
 from operator import and_, itemgetter, lt, methodcaller
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.formats import ResultMarks
 from sessionfix.formats.capabilities import Capability
 from sessionfix.location import on_line, said
 from sessionfix.model.view import Bit, Kind, Role, SessionView
@@ -35,6 +36,7 @@ class StaleRead(NamedTuple):
     """The read call's path argument, as written."""
     write_call_id: str
     write_row: int
+    write_record: int
     placeholder: str
     """What the result's text becomes."""
 
@@ -101,7 +103,14 @@ def stale_reads(ctx: RuleContext) -> list[StaleRead]:
         placeholder = PLACEHOLDER.format(path=path, call_id=call_id)
         if _worth_replacing(view, record, placeholder):
             found.append(
-                StaleRead(record, path, call_id, view.rows[writes.index[write]], placeholder)
+                StaleRead(
+                    record,
+                    path,
+                    call_id,
+                    view.rows[writes.index[write]],
+                    writes.index[write],
+                    placeholder,
+                )
             )
     return found
 
@@ -143,7 +152,11 @@ def _protected_position(ctx: RuleContext) -> int:
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    marks = ctx.provides(Capability.PRUNE_MARKS)
     for stale in ctx.shared(stale_reads):
+        if marks:
+            yield _marked(ctx, stale)
+            continue
         yield ctx.entry_diagnostic(
             RULE,
             stale.result,
@@ -158,6 +171,28 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 ctx.rewrite_record(stale.result, ctx.editor.replace_result_text(stale.placeholder)),
             ),
         )
+
+
+def _marked(ctx: RuleContext, stale: StaleRead) -> Diagnostic:
+    """A stale read in a format whose agent prunes results by a mark: marked as the
+    agent marks it, the output kept for its UI and undo."""
+    editor = cast(ResultMarks, ctx.editor)
+    at = editor.pruned_at(ctx.load_record(stale.write_record))
+    return ctx.entry_diagnostic(
+        RULE,
+        stale.result,
+        said(
+            f"read of {stale.path!r} is stale: the file was fully rewritten later "
+            f"(write {stale.write_call_id} ",
+            on_line(stale.write_row),
+            ")",
+        ),
+        fix=safe(
+            "mark the result pruned, as the agent's own pruning does: the model is sent "
+            "the agent's placeholder, the output stays for its UI",
+            ctx.rewrite_record(stale.result, editor.mark_pruned(at)),
+        ),
+    )
 
 
 RULE = Rule(

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.formats import ResultMarks
 from sessionfix.formats.capabilities import Capability
 from sessionfix.location import line, said
 from sessionfix.model.tracking import Group
 from sessionfix.model.view import ToolCall
-from sessionfix.rules.base import Rule, RuleContext, unsafe
+from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 SYNTHETIC_TEXT = (
     "[sessionfix: tool result missing from session history; synthetic error result inserted]"
@@ -57,6 +58,22 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 owner,
                 f"{what} has no result; the turn is summarised away by a later compaction",
                 severity=Severity.INFO,
+            )
+        elif ctx.provides(Capability.RESULTS_IN_CALLS):
+            editor = cast(ResultMarks, ctx.editor)
+            yield ctx.entry_diagnostic(
+                RULE,
+                owner,
+                said(
+                    f"{what} was left without a result before ",
+                    line(view.rows[group.ended_by]),
+                    "; the agent sends it as interrupted, older clients and other readers "
+                    "send a call without output, which the provider rejects",
+                ),
+                fix=safe(
+                    "record the call as ended by an interruption, as the agent sends it",
+                    ctx.rewrite_record(owner, editor.interrupted_call()),
+                ),
             )
         elif not ctx.provides(Capability.RESULT_REPAIRS):
             yield ctx.entry_diagnostic(
@@ -110,7 +127,8 @@ RULE = Rule(
     code="SF402",
     name="missing-tool-result",
     severity=Severity.ERROR,
-    fix="unsafe (error cases), none (info cases, and Codex)",
+    fix="unsafe (error cases), safe where results live in their calls (opencode), none "
+    "(info cases, and Codex)",
     requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool call without a result",
     check=check,
