@@ -237,3 +237,52 @@ def test_restore_brings_the_damaged_rows_back(name: str, repaired: dict[str, Rep
     result = run("restore", copy, "--session", case.session)
     assert result.exit_code == 0, result.output
     assert rows(copy) == rows(done.damaged)
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """A folder's files, less what SQLite's WAL mode makes for any reader."""
+    return {
+        path.name: path.read_bytes()
+        for path in folder.iterdir()
+        if path.is_file()
+        and not path.name.endswith("-shm")
+        and not (path.name.endswith("-wal") and path.stat().st_size == 0)
+    }
+
+
+@pytest.mark.parametrize("name", ["stale-read", "prompt-stored-twice"])
+def test_o_writes_a_repaired_copy_of_the_database(
+    name: str, repaired: dict[str, Repaired], tmp_path: Path
+) -> None:
+    """`-o` is a new database: the session as an in-place repair leaves it, every other
+    row as the source holds it; the source is only read."""
+    case, done = CASES[name], repaired[name]
+    (tmp_path / "source").mkdir()
+    source = damaged(done.damaged, tmp_path / "source" / "opencode.db")
+    before = files(source.parent)
+    output = tmp_path / "repaired.db"
+    result = run("repair", "-o", output, "--session", case.session, source)
+    assert result.exit_code == 0, result.output
+    assert files(source.parent) == before
+    assert rows(output) == rows(done.repaired)
+    again = run("repair", "-o", output, "--session", case.session, source)
+    assert again.exit_code == 2
+    assert again.output.strip().endswith(f"{output}: exists (--force to replace it)")
+    assert not [path for path in tmp_path.iterdir() if "sessionfix-tmp" in path.name]
+
+
+def test_diff_shows_the_changed_rows_and_changes_nothing(
+    repaired: dict[str, Repaired], tmp_path: Path
+) -> None:
+    done = repaired["stale-read"]
+    (tmp_path / "source").mkdir()
+    source = damaged(done.damaged, tmp_path / "source" / "opencode.db")
+    before = files(source.parent)
+    result = run("repair", "--diff", source)
+    assert result.exit_code == 1, result.output  # a change to show
+    removed = [line for line in result.stdout.splitlines() if line.startswith("-{")]
+    added = [line for line in result.stdout.splitlines() if line.startswith("+{")]
+    assert [json.loads(line[1:])["id"] for line in removed] == [STALE_READ]
+    assert [json.loads(line[1:])["id"] for line in added] == [STALE_READ]
+    assert json.loads(added[0][1:])["data"]["state"]["time"]["compacted"] == WRITE_END
+    assert files(source.parent) == before

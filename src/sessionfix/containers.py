@@ -312,6 +312,19 @@ class StoreContainer:
         returns the backup kept, if any."""
         return self.store.replace(_transcript_of(held), repaired, origins, backup=backup)
 
+    def write_copy(
+        self,
+        output: Path,
+        held: HeldSession,
+        repaired: Path | None,
+        origins: stores.Origins | None,
+        *,
+        replace: bool,
+    ) -> None:
+        """A copy of the store at `output` whose session is the lines of `repaired`
+        (None: as it is), for a store whose `-o` is a store."""
+        self.store.write_copy(output, _transcript_of(held), repaired, origins, replace=replace)
+
     def loader(self, held: HeldSession) -> Loader:
         """The store's agent loads the session from its rows, as the store reads them."""
         return cast(Loader, self.store.loader(_transcript_of(held)))

@@ -49,6 +49,9 @@ class Transcript(Struct):
     rows: list[Any] = field(default_factory=list)
     """The store's key of the row of each line of `path`, in order: a number (OpenClaw:
     `seq`) or a text id (opencode: `prt_…`)."""
+    tables: list[str] = field(default_factory=list)
+    """The table of each line's row, where a store keeps a session in several (opencode:
+    `message`, `part`); empty where it keeps one."""
     digest: str = ""
     """Of every row as stored, to tell later whether the session changed since."""
     multiline: bool = False
@@ -113,6 +116,23 @@ class SessionStore(Protocol):
     ) -> Path | None:
         """Replace the session's rows by the lines of `repaired`, in one transaction,
         copying the rows `origins` says are unchanged. Returns the backup kept, if any."""
+        ...
+
+    copies_as_store: bool
+    """`-o` writes a copy of the whole store with the session repaired (its sessions'
+    lines are no file its agent reads); else the session's lines, a session file."""
+
+    def write_copy(
+        self,
+        output: Path,
+        transcript: Transcript,
+        repaired: Path | None,
+        origins: Origins | None,
+        *,
+        replace: bool,
+    ) -> None:
+        """A copy of the store at `output` (a new file, or replacing one when
+        `replace`) whose session is the lines of `repaired` (None: as it is)."""
         ...
 
     def key_after_rewrite(self, line: int) -> int | str | None:

@@ -135,13 +135,18 @@ def _repair_session(
     if stream is not None:
         result = repair_to_stream(held.text, stream, settings, filename=shown)
         return _located(result, container, held, rewritten=False)
-    if output is not None:
+    if output is not None and not container.store.copies_as_store:
         result = repair_to(held.text, output, settings, replace=force, filename=shown)
         return _located(result, container, held, rewritten=False)
     names = container.rewritten(held).names
     preview = preview_repair(held.text, settings, filename=shown, result_names=names)
     try:
         result = preview.result
+        if output is not None:
+            origins = _origins(preview) if preview.output is not None else None
+            container.write_copy(output, held, preview.output, origins, replace=force)
+            result.output = output
+            return _located(result, container, held, rewritten=preview.output is not None)
         if preview.output is not None:
             result.backup = container.take_back(
                 held, preview.output, _origins(preview), backup=backup

@@ -102,6 +102,8 @@ class OpenClawStore:
 
     kind: Final = KIND
     session_format: Final = OPENCLAW.value
+    copies_as_store: Final = False
+    """A session's lines are an OpenClaw transcript file, which `-o` writes."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -322,6 +324,17 @@ class OpenClawStore:
         from sessionfix.formats.openclaw_store import write
 
         return write.replace_session(self, transcript, repaired, origins, backup=backup)
+
+    def write_copy(
+        self,
+        output: Path,
+        transcript: Transcript,
+        repaired: Path | None,
+        origins: Origins | None,
+        *,
+        replace: bool,
+    ) -> None:
+        raise AssertionError("-o writes an OpenClaw store's session as its transcript")
 
     def key_after_rewrite(self, line: int) -> int | None:
         """A rewrite numbers the session's rows from 0 again, as OpenClaw's own does."""

@@ -76,8 +76,6 @@ class OpencodeStore:
         self._written: dict[str, list[str]] = {}
         """Per session rewritten this run: the row id of each line of its repair."""
         self._last: list[str] = []
-        self._tables: dict[str, list[str]] = {}
-        """Per session read: the table of each line of its transcript."""
 
     @property
     def _database(self) -> OpencodeDatabase:
@@ -133,7 +131,7 @@ class OpencodeStore:
             folder / f"{_file_name(session.id)}.jsonl", session, key_noun=ROW_NOUN
         )
         digest = xxhash.xxh3_64()
-        tables = self._tables[session.id] = []
+        tables = transcript.tables
         head, messages = self._read(session, directory)
         try:
             with open(transcript.path, "xb", buffering=1 << 20) as out:
@@ -182,13 +180,45 @@ class OpencodeStore:
                 f"session {transcript.session.id} is in opencode 1.1's JSON files, which "
                 "sessionfix never rewrites"
             )
-        tables = self._tables.get(transcript.session.id, [])
-        changes, keys = _changes(transcript, tables, repaired, origins)
+        changes, keys = _changes(transcript, repaired, origins)
         self._last = keys
         self._release()
         return replace_session(
             self.path, transcript.session.id, transcript.digest, changes, backup=backup
         )
+
+    copies_as_store: Final = True
+    """A session's lines are sessionfix's reading of its rows, no file opencode reads:
+    `-o` writes a copy of the database."""
+
+    def write_copy(
+        self,
+        output: Path,
+        transcript: Transcript,
+        repaired: Path | None,
+        origins: Origins | None,
+        *,
+        replace: bool,
+    ) -> None:
+        """A copy of the database (SQLite's online backup, read-only on this one) made
+        beside `output` under a temporary name, the session's rows changed in it as an
+        in-place repair changes them (no backup: this database is left as it is), then
+        given its name."""
+        from sessionfix.formats.opencode.write import copy_database, replace_session
+
+        if transcript.session.cold:
+            raise RepairNotWritable(
+                f"session {transcript.session.id} is in opencode 1.1's JSON files, which "
+                "sessionfix never rewrites"
+            )
+        changes: list[RowChange] = []
+        if repaired is not None and origins is not None:
+            changes, self._last = _changes(transcript, repaired, origins)
+        with copy_database(self.path, output, replace=replace) as copy:
+            if changes:
+                replace_session(
+                    copy, transcript.session.id, transcript.digest, changes, backup=False
+                )
 
     def key_after_rewrite(self, line: int) -> str | None:
         """Rows keep their ids: a line of the repair is named by the row it was written to."""
@@ -218,12 +248,13 @@ def _lines(path: Path) -> Iterator[bytes]:
 
 
 def _changes(
-    transcript: Transcript, tables: Sequence[str], repaired: Path, origins: Origins
+    transcript: Transcript, repaired: Path, origins: Origins
 ) -> tuple[list[RowChange], list[str]]:
     """The row changes that make the session's rows the repaired transcript's lines, and
     the row id of each of those lines."""
     from sessionfix.formats.opencode.write import DeleteMessage, UpdateMessage, UpdatePart
 
+    tables = transcript.tables
     if len(tables) != len(transcript.rows):
         raise RepairNotWritable(f"session {transcript.session.id}: its rows were not read")
     where = f"{transcript.session.id}"

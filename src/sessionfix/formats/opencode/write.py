@@ -818,3 +818,47 @@ def _put_back(
             f"INSERT INTO main.{table} ({names}) SELECT {names} {saved[table]} ORDER BY id",
             (session_id,),
         )
+
+
+class CopyRefused(SessionfixError):
+    """`-o` names a file that exists, and replacing it was not asked for."""
+
+
+@contextmanager
+def copy_database(source: Path, output: Path, *, replace: bool) -> Iterator[Path]:
+    """A copy of the database at `source` (SQLite's online backup, through a read-only
+    connection: `source` is not written) made beside `output` under a temporary name,
+    given to the block to change, then named `output` (renamed over it when `replace`,
+    else linked there, which fails rather than overwrite a file that appeared); a copy
+    the block fails in is removed."""
+    where = str(output)
+    if not replace and os.path.lexists(output):
+        raise CopyRefused(f"{where}: exists (--force to replace it)")
+    temp = output.with_name(f".{output.name}.sessionfix-tmp-{os.getpid()}")
+    try:
+        reader = connect_read_only(source)
+        try:
+            copy = apsw.Connection(str(temp))
+            try:
+                with copy.backup("main", reader, "main") as backup:
+                    backup.step(-1)
+            finally:
+                close_quietly(copy)
+        finally:
+            close_quietly(reader)
+        sync_to_disk(temp)
+        yield temp
+        if replace:
+            os.replace(temp, output)
+        else:
+            os.link(temp, output)
+    except apsw.Error as exc:
+        raise InputError(f"{where}: cannot copy {source} ({error_reason(exc)})") from None
+    except FileExistsError:
+        raise CopyRefused(f"{where}: exists (--force to replace it)") from None
+    except OSError as exc:
+        raise InputError(f"{where}: cannot write the copy ({described(exc)})") from None
+    finally:
+        for leftover in (temp, Path(f"{temp}-wal"), Path(f"{temp}-shm")):
+            with suppress(OSError):
+                leftover.unlink()
