@@ -306,9 +306,7 @@ def all_formats() -> list[Format]:
 def session_formats() -> list[Format]:
     """The formats `--format` may name: those of a package that reads session files (a
     format whose sessions are only ever rows of a database is never forced on a file)."""
-    return [
-        fmt for fmt in all_formats() if fmt is not Format.UNKNOWN and package_of(fmt).SUFFIXES
-    ]
+    return [fmt for fmt in all_formats() if fmt is not Format.UNKNOWN and package_of(fmt).SUFFIXES]
 
 
 def format_named(name: str) -> Format:

@@ -453,6 +453,9 @@ class SessionView(Struct):
     sort_times: dict[int, int] = field(default_factory=dict)
     """Formats whose agent orders messages by a time it stamps on them (opencode
     `time_created`): each message's, in milliseconds."""
+    unpruned_results: list[int] = field(default_factory=list)
+    """For formats whose agent prunes results by a mark, which its pruning stops at
+    (opencode): the results it may still prune (complete, not marked), in order."""
     made_after: Callable[[str], int | None] | None = None
     """For formats whose ids tell when their record was made: the first record made
     after the one `id` names (`len(view)` when none); None when the id tells no time."""

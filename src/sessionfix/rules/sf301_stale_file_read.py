@@ -153,9 +153,11 @@ def _protected_position(ctx: RuleContext) -> int:
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     marks = ctx.provides(Capability.PRUNE_MARKS)
-    for stale in ctx.shared(stale_reads):
+    found = ctx.shared(stale_reads)
+    newest = max((stale.result for stale in found), default=None)
+    for stale in found:
         if marks:
-            yield _marked(ctx, stale)
+            yield _marked(ctx, stale, _shielded(ctx, found) if stale.result == newest else 0)
             continue
         yield ctx.entry_diagnostic(
             RULE,
@@ -173,10 +175,30 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         )
 
 
-def _marked(ctx: RuleContext, stale: StaleRead) -> Diagnostic:
+def _shielded(ctx: RuleContext, found: list[StaleRead]) -> int:
+    """Results before the newest mark that the agent's own pruning could still clear,
+    and which it no longer reaches: it stops at the first mark it meets, walking back."""
+    newest = max(stale.result for stale in found)
+    marked = {stale.result for stale in found}
+    return sum(1 for index in ctx.view.unpruned_results if index < newest and index not in marked)
+
+
+def _marked(ctx: RuleContext, stale: StaleRead, shielded: int) -> Diagnostic:
     """A stale read in a format whose agent prunes results by a mark: marked as the
-    agent marks it, the output kept for its UI and undo."""
+    agent marks it, the output kept for its UI and undo; the newest mark says how many
+    older results the agent's own pruning, which stops at it, no longer reaches."""
     editor = cast(ResultMarks, ctx.editor)
+    behind = (
+        f"; the agent's own pruning stops at this mark: {shielded} older "
+        + (
+            "result it could still clear lies"
+            if shielded == 1
+            else "results it could still clear lie"
+        )
+        + " behind it"
+        if shielded
+        else ""
+    )
     at = editor.pruned_at(ctx.load_record(stale.write_record))
     return ctx.entry_diagnostic(
         RULE,
@@ -189,7 +211,7 @@ def _marked(ctx: RuleContext, stale: StaleRead) -> Diagnostic:
         ),
         fix=safe(
             "mark the result pruned, as the agent's own pruning does: the model is sent "
-            "the agent's placeholder, the output stays for its UI",
+            "the agent's placeholder, the output stays for its UI" + behind,
             ctx.rewrite_record(stale.result, editor.mark_pruned(at)),
         ),
     )

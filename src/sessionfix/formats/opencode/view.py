@@ -70,6 +70,8 @@ FORMAT_NAME: Final = "opencode"
 READ_TOOL: Final = "read"
 WRITE_TOOL: Final = "write"
 _ROLES: Final = {USER: Role.USER, ASSISTANT: Role.ASSISTANT}
+UNPRUNED_TOOLS: Final = frozenset({"skill"})
+"""Tools whose results opencode's prune never clears (spec §4.4)."""
 _IDENTITY_DROPPED: Final = frozenset({"id", "sessionID", "messageID", "time"})
 """Fields a copy of a user message does not repeat (spec §8.4)."""
 
@@ -135,6 +137,11 @@ def _call(part: Part, base: str | None) -> ToolCall:
     if action is FileAction.NONE:
         return ToolCall(call_id, tool)
     return ToolCall(call_id, tool, action, path, base)
+
+
+def _pruned(part: Part) -> bool:
+    state = part.state
+    return state is not None and state.compacted
 
 
 def _result_bits(part: Part) -> int | None:
@@ -255,6 +262,8 @@ class _Builder:
             call = _call(part, base)
             tracker.assistant(part_index, (call,), False, None, message.key)
             bits = _result_bits(part)
+            if bits == Bit.SUCCEEDED and not _pruned(part) and call.name not in UNPRUNED_TOOLS:
+                self.view.unpruned_results.append(part_index)
             if bits is not None:
                 tracker.result(part_index, call.id, bits)
 
