@@ -137,6 +137,7 @@ def rows(path: Path) -> list[tuple[Any, ...]]:
             *(("message", *row) for row in db.execute("SELECT * FROM message ORDER BY id")),
             *(("part", *row) for row in db.execute("SELECT * FROM part ORDER BY id")),
             *(("session", *row) for row in db.execute("SELECT * FROM session ORDER BY id")),
+            *(("event", *row) for row in db.execute("SELECT * FROM event ORDER BY id")),
         ]
     finally:
         db.close()
@@ -286,3 +287,39 @@ def test_diff_shows_the_changed_rows_and_changes_nothing(
     assert [json.loads(line[1:])["id"] for line in added] == [STALE_READ]
     assert json.loads(added[0][1:])["data"]["state"]["time"]["compacted"] == WRITE_END
     assert files(source.parent) == before
+
+
+def logged(session: str, size: int) -> tuple[Statement, ...]:
+    """Event rows of `size` bytes for `session`, as opencode's event log keeps them."""
+    return (
+        (
+            "INSERT INTO event_sequence (aggregate_id, seq) VALUES (?, 0)",
+            [session],
+        ),
+        (
+            "INSERT INTO event (id, aggregate_id, seq, type, data) "
+            "VALUES ('evt_1', ?, 0, 'message.part.updated.1', zeroblob(?))",
+            [session, size],
+        ),
+    )
+
+
+def test_a_repair_says_the_event_log_still_holds_the_rows_as_they_were(tmp_path: Path) -> None:
+    statements = (*DAMAGES["pending-read"][1], *logged(TOOL, 1 << 10))
+    target = damaged(built_database(SESSIONS), tmp_path / "opencode.db", *statements)
+    events = [row for row in rows(target) if row[0] == "event"]
+    result = run("repair", "--in-place", "--session", TOOL, target)
+    assert result.exit_code == 0, result.output
+    assert (
+        f"{target} (session {TOOL}): the event log still holds the session's rows as they "
+        "were before the repair"
+    ) in " ".join(result.output.split())
+    assert [row for row in rows(target) if row[0] == "event"] == events
+
+
+def test_a_large_event_log_is_reported_and_left(tmp_path: Path) -> None:
+    target = damaged(built_database(SESSIONS), tmp_path / "opencode.db", *logged(TOOL, 65 << 20))
+    result = run("check", "--output-format", "json", target)
+    (found,) = [d for d in json.loads(result.stdout) if d["code"] == "SF604"]
+    assert found["record"]["session"] == TOOL
+    assert "65.0 MiB" in found["message"]

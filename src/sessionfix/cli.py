@@ -955,6 +955,9 @@ def _run_repair(
         _note(note)
     for line in run.unsettled:
         _warning(line)
+    if not presentation.quiet:
+        for line in run.rewrite_notes:
+            _note(line)
     for line in run.repaired_before_stop:
         _warning(line)
     if run.stopped is not None:

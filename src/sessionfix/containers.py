@@ -325,6 +325,10 @@ class StoreContainer:
         (None: as it is), for a store whose `-o` is a store."""
         self.store.write_copy(output, _transcript_of(held), repaired, origins, replace=replace)
 
+    def rewrite_notes(self, held: HeldSession) -> list[str]:
+        """What a rewrite of the session left as it was, that the store keeps elsewhere."""
+        return self.store.rewrite_notes(_transcript_of(held))
+
     def loader(self, held: HeldSession) -> Loader:
         """The store's agent loads the session from its rows, as the store reads them."""
         return cast(Loader, self.store.loader(_transcript_of(held)))

@@ -135,6 +135,11 @@ class SessionStore(Protocol):
         `replace`) whose session is the lines of `repaired` (None: as it is)."""
         ...
 
+    def rewrite_notes(self, transcript: Transcript) -> list[str]:
+        """What a rewrite of the session leaves as it was that the store keeps of it
+        elsewhere (opencode: its event log), for the run's summary."""
+        ...
+
     def key_after_rewrite(self, line: int) -> int | str | None:
         """The key `replace` gives the row it writes for 1-based line `line` of a repair."""
         ...

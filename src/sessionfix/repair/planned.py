@@ -76,6 +76,8 @@ class RepairResult(Struct):
     checked (the file kept changing), or not carried over (then they are in the backup)."""
     session_id: str = ""
     """In a session store: the session repaired."""
+    notes: list[str] = field(default_factory=list)
+    """What the store says a rewrite left as it was (opencode: its event log)."""
 
     @property
     def dropped_entries(self) -> int:

@@ -76,6 +76,11 @@ class RepairRun(Struct):
         ]
 
     @property
+    def rewrite_notes(self) -> list[str]:
+        """What stores say their rewrites left as they were, one line each."""
+        return [f"{r.filename}: {note}" for r in self.results for note in r.notes]
+
+    @property
     def repaired_before_stop(self) -> list[str]:
         """When the run stopped early: every file it changed, one line each, so that
         none goes unmentioned."""

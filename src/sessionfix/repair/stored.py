@@ -152,6 +152,7 @@ def _repair_session(
                 held, preview.output, _origins(preview), backup=backup
             )
             result.output = container.path
+            result.notes = container.rewrite_notes(held)
         return _located(result, container, held, rewritten=preview.output is not None)
     finally:
         preview.close()

@@ -336,6 +336,10 @@ class OpenClawStore:
     ) -> None:
         raise AssertionError("-o writes an OpenClaw store's session as its transcript")
 
+    def rewrite_notes(self, transcript: Transcript) -> list[str]:
+        """OpenClaw rebuilds its projections of a session from its events."""
+        return []
+
     def key_after_rewrite(self, line: int) -> int | None:
         """A rewrite numbers the session's rows from 0 again, as OpenClaw's own does."""
         return line - 1

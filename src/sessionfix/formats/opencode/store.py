@@ -76,6 +76,8 @@ class OpencodeStore:
         self._written: dict[str, list[str]] = {}
         """Per session rewritten this run: the row id of each line of its repair."""
         self._last: list[str] = []
+        self._logged: dict[str, int] = {}
+        """Bytes of each session's event log, as read."""
 
     @property
     def _database(self) -> OpencodeDatabase:
@@ -156,6 +158,7 @@ class OpencodeStore:
         if self._database.is_v2(session.id):
             return session_line(session.id, directory, unread=V2), iter(())
         events = self._database.event_bytes(session.id)
+        self._logged[session.id] = events or 0
         return session_line(session.id, directory, events=events), self._database.messages(
             session.id
         )
@@ -219,6 +222,16 @@ class OpencodeStore:
                 replace_session(
                     copy, transcript.session.id, transcript.digest, changes, backup=False
                 )
+
+    def rewrite_notes(self, transcript: Transcript) -> list[str]:
+        """The event log is never written: where it holds the session, it still holds the
+        rows as they were (opencode reads it only for its experimental workspace sync)."""
+        if not self._logged.get(transcript.session.id):
+            return []
+        return [
+            "the event log still holds the session's rows as they were before the repair "
+            "(opencode replays it only in its experimental workspace sync)"
+        ]
 
     def key_after_rewrite(self, line: int) -> str | None:
         """Rows keep their ids: a line of the repair is named by the row it was written to."""
