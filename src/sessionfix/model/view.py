@@ -453,6 +453,9 @@ class SessionView(Struct):
     sort_times: dict[int, int] = field(default_factory=dict)
     """Formats whose agent orders messages by a time it stamps on them (opencode
     `time_created`): each message's, in milliseconds."""
+    failed_summaries: dict[int, str] = field(default_factory=dict)
+    """Summaries that name their compaction request but did not complete it: why, in
+    words ("failed with ContextOverflowError", "never finished")."""
     unpruned_results: list[int] = field(default_factory=list)
     """For formats whose agent prunes results by a mark, which its pruning stops at
     (opencode): the results it may still prune (complete, not marked), in order."""

@@ -232,6 +232,11 @@ class _Builder:
         tracker = self.tracker
         if flags & Flag.SUMMARY:
             self.view.summary_requests[index] = message.parent or MISSING
+            error = message.error_name
+            if error is not None:
+                self.view.failed_summaries[index] = f"failed with {error or 'an error'}"
+            elif not message.data.finish:
+                self.view.failed_summaries[index] = "never finished"
         compaction = message.compaction
         facts = None
         if compaction is not None:
