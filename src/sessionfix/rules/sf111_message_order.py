@@ -40,7 +40,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             else "the agent sends it before the message it answers"
         )
         moved = times[target] + 1
-        following = next((later for later in order[place[target] + 1 :] if later != index), None)
+        after = place[target] + 1
+        if after < len(order) and order[after] == index:
+            after += 1
+        following = order[after] if after < len(order) else None
         fix = None
         if following is None or times[following] > moved:
             editor = cast(TimedRecords, ctx.editor)

@@ -12,6 +12,7 @@ from sessionfix.diagnostics import Diagnostic, Edit, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.location import on_line, said
 from sessionfix.model.tracking import UserEvent
+from sessionfix.model.view import MISSING
 from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 
@@ -146,10 +147,23 @@ def _dropped(ctx: RuleContext, index: int, survivor: int) -> list[Edit]:
     edits: list[Edit] = [ctx.drop(index, survivor)]
     edits.extend(ctx.drop(part) for part in range(index + 1, index + 1 + view.part_counts[index]))
     clone_id, survivor_id = view.entry_id(index), view.entry_id(survivor)
-    for reply in view.part_counts:
-        if reply != index and view.parent_id(reply) == clone_id and survivor_id is not None:
+    if survivor_id is None or clone_id is None:
+        return edits
+    for reply in ctx.shared(replies).get(clone_id, ()):
+        if reply != index:
             edits.append(ctx.rewrite_record(reply, ctx.editor.set_parent(survivor_id)))
     return edits
+
+
+def replies(ctx: RuleContext) -> dict[str, list[int]]:
+    """The messages naming each message as the one they answer, by its id."""
+    view = ctx.view
+    found: dict[str, list[int]] = {}
+    for index in view.part_counts:
+        parent = view.parent_id(index)
+        if isinstance(parent, str) and parent != MISSING:
+            found.setdefault(parent, []).append(index)
+    return found
 
 
 RULE = Rule(

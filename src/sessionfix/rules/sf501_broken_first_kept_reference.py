@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
@@ -194,7 +195,7 @@ def _check_summary(
         )
         return
     shown = "no compaction request" if request == MISSING else f"{request!r}, which names no record"
-    candidates = [index for index in requests if previous < index < summary]
+    candidates = requests[bisect_right(requests, previous) : bisect_left(requests, summary)]
     fix = None
     if len(candidates) == 1 and view.entry_id(candidates[0]) not in named:
         found = candidates[0]
