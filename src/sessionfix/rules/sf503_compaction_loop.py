@@ -48,6 +48,12 @@ def _check_requests(ctx: RuleContext) -> Iterator[Diagnostic]:
         for request in view.summary_requests.values()
         if isinstance(request, str) and request != MISSING
     }
+    # A summary naming no request is the broken link's finding (SF501), which re-links it.
+    unlinked = [
+        summary
+        for summary, request in view.summary_requests.items()
+        if not isinstance(request, str) or request == MISSING or view.resolve(request) is None
+    ]
     for summary, reason in sorted(view.failed_summaries.items()):
         yield ctx.entry_diagnostic(
             RULE,
@@ -56,6 +62,8 @@ def _check_requests(ctx: RuleContext) -> Iterator[Diagnostic]:
             "whole history and compacts again",
         )
     for request in sorted(requests - answered):
+        if any(summary > request for summary in unlinked):
+            continue
         if not any(index > request for index in view.sort_times):
             yield ctx.entry_diagnostic(
                 RULE,
