@@ -78,6 +78,9 @@ class OpencodeStore:
         self._last: list[str] = []
         self._tables: dict[str, list[str]] = {}
         """Per session read: the table of each line of its transcript."""
+        self._sound = False
+        """Whether the database passed SQLite's checks before a write of this run (they
+        read the whole database: once a run, as the check after its writes)."""
 
     @property
     def _database(self) -> OpencodeDatabase:
@@ -186,9 +189,16 @@ class OpencodeStore:
         changes, keys = _changes(transcript, tables, repaired, origins)
         self._last = keys
         self._release()
-        return replace_session(
-            self.path, transcript.session.id, transcript.digest, changes, backup=backup
+        kept = replace_session(
+            self.path,
+            transcript.session.id,
+            transcript.digest,
+            changes,
+            backup=backup,
+            checked=self._sound,
         )
+        self._sound = True
+        return kept
 
     def key_after_rewrite(self, line: int) -> str | None:
         """Rows keep their ids: a line of the repair is named by the row it was written to."""

@@ -1,0 +1,152 @@
+"""opencode databases attacked through the CLI: files that are no opencode database or
+a damaged one, rows opencode wrote and then damaged in hostile ways. Bad input is one
+line and exit 2 with no file changed; a finding is true on what opencode itself does
+(checked with opencode 1.18.33 where it decides); a repair changes only the rows its
+fixes own and leaves no fixable finding.
+
+Databases are written by opencode itself (`tests/opencode_sessions.py`), built once for
+the module and damaged in copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import apsw
+import pytest
+from typer.testing import CliRunner
+
+from sessionfix.cli import app
+from sessionfix.read.sqlite import quoted, read_only_uri
+
+from .opencode_damages import DESCRIPTIONS, PLAIN
+from .opencode_loader import require_opencode_at_collection
+from .opencode_sessions import built_database, copy_database
+from .test_opencode_store import files
+
+require_opencode_at_collection()
+
+ENV: Final = {"NO_COLOR": "1", "COLUMNS": "200"}
+STALE: Final = "ses_19b7a3c00000StaleReadWrite"
+STALE_READ: Final = "prt_19b7a3c0002R1xxxxxxxxxxxxx"
+Statement = tuple[str, Sequence[Any]]
+Rows = dict[tuple[str, str], tuple[Any, ...]]
+"""Every row of `session`, `message` and `part` by table and id: each value by its type
+and its bytes (hex)."""
+
+
+@pytest.fixture(scope="module")
+def database() -> Path:
+    """The described sessions and the stale read, written by opencode; only copied."""
+    return built_database([*DESCRIPTIONS, "stale"])
+
+
+def run(*args: str | Path) -> Any:
+    return CliRunner().invoke(app, [str(a) for a in args], env=ENV)
+
+
+def rows(path: Path) -> Rows:
+    db = apsw.Connection(
+        read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        found: Rows = {}
+        for table in ("session", "message", "part"):
+            columns = [str(row[1]) for row in db.execute(f"PRAGMA table_info({table})")]
+            values = ", ".join(f"typeof({quoted(c)}), hex({quoted(c)})" for c in columns)
+            for row in db.execute(f"SELECT hex(id), {values} FROM {table}"):
+                found[table, str(row[0])] = tuple(row[1:])
+        return found
+    finally:
+        db.close()
+
+
+def folder(root: Path, name: str) -> Path:
+    """Where a database of its own goes: `opencode.db` in a new folder `name`."""
+    (root / name).mkdir()
+    return root / name / "opencode.db"
+
+
+def refused(result: Any, said: str) -> str:
+    """The one error line of a command that could not do its work (exit 2)."""
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, result.stderr
+    assert said in errors[0], errors[0]
+    return str(errors[0])
+
+
+# ---- a database that fails SQLite's own checks ------------------------------------------------
+
+
+def corrupt_index(path: Path, index: str) -> Path:
+    """Overwrite the pages of `index`, one no session is read through: every read of a
+    session succeeds, and `PRAGMA integrity_check` fails."""
+    db = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        pages = [
+            int(n) for (n,) in db.execute("SELECT pageno FROM dbstat WHERE name = ?", (index,))
+        ]
+        size = int(db.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        db.close()
+    assert pages
+    with open(path, "r+b") as handle:
+        for page in pages:
+            handle.seek((page - 1) * size + 8)
+            handle.write(b"A" * (size - 8))
+    return path
+
+
+def delete_messages(path: Path, session: str) -> Path:
+    """Delete a session's messages as the sqlite3 shell does, enforcing no foreign key:
+    their parts stay."""
+    db = apsw.Connection(str(path))
+    try:
+        db.execute("DELETE FROM message WHERE session_id = ?", (session,))
+    finally:
+        db.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (
+            lambda path: corrupt_index(path, "session_workspace_idx"),
+            "the database fails SQLite's checks (",
+        ),
+        (
+            lambda path: delete_messages(path, PLAIN),
+            "the database fails SQLite's checks (a row of part refers to no row of message)",
+        ),
+    ],
+    ids=["corrupt-page", "parts-without-their-message"],
+)
+def test_a_database_failing_sqlites_checks_is_not_written(
+    database: Path, tmp_path: Path, damage: Any, said: str
+) -> None:
+    """A database whose pages are damaged elsewhere (opencode's "failed to run data
+    migrations", #30157), or whose parts outlive their message (a session deleted with
+    the sqlite3 shell, which enforces no foreign key): read as it is, but neither
+    repaired nor restored (spec §6: integrity_check not ok, no writes), rather than
+    written and then found broken."""
+    fresh, restorable = (copy_database(database, folder(tmp_path, name)) for name in ("a", "b"))
+    assert run("repair", "--in-place", "--no-progress", restorable).exit_code == 0
+    for path in (damage(fresh), damage(restorable)):
+        check = run("check", "--no-progress", "--output-format", "json", path)
+        assert check.exit_code == 0, check.stderr
+        assert "SF301" in check.stdout or path == restorable
+    for path, command in (
+        (fresh, ("repair", "--in-place", "--no-progress", fresh)),
+        (restorable, ("restore", "--session", STALE, restorable)),
+    ):
+        before, stored = files(path.parent), rows(path)
+        error = refused(run(*command), said)
+        assert error.endswith("nothing changed"), error
+        assert files(path.parent) == before
+        assert rows(path) == stored
+
