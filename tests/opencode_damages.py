@@ -206,6 +206,19 @@ DAMAGES: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {
             )
         ],
     ),
+    "lone-surrogate-output": (
+        TOOL,
+        [
+            (
+                "UPDATE part SET data = replace(data, '| beta', ?) WHERE id = ?",
+                ["| beta \\ud83d", READ_PART],
+            ),
+            (
+                "UPDATE part SET data = replace(data, 'and beta.', ?) WHERE id = ?",
+                ["and beta \\udc00.", "prt_19b7a3000006ToolReplyTextx"],
+            ),
+        ],
+    ),
     "same-time-by-id": (
         STEPS,
         [

@@ -10,6 +10,7 @@ the module and damaged in copies.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +24,7 @@ from sessionfix.read.sqlite import quoted, read_only_uri
 
 from .opencode_damages import DESCRIPTIONS, PLAIN
 from .opencode_loader import require_opencode_at_collection
-from .opencode_sessions import built_database, copy_database
+from .opencode_sessions import built_database, copy_database, damaged
 from .test_opencode_store import files
 
 require_opencode_at_collection()
@@ -150,3 +151,67 @@ def test_a_database_failing_sqlites_checks_is_not_written(
         assert files(path.parent) == before
         assert rows(path) == stored
 
+
+# ---- row text only JSON.parse reads ---------------------------------------------------------
+
+WRITE_END: Final = 1767229403200
+"""The end of the write that supersedes the stale read: what its mark is set to."""
+MARK: Final = b',"compacted":1767229403200'
+LONE_SURROGATE: Final[Statement] = (
+    "UPDATE part SET data = replace(data, 'old line 7 of notes', ?) WHERE id = ?",
+    ["old line 7 of notes \\ud83d", STALE_READ],
+)
+"""Half an emoji at the end of a line of the read's output, as `JSON.stringify` writes a
+string cut between the two UTF-16 units of a character (opencode cuts long outputs so)."""
+
+
+def data_of(path: Path, table: str, row: str) -> bytes:
+    db = apsw.Connection(
+        read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        (data,) = db.execute(
+            f"SELECT CAST(data AS BLOB) FROM {quoted(table)} WHERE id = ?", (row,)
+        ).fetchone()
+        return bytes(data)
+    finally:
+        db.close()
+
+
+def findings(path: Path, *args: str) -> list[dict[str, Any]]:
+    result = run("check", "--no-progress", "--output-format", "json", *args, path)
+    assert result.exit_code in (0, 1), result.stderr
+    found: list[dict[str, Any]] = json.loads(result.stdout)
+    return found
+
+
+def changed_rows(before: Rows, after: Rows) -> set[tuple[str, str]]:
+    """The rows a change touched: by table and id (hex), changed or gone or new."""
+    return {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+
+
+def key(table: str, row: str) -> tuple[str, str]:
+    return table, row.encode().hex().upper()
+
+
+def test_a_lone_surrogate_is_read_as_opencode_reads_it(database: Path, tmp_path: Path) -> None:
+    """A row holding a lone surrogate escape is JSON to opencode (`JSON.parse` keeps it;
+    opencode loads such a row: "lone-surrogate-output" in `tests/opencode_damages.py`):
+    sessionfix does not say opencode fails the session on it, finds the stale read in
+    it, and its mark leaves every other byte of the row as it was, the escape too."""
+    path = damaged(database, folder(tmp_path, "a"), LONE_SURROGATE)
+    original = data_of(path, "part", STALE_READ)
+    context = run("context", "--output-format", "json", "--session", STALE, path)
+    assert context.exit_code == 0, context.stderr
+    assert json.loads(context.stdout)[0]["refused"] is None
+    assert [(d["code"], d["record"]["record_key"]) for d in findings(path)] == [
+        ("SF301", STALE_READ)
+    ]
+    before = rows(path)
+    result = run("repair", "--in-place", "--no-progress", path)
+    assert result.exit_code == 0, result.stderr
+    assert changed_rows(before, rows(path)) == {key("part", STALE_READ)}
+    repaired = data_of(path, "part", STALE_READ)
+    assert MARK in repaired
+    assert repaired.replace(MARK, b"") == original
+    assert not [d for d in findings(path) if d["fix"]]

@@ -2,9 +2,11 @@
 is sent and what the rules look at (spec formats/opencode.md §3).
 
 A row's `data` is decoded as it is stored (the database leaves the ids to its columns;
-the legacy files repeat them, and they are ignored). A field of an unexpected type is
-read as absent; a row that is not a JSON object, or a tool part without a state object,
-is one opencode itself cannot read (`Unreadable`): it fails the whole session.
+the legacy files repeat them, and they are ignored), as opencode reads it: its text
+through `JSON.parse` (`parsed`), which takes what faster parsers refuse, such as a lone
+surrogate escape. A field of an unexpected type is read as absent; a row that is not a
+JSON object, or a tool part without a state object, is one opencode itself cannot read
+(`Unreadable`): it fails the whole session.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from sessionfix import jsonutil
 from sessionfix.formats.opencode.database import StoredMessage
 
 USER: Final = "user"
@@ -183,20 +186,28 @@ class Message(NamedTuple):
         return path.cwd if path is not None and isinstance(path.cwd, str) else None
 
 
+def parsed(data: bytes) -> Any:
+    """A row's `data` as opencode reads it: its text (bytes that are not UTF-8 replaced,
+    as its SQLite driver reads text) through `JSON.parse`; ValueError where that throws."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        data = data.decode("utf-8", "replace").encode("utf-8")
+    return jsonutil.loads(data)
+
+
 def _loose(decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str) -> Any:
     try:
         return decoder.decode(data)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, msgspec.DecodeError):
         pass
-    except msgspec.DecodeError:
-        raise Unreadable(key, f"its {what} is not JSON") from None
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
+        value = parsed(data)
+    except ValueError:
         raise Unreadable(key, f"its {what} is not JSON") from None
     if not isinstance(value, dict):
         raise Unreadable(key, f"its {what} is not a JSON object")
-    return decoder.decode(msgspec.json.encode(_typed_fields(value, decoder.type)))
+    return msgspec.convert(_typed_fields(value, decoder.type), decoder.type)
 
 
 def _typed_fields(value: dict[str, Any], shape: Any) -> dict[str, Any]:

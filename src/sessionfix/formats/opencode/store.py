@@ -27,11 +27,11 @@ from sessionfix.formats.opencode.database import (
 from sessionfix.formats.opencode.legacy import LegacyStorage
 from sessionfix.formats.opencode.names import LEGACY_FOLDER
 from sessionfix.formats.opencode.transcript import (
-    ENVELOPE,
     MESSAGE,
     PART,
     SESSION,
     Envelope,
+    envelope_of_line,
     rows,
     session_line,
 )
@@ -251,7 +251,7 @@ def _changes(
         if unchanged:
             continue
         try:
-            envelope: Envelope = ENVELOPE.decode(line)
+            envelope: Envelope = envelope_of_line(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise RepairNotWritable(f"session {where}: row {key} would not be a row") from None
         if envelope.id != key or envelope.stored is not None:

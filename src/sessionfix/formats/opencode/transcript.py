@@ -4,21 +4,25 @@ A row becomes one JSON object naming its table, its ids and its columns, with th
 `data` in it as stored (`{"opencode":"part","id":…,"message_id":…,"session_id":…,
 "data":{…}}`); messages come in opencode's load order, each followed by its parts
 (spec formats/opencode.md §4.1). A `data` that is not one line of JSON object text
-(pretty-printed, not UTF-8, not an object) is carried compactly re-encoded, or as the
-text opencode reads when it is no object at all (`"stored"`): the rows are never
-written back from this text unless a repair changed them.
+(pretty-printed, not UTF-8, not an object) is carried compacted (its text as opencode
+reads it, less the space between tokens), or as the text opencode reads when it is no
+object at all (`"stored"`): the rows are never written back from this text unless a
+repair changed them. What is JSON is what `JSON.parse` reads (`decode.parsed`); a line
+whose row holds what only it reads (a lone surrogate escape) is read by `envelope_of_line`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 import orjson
 import xxhash
 
+from sessionfix import jsonutil
 from sessionfix.formats.opencode.database import MessageRow, PartRow, StoredMessage
+from sessionfix.formats.opencode.decode import parsed
 
 TABLE: Final = "opencode"
 """The field that names a line's table, and tells this format's lines apart."""
@@ -51,6 +55,31 @@ class Envelope(msgspec.Struct, gc=False):
 
 
 ENVELOPE: Final = msgspec.json.Decoder(Envelope)
+DATA: Final = "data"
+
+
+def envelope_of_value(value: dict[str, Any], line: bytes) -> Envelope:
+    """The row of a line that `JSON.parse` read as `value` and msgspec cannot (its row's
+    data holds a lone surrogate escape): the line's own bytes of its data.
+    `msgspec.ValidationError` if it is not one of this format's lines."""
+    head = {name: field for name, field in value.items() if name != DATA}
+    envelope = msgspec.convert(head, Envelope)
+    data = jsonutil.member_bytes(line).get(DATA) if DATA in value else None
+    return envelope if data is None else msgspec.structs.replace(envelope, data=msgspec.Raw(data))
+
+
+def envelope_of_line(line: bytes) -> Envelope:
+    """A line as its row (`msgspec.DecodeError`, `msgspec.ValidationError` if it is none)."""
+    try:
+        return ENVELOPE.decode(line)
+    except msgspec.DecodeError as refused:
+        try:
+            value = jsonutil.loads(line)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            raise refused from None
+        return envelope_of_value(value, line)
 
 
 def is_envelope(value: dict[str, object]) -> bool:
@@ -68,11 +97,11 @@ def _data_field(data: bytes) -> bytes:
             pass
     text = data.decode("utf-8", "replace")
     try:
-        value = orjson.loads(text)
-        if isinstance(value, dict):
-            return b'"data":' + orjson.dumps(value)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        pass
+        value = parsed(data)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return b'"data":' + jsonutil.compact(text.encode("utf-8"))
     return b'"stored":' + orjson.dumps(text)
 
 
@@ -130,7 +159,10 @@ def _message_time(data: bytes) -> dict[str, object] | None:
     try:
         time = _TIMED.decode(data).time
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+        try:
+            time = msgspec.convert(parsed(data), _Timed).time
+        except (ValueError, msgspec.ValidationError):
+            return None
     if time is None:
         return None
     found = {"created": time.created, "completed": time.completed}

@@ -28,14 +28,13 @@ from functools import partial
 from pathlib import Path
 from typing import Final, NamedTuple
 
-import orjson
 import xxhash
 
 from sessionfix.formats.opencode.context import (
     SentMessage,
-    chat_message,
     model_messages,
     sends,
+    sent_size,
     window,
 )
 from sessionfix.formats.opencode.database import SessionRow, StoredMessage
@@ -49,7 +48,9 @@ from sessionfix.formats.opencode.decode import (
     Part,
     Unreadable,
     decode_message,
+    parsed,
 )
+from sessionfix.jsonutil import canonical
 from sessionfix.model.loaded import Loaded, LoadRefused
 from sessionfix.model.tracking import PathTracker, Tracking
 from sessionfix.model.view import (
@@ -95,9 +96,7 @@ class OpencodeSession(NamedTuple):
             raise LoadRefused(self.refused)
         index = {key: position for position, key in enumerate(self.keys)}
         for message in self.sent:
-            yield Loaded(
-                index[message.record], message.sent, len(orjson.dumps(chat_message(message)))
-            )
+            yield Loaded(index[message.record], message.sent, sent_size(message))
 
 
 def _identity(stored: StoredMessage) -> int:
@@ -106,13 +105,16 @@ def _identity(stored: StoredMessage) -> int:
     digest = xxhash.xxh3_64()
     for data in (stored.row.data, *(part.data for part in stored.parts)):
         try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            value = parsed(data)
+        except ValueError:
             digest.update(data)
             continue
         if isinstance(value, dict):
             value = {key: field for key, field in value.items() if key not in _IDENTITY_DROPPED}
-        digest.update(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+        try:
+            digest.update(canonical(value))
+        except ValueError:
+            digest.update(data)
         digest.update(b"\0")
     return digest.intdigest()
 
