@@ -219,6 +219,7 @@ DAMAGES: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {
             ),
         ],
     ),
+    "unknown-tool-status": (TOOL, [set_part(READ_PART, "$.state.status", "weird")]),
     "same-time-by-id": (
         STEPS,
         [

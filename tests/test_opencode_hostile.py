@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from sessionfix.cli import app
 from sessionfix.read.sqlite import quoted, read_only_uri
 
-from .opencode_damages import DESCRIPTIONS, PLAIN
+from .opencode_damages import DESCRIPTIONS, PLAIN, READ_PART
 from .opencode_loader import require_opencode_at_collection
 from .opencode_sessions import built_database, copy_database, damaged
 from .test_opencode_store import files
@@ -215,3 +215,31 @@ def test_a_lone_surrogate_is_read_as_opencode_reads_it(database: Path, tmp_path:
     assert MARK in repaired
     assert repaired.replace(MARK, b"") == original
     assert not [d for d in findings(path) if d["fix"]]
+
+
+# ---- tool parts opencode sends no call for ----------------------------------------------------
+
+TOOL: Final = "ses_19b7a3000000ToolCallResult"
+
+
+@pytest.mark.parametrize("status", ["weird", 5, None])
+def test_a_tool_part_of_no_known_status_is_no_call(
+    database: Path, tmp_path: Path, status: object
+) -> None:
+    """A tool part whose status is none of opencode's is no call to opencode: it sends
+    neither the call nor a result for it ("unknown-tool-status" in
+    `tests/opencode_damages.py`). It is not a call left without its result, and no
+    repair makes it the interrupted call opencode would then send."""
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        (
+            "UPDATE part SET data = json_set(data, '$.state.status', json(?)) WHERE id = ?",
+            [json.dumps(status), READ_PART],
+        ),
+    )
+    assert findings(path, "--session", TOOL) == []
+    before = rows(path)
+    result = run("repair", "--in-place", "--no-progress", "--session", TOOL, path)
+    assert result.exit_code == 0, result.stderr
+    assert rows(path) == before

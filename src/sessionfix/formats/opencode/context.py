@@ -184,6 +184,12 @@ def _result(part: Part) -> str | None:
     return None
 
 
+def sends_call(part: Part) -> bool:
+    """Whether opencode sends a part as a tool call with its result: a tool part in one
+    of its states (a status it does not know sends nothing)."""
+    return part.data.type == TOOL and part.state is not None and _result(part) is not None
+
+
 def _assistant_steps(message: Message) -> list[SentMessage]:
     """An assistant message as chat messages: each model step (parts up to the next
     `step-start`) one assistant message with its texts and calls, then one tool message

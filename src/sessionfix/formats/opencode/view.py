@@ -14,8 +14,9 @@ record's parent key, for the rules that pair them). A record's key is its row id
   `tail_start_id` the first record it keeps (`BoundaryFacts.first_kept[_index]`). A
   compaction prompt that is no boundary (no sound summary names it) stays a user
   message; its facts are in `view.boundaries` all the same, for the chain rules.
-- Parts are `Kind.OTHER`, except tool parts: each is one call (`Role.ASSISTANT`, its
-  message's turn) and, once it ended, its own result, fed to the tracker in that order.
+- Parts are `Kind.OTHER`, except tool parts opencode sends as a call (`context.sends_call`:
+  one of its statuses): each is one call (`Role.ASSISTANT`, its message's turn) and,
+  once it ended, its own result, fed to the tracker in that order.
   A completed `read` not yet marked compacted reads its `filePath`; a `write` fully
   writes it (relative paths against the message's `path.cwd`, else the session folder).
 - A row opencode cannot read is `Kind.OTHER` without flags, noted in `view.notes`.
@@ -34,6 +35,7 @@ from sessionfix.formats.opencode.context import (
     SentMessage,
     model_messages,
     sends,
+    sends_call,
     sent_size,
     window,
 )
@@ -42,7 +44,6 @@ from sessionfix.formats.opencode.decode import (
     ASSISTANT,
     COMPLETED,
     ERROR,
-    TOOL,
     USER,
     Message,
     Part,
@@ -246,7 +247,7 @@ class _Builder:
             tracker.context(index)
         base = message.cwd or self.directory or None
         for part, row in zip(message.parts, stored.parts, strict=True):
-            if part.data.type != TOOL or message.role != ASSISTANT:
+            if message.role != ASSISTANT or not sends_call(part):
                 part_index = self.add(part.key, row.data, Kind.OTHER)
                 if facts is not None and compaction is not None and part.key == compaction.key:
                     facts.held_by = part_index
