@@ -220,6 +220,19 @@ DAMAGES: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {
         ],
     ),
     "unknown-tool-status": (TOOL, [set_part(READ_PART, "$.state.status", "weird")]),
+    "fractional-time": (
+        STEPS,
+        [
+            (
+                "UPDATE message SET time_created = ? WHERE id = ?",
+                [1767236404999.5, "msg_19b7a3800005StepsUser3xxxx"],
+            ),
+            (
+                "UPDATE message SET time_created = ? WHERE id = ?",
+                [1767236404999.25, "msg_19b7a3800004StepsAbortedxx"],
+            ),
+        ],
+    ),
     "same-time-by-id": (
         STEPS,
         [

@@ -243,3 +243,62 @@ def test_a_tool_part_of_no_known_status_is_no_call(
     result = run("repair", "--in-place", "--no-progress", "--session", TOOL, path)
     assert result.exit_code == 0, result.stderr
     assert rows(path) == before
+
+
+# ---- message times that are no integer --------------------------------------------------------
+
+STALE_READS: Final = "msg_19b7a3c00002StaleReadsxxxx"
+STALE_WRITE: Final = "msg_19b7a3c00003StaleWritexxxx"
+
+
+def test_a_fractional_time_orders_as_opencode_orders_it(database: Path, tmp_path: Path) -> None:
+    """A `time_created` with a fraction (a row written by a script with float
+    milliseconds; SQLite keeps it a REAL) orders the message among the others by its
+    value, as opencode's `ORDER BY time_created` does ("fractional-time" in
+    `tests/opencode_damages.py`): not as time 0, before the prompt it answers, and no
+    repair stamps it anew."""
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        ("UPDATE message SET time_created = 1767229402999.5 WHERE id = ?", [STALE_WRITE]),
+        ("UPDATE message SET time_created = 1767229402999.25 WHERE id = ?", [STALE_READS]),
+    )
+    assert [(d["code"], d["record"]["record_key"]) for d in findings(path, "--session", STALE)] == [
+        ("SF301", STALE_READ)
+    ]
+    before = rows(path)
+    result = run("repair", "--in-place", "--no-progress", "--session", STALE, path)
+    assert result.exit_code == 0, result.stderr
+    assert changed_rows(before, rows(path)) == {key("part", STALE_READ)}
+    assert not [d for d in findings(path) if d["fix"]]
+
+
+@pytest.mark.parametrize(
+    ("value", "said"), [("'abc'", "text"), ("X'00'", "a blob")], ids=["text", "blob"]
+)
+def test_a_time_that_is_no_number_is_one_clear_error(
+    database: Path, tmp_path: Path, value: str, said: str
+) -> None:
+    """A `time_created` that is no number sorts after every number in SQLite: opencode
+    loads the message after every other one, even those it writes later (a new prompt
+    then gets no answer). sessionfix cannot place it by time: the session is refused
+    with one line naming the message; the other sessions are checked, nothing is
+    written."""
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        (f"UPDATE message SET time_created = {value} WHERE id = ?", [STALE_READS]),
+    )
+    before = files(path.parent)
+    for command in (
+        ("check", "--no-progress", path),
+        ("context", path),
+        ("repair", "--diff", "--no-progress", path),
+        ("repair", "--in-place", "--no-progress", path),
+    ):
+        error = refused(run(*command), f"message {STALE_READS}")
+        assert f"time_created is {said}" in error, error
+        assert STALE in error
+    assert files(path.parent) == before
+    context = run("context", "--output-format", "json", "--session", PLAIN, path)
+    assert context.exit_code == 0, context.stderr

@@ -98,7 +98,7 @@ class TimedRecords(Protocol):
     """The editor of a format whose agent orders messages by a time stamped on them
     (`Capability.TIME_ORDER`)."""
 
-    def set_sort_time(self, ms: int) -> Transform:
+    def set_sort_time(self, ms: int | float) -> Transform:
         """Stamp a message with the time it is ordered by."""
         ...
 

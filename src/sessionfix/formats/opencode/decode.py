@@ -136,7 +136,7 @@ class Part(NamedTuple):
 class Message(NamedTuple):
     key: str
     """The message's id (`msg_…`): its record key."""
-    time_created: int
+    time_created: int | float
     """Its `time_created` column: what opencode orders messages by."""
     data: MessageData
     parts: tuple[Part, ...]

@@ -134,7 +134,7 @@ class OpencodeEditor:
 
         return transform
 
-    def set_sort_time(self, ms: int) -> Transform:
+    def set_sort_time(self, ms: int | float) -> Transform:
         """Stamp a message with the time opencode orders it by: its `time_created` column
         and its info's `time.created`, which opencode keeps equal."""
 

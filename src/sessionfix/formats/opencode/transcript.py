@@ -41,7 +41,7 @@ class Envelope(msgspec.Struct, gc=False):
     id: str
     session_id: str = ""
     message_id: str = ""
-    time_created: int = 0
+    time_created: int | float = 0
     data: msgspec.Raw = msgspec.Raw(b"null")
     stored: str | None = None
     """The row's text, when it is no JSON object (opencode cannot read the row)."""
@@ -186,7 +186,9 @@ def rows(
     yield Row(session_id, SESSION, head)
     for message in messages:
         row = message.row
-        digest.update(b"m%s\0%d\0%s\0" % (row.id.encode(), row.time_created, row.data))
+        digest.update(
+            b"m%s\0%s\0%s\0" % (row.id.encode(), repr(row.time_created).encode(), row.data)
+        )
         yield Row(row.id, MESSAGE, message_line(row))
         message_time = _message_time(row.data) if message.parts else None
         for part in message.parts:

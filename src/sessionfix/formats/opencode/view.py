@@ -171,7 +171,7 @@ class _Builder:
         self.offset = 0
         self.parents: dict[int, str] = {}
         """Each reply's `parentID`: the message it answers."""
-        self.made: list[tuple[int, int]] = []
+        self.made: list[tuple[int | float, int]] = []
         """Each message's `time_created` and record, in load order."""
 
     def add(
@@ -269,7 +269,7 @@ class _Builder:
         view.made_after = partial(_made_after, tuple(self.made), len(view))
 
 
-def _made_after(made: Sequence[tuple[int, int]], end: int, record_id: str) -> int | None:
+def _made_after(made: Sequence[tuple[int | float, int]], end: int, record_id: str) -> int | None:
     """The first message made after the one `record_id` names, by the time its id
     encodes (`msg_` and 12 hex digits: milliseconds shifted left 12 bits, plus a
     counter, spec §3); `end` when none is; None when the id tells no time."""

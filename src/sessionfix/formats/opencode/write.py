@@ -52,6 +52,7 @@ from sessionfix.formats.opencode.database import (
     OpencodeDatabase,
     PartRow,
     StoredMessage,
+    sort_time,
 )
 from sessionfix.formats.opencode.liveness import hold_exclusively
 from sessionfix.formats.sqlite_writes import (
@@ -96,7 +97,7 @@ class UpdateMessage(NamedTuple):
 
     id: str
     data: bytes
-    time_created: int
+    time_created: int | float
 
 
 class DeleteMessage(NamedTuple):
@@ -129,7 +130,7 @@ def session_digest(messages: Iterable[StoredMessage]) -> str:
     digest = xxhash.xxh3_64()
     for message in messages:
         row = message.row
-        digest.update(b"m%s\0%d\0%s\0" % (_utf8(row.id), row.time_created, row.data))
+        digest.update(b"m%s\0%s\0%s\0" % (_utf8(row.id), repr(row.time_created).encode(), row.data))
         for part in message.parts:
             digest.update(b"p%s\0%s\0" % (_utf8(part.id), part.data))
     return digest.hexdigest()
@@ -198,7 +199,7 @@ def _stored_messages(db: apsw.Connection, schema: str, session_id: str) -> list[
         row = MessageRow(
             _text(message_id),
             session_id,
-            created if isinstance(created, int) else 0,
+            sort_time(created) or 0,
             data if isinstance(data, bytes) else b"",
         )
         parts = db.execute(
@@ -223,7 +224,7 @@ def _stored_messages(db: apsw.Connection, schema: str, session_id: str) -> list[
     return found
 
 
-_Contents = dict[str, tuple[int, bytes, dict[str, bytes]]]
+_Contents = dict[str, tuple[int | float, bytes, dict[str, bytes]]]
 """A session's rows by message id: `time_created`, `data`, and its parts' `data` by id."""
 
 
