@@ -302,3 +302,59 @@ def test_a_time_that_is_no_number_is_one_clear_error(
     assert files(path.parent) == before
     context = run("context", "--output-format", "json", "--session", PLAIN, path)
     assert context.exit_code == 0, context.stderr
+
+
+# ---- fixes that need a time the rows do not hold ----------------------------------------------
+
+STALE_WRITE_PART: Final = "prt_19b7a3c0003W1xxxxxxxxxxxxx"
+TOOL_CALL: Final = "msg_19b7a3000002ToolCallMsgxxx"
+TOOL_CALL_CREATED: Final = 1767229202000
+
+
+@pytest.mark.parametrize("removed", ["$.state.time.end", "$.state.time"])
+def test_a_write_without_its_end_leaves_the_stale_read_unmarked(
+    database: Path, tmp_path: Path, removed: str
+) -> None:
+    """A stale read's mark is dated by the end of the write that supersedes it; a write
+    that records no end (opencode loads it all the same) leaves no date to mark it by:
+    the stale read is reported without a fix, and the session and the others are
+    checked and repaired as ever (it was one error without a file name, and nothing of
+    the session was checked)."""
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        ("UPDATE part SET data = json_remove(data, ?) WHERE id = ?", [removed, STALE_WRITE_PART]),
+    )
+    found = [(d["code"], d["record"]["record_key"], d["fix"]) for d in findings(path)]
+    assert found == [("SF301", STALE_READ, None)]
+    before = rows(path)
+    for command in (("repair", "--diff", path), ("repair", "--in-place", path)):
+        result = run(*command, "--no-progress")
+        assert result.exit_code == 0, result.stderr
+    assert rows(path) == before
+
+
+def test_an_interrupted_call_is_dated_by_its_message_row(database: Path, tmp_path: Path) -> None:
+    """A call left running whose state and message info record no time (a row written
+    by another tool): the interrupted call's record is dated by the message's
+    `time_created`, the time opencode orders it by (it was one error without a file
+    name, and nothing of the session was checked)."""
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        (
+            "UPDATE part SET data = json_set(data, '$.state', json(?)) WHERE id = ?",
+            ['{"status":"running","input":{"filePath":"/w/a"}}', READ_PART],
+        ),
+        ("UPDATE message SET data = json_remove(data, '$.time') WHERE id = ?", [TOOL_CALL]),
+    )
+    found = [(d["code"], d["record"]["record_key"]) for d in findings(path, "--session", TOOL)]
+    assert found == [("SF402", READ_PART)]
+    before = rows(path)
+    result = run("repair", "--in-place", "--no-progress", "--session", TOOL, path)
+    assert result.exit_code == 0, result.stderr
+    assert changed_rows(before, rows(path)) == {key("part", READ_PART)}
+    state = json.loads(data_of(path, "part", READ_PART))["state"]
+    assert state["status"] == "error"
+    assert state["time"] == {"start": TOOL_CALL_CREATED, "end": TOOL_CALL_CREATED}
+    assert not [d for d in findings(path, "--session", TOOL) if d["fix"]]

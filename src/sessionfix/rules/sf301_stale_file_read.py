@@ -175,9 +175,17 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 def _marked(ctx: RuleContext, stale: StaleRead) -> Diagnostic:
     """A stale read in a format whose agent prunes results by a mark: marked as the
-    agent marks it, the output kept for its UI and undo."""
+    agent marks it, the output kept for its UI and undo (not when the superseding call
+    tells no time to date the mark by)."""
     editor = cast(ResultMarks, ctx.editor)
     at = editor.pruned_at(ctx.load_record(stale.write_record))
+    fix = None
+    if at is not None:
+        fix = safe(
+            "mark the result pruned, as the agent's own pruning does: the model is sent "
+            "the agent's placeholder, the output stays for its UI",
+            ctx.rewrite_record(stale.result, editor.mark_pruned(at)),
+        )
     return ctx.entry_diagnostic(
         RULE,
         stale.result,
@@ -187,11 +195,7 @@ def _marked(ctx: RuleContext, stale: StaleRead) -> Diagnostic:
             on_line(stale.write_row),
             ")",
         ),
-        fix=safe(
-            "mark the result pruned, as the agent's own pruning does: the model is sent "
-            "the agent's placeholder, the output stays for its UI",
-            ctx.rewrite_record(stale.result, editor.mark_pruned(at)),
-        ),
+        fix=fix,
     )
 
 

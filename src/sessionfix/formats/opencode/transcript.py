@@ -154,19 +154,22 @@ class _Timed(msgspec.Struct, gc=False):
 _TIMED: Final = msgspec.json.Decoder(_Timed)
 
 
-def _message_time(data: bytes) -> dict[str, object] | None:
-    """A message's `time.created` and `time.completed`, where they are numbers."""
+def _message_time(data: bytes, column: int | float) -> dict[str, object]:
+    """A message's `time.created` (else its `time_created` column, which opencode keeps
+    equal) and `time.completed`, where they are numbers."""
     try:
         time = _TIMED.decode(data).time
     except (msgspec.DecodeError, msgspec.ValidationError):
         try:
             time = msgspec.convert(parsed(data), _Timed).time
         except (ValueError, msgspec.ValidationError):
-            return None
+            time = None
     if time is None:
-        return None
-    found = {"created": time.created, "completed": time.completed}
-    return {key: value for key, value in found.items() if value is not None} or None
+        time = _Time()
+    found: dict[str, object] = {"created": column if time.created is None else time.created}
+    if time.completed is not None:
+        found["completed"] = time.completed
+    return found
 
 
 class Row(NamedTuple):
@@ -190,7 +193,7 @@ def rows(
             b"m%s\0%s\0%s\0" % (row.id.encode(), repr(row.time_created).encode(), row.data)
         )
         yield Row(row.id, MESSAGE, message_line(row))
-        message_time = _message_time(row.data) if message.parts else None
+        message_time = _message_time(row.data, row.time_created) if message.parts else None
         for part in message.parts:
             digest.update(b"p%s\0%s\0" % (part.id.encode(), part.data))
             yield Row(part.id, PART, part_line(part, message_time))
