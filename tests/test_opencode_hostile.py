@@ -11,6 +11,7 @@ the module and damaged in copies.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -25,7 +26,6 @@ from sessionfix.read.sqlite import quoted, read_only_uri
 from .opencode_damages import DESCRIPTIONS, PLAIN, READ_PART
 from .opencode_loader import require_opencode_at_collection
 from .opencode_sessions import built_database, copy_database, damaged
-from .test_opencode_store import files
 
 require_opencode_at_collection()
 
@@ -42,6 +42,18 @@ and its bytes (hex)."""
 def database() -> Path:
     """The described sessions and the stale read, written by opencode; only copied."""
     return built_database([*DESCRIPTIONS, "stale"])
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file under a folder, less what SQLite's WAL mode makes for any reader
+    (`sqlite3 -readonly` too): the `-shm` index and an empty `-wal`."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+        and not path.name.endswith("-shm")
+        and not (path.name.endswith("-wal") and path.stat().st_size == 0)
+    }
 
 
 def run(*args: str | Path) -> Any:
@@ -358,3 +370,32 @@ def test_an_interrupted_call_is_dated_by_its_message_row(database: Path, tmp_pat
     assert state["status"] == "error"
     assert state["time"] == {"start": TOOL_CALL_CREATED, "end": TOOL_CALL_CREATED}
     assert not [d for d in findings(path, "--session", TOOL) if d["fix"]]
+
+
+# ---- session text in annotations --------------------------------------------------------------
+
+CONTROL_CHARACTERS: Final = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]")
+"""What a terminal or a CI log acts on rather than shows (a newline ends each line)."""
+
+
+def test_annotations_escape_the_session_text_they_name(database: Path, tmp_path: Path) -> None:
+    """A store's findings name the session and the row by their ids, text of the
+    database: GitHub annotations carry them as every human format does, with control
+    characters, terminal escapes and bidi overrides escaped (a CI log renders colours
+    and moves the cursor), one annotation per line."""
+    sneaky = "ses_\x1b[31mred\x07\x00\u202eeno\rx"
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        ("UPDATE message SET session_id = ? WHERE session_id = ?", [sneaky, STALE]),
+        ("UPDATE part SET session_id = ? WHERE session_id = ?", [sneaky, STALE]),
+        ("UPDATE session SET id = ? WHERE id = ?", [sneaky, STALE]),
+    )
+    for output_format in ("github", "full", "concise"):
+        result = run("check", "--no-progress", "--output-format", output_format, path)
+        assert result.exit_code == 0, result.stderr
+        assert "\\u001b[31mred\\u0007\\u0000\\u202eeno" in result.stdout, output_format
+        assert not CONTROL_CHARACTERS.search(result.stdout), (output_format, result.stdout)
+    github = run("check", "--no-progress", "--output-format", "github", path).stdout
+    assert [line[:9] for line in github.splitlines()] == ["::notice "]
+
