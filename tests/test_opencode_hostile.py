@@ -399,3 +399,32 @@ def test_annotations_escape_the_session_text_they_name(database: Path, tmp_path:
     github = run("check", "--no-progress", "--output-format", "github", path).stdout
     assert [line[:9] for line in github.splitlines()] == ["::notice "]
 
+
+# ---- opencode 1.1's JSON files beside the database --------------------------------------------
+
+
+def test_legacy_sessions_whose_file_is_damaged_are_listed(database: Path, tmp_path: Path) -> None:
+    """Sessions kept only in opencode 1.1's `storage/` tree are reported (SF113), those
+    whose own file a crash left empty or filled with NUL bytes (#7607, #10904) too,
+    with what is wrong with it: opencode 1.2 and later show none of them, and 1.1
+    itself could not list them. A damaged file of a session the database holds is no
+    lost session. Nothing of the tree or the database is written."""
+    path = copy_database(database, folder(tmp_path, "data"))
+    sessions = path.parent / "storage" / "session" / "global"
+    sessions.mkdir(parents=True)
+    info = {"id": "ses_intact", "title": "kept", "directory": "/w", "time": {"created": 1}}
+    (sessions / "ses_intact.json").write_text(json.dumps(info, indent=2))
+    (sessions / "ses_empty.json").write_bytes(b"")
+    (sessions / "ses_nul.json").write_bytes(b"\0" * 64)
+    (sessions / "ses_list.json").write_bytes(b"[1, 2]")
+    (sessions / f"{PLAIN}.json").write_bytes(b"\0" * 64)
+    before = files(path.parent)
+    unread = {d["record"]["session"]: d["message"] for d in findings(path) if d["code"] == "SF113"}
+    assert sorted(unread) == ["ses_empty", "ses_intact", "ses_list", "ses_nul"]
+    assert "global/ses_list.json: not a JSON object" in unread["ses_list"]
+    assert "global/ses_empty.json: empty" in unread["ses_empty"]
+    assert "global/ses_nul.json: filled with NUL bytes" in unread["ses_nul"]
+    assert "ses_intact.json" not in unread["ses_intact"]
+    result = run("repair", "--in-place", "--no-progress", "--session", "ses_nul", path)
+    assert result.exit_code == 0, result.stderr
+    assert files(path.parent) == before
