@@ -220,6 +220,7 @@ DAMAGES: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {
         ],
     ),
     "unknown-tool-status": (TOOL, [set_part(READ_PART, "$.state.status", "weird")]),
+    "tool-state-not-an-object": (TOOL, [set_part(READ_PART, "$.state", "completed")]),
     "fractional-time": (
         STEPS,
         [

@@ -428,3 +428,30 @@ def test_legacy_sessions_whose_file_is_damaged_are_listed(database: Path, tmp_pa
     result = run("repair", "--in-place", "--no-progress", "--session", "ses_nul", path)
     assert result.exit_code == 0, result.stderr
     assert files(path.parent) == before
+
+
+@pytest.mark.parametrize("state", ['"completed"', "[1]", "5"])
+def test_a_tool_state_that_is_no_object_is_no_call(
+    database: Path, tmp_path: Path, state: str
+) -> None:
+    """A tool part whose `state` is a string, an array or a number: opencode reads its
+    `status` as undefined and sends nothing of the part ("tool-state-not-an-object" in
+    `tests/opencode_damages.py`), as for a status it does not know; it does not fail the
+    session, as it does for a part without a state. sessionfix says so, finds no call
+    left without its result, and repairs nothing."""
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        (
+            "UPDATE part SET data = json_set(data, '$.state', json(?)) WHERE id = ?",
+            [state, READ_PART],
+        ),
+    )
+    context = run("context", "--output-format", "json", "--session", TOOL, path)
+    assert context.exit_code == 0, context.stderr
+    assert json.loads(context.stdout)[0]["refused"] is None
+    assert findings(path, "--session", TOOL) == []
+    before = rows(path)
+    result = run("repair", "--in-place", "--no-progress", "--session", TOOL, path)
+    assert result.exit_code == 0, result.stderr
+    assert rows(path) == before

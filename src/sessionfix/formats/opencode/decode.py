@@ -5,8 +5,8 @@ A row's `data` is decoded as it is stored (the database leaves the ids to its co
 the legacy files repeat them, and they are ignored), as opencode reads it: its text
 through `JSON.parse` (`parsed`), which takes what faster parsers refuse, such as a lone
 surrogate escape. A field of an unexpected type is read as absent; a row that is not a
-JSON object, or a tool part without a state object, is one opencode itself cannot read
-(`Unreadable`): it fails the whole session.
+JSON object, or a tool part without a state (absent or null), is one opencode itself
+cannot read (`Unreadable`): it fails the whole session.
 """
 
 from __future__ import annotations
@@ -211,7 +211,9 @@ def _loose(decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str)
 
 
 def _typed_fields(value: dict[str, Any], shape: Any) -> dict[str, Any]:
-    """`value` less the fields whose type `shape` does not take (read as absent)."""
+    """`value` less the fields whose type `shape` does not take (read as absent); a
+    field opencode reads members of (`_MEMBERS_READ`) that is no object and not null
+    is one with none of them."""
     kept: dict[str, Any] = {}
     for name in shape.__struct_fields__:
         if name not in value:
@@ -222,7 +224,15 @@ def _typed_fields(value: dict[str, Any], shape: Any) -> dict[str, Any]:
             kept[name] = field
         elif isinstance(field, dict):
             kept[name] = _typed_fields(field, inner)
+        elif field is not None and (shape, name) in _MEMBERS_READ:
+            kept[name] = {}
     return kept
+
+
+_MEMBERS_READ: Final = frozenset({(PartData, "state")})
+"""Fields opencode reads a member of whatever they hold: a tool part's `state.status`
+is undefined for a string, an array or a number (the part then sends nothing), and
+throws only for a state that is absent or null (the session fails)."""
 
 
 def _struct_of(shape: Any, name: str) -> Any:
