@@ -221,6 +221,13 @@ DAMAGES: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {
     ),
     "unknown-tool-status": (TOOL, [set_part(READ_PART, "$.state.status", "weird")]),
     "tool-state-not-an-object": (TOOL, [set_part(READ_PART, "$.state", "completed")]),
+    "part-data-not-an-object": (
+        TOOL,
+        [
+            ("UPDATE part SET data = 'null' WHERE id = ?", [READ_PART]),
+            ("UPDATE part SET data = '[1]' WHERE id = ?", ["prt_19b7a3000001ToolUserTextxx"]),
+        ],
+    ),
     "fractional-time": (
         STEPS,
         [

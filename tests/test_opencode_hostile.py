@@ -455,3 +455,26 @@ def test_a_tool_state_that_is_no_object_is_no_call(
     result = run("repair", "--in-place", "--no-progress", "--session", TOOL, path)
     assert result.exit_code == 0, result.stderr
     assert rows(path) == before
+
+
+PLAIN_REPLY_TEXT: Final = "prt_19b7a2c00003PlainReplyText"
+
+
+@pytest.mark.parametrize("data", ["null", "[1, 2, 3]", '"hello"', "5"])
+def test_a_part_whose_data_is_no_object_is_a_part_of_nothing(
+    database: Path, tmp_path: Path, data: str
+) -> None:
+    """A part whose data is JSON but no object: opencode spreads it into the part
+    (`{...data, id, sessionID, messageID}`), a part of no type it sends nothing of
+    ("part-data-not-an-object" in `tests/opencode_damages.py`); it does not fail the
+    session, as data that is no JSON does."""
+    path = damaged(
+        database,
+        folder(tmp_path, "a"),
+        ("UPDATE part SET data = ? WHERE id = ?", [data, PLAIN_REPLY_TEXT]),
+    )
+    context = run("context", "--output-format", "json", "--session", PLAIN, path)
+    assert context.exit_code == 0, context.stderr
+    measured = json.loads(context.stdout)[0]
+    assert (measured["refused"], measured["by_role"]) == (None, {"user": 1})
+    assert findings(path, "--session", PLAIN) == []

@@ -4,8 +4,9 @@ is sent and what the rules look at (spec formats/opencode.md §3).
 A row's `data` is decoded as it is stored (the database leaves the ids to its columns;
 the legacy files repeat them, and they are ignored), as opencode reads it: its text
 through `JSON.parse` (`parsed`), which takes what faster parsers refuse, such as a lone
-surrogate escape. A field of an unexpected type is read as absent; a row that is not a
-JSON object, or a tool part without a state (absent or null), is one opencode itself
+surrogate escape. A field of an unexpected type is read as absent, a part's data that is
+JSON but no object as a part of no type; a row that is no JSON, a message whose info is
+no object, or a tool part without a state (absent or null), is one opencode itself
 cannot read (`Unreadable`): it fails the whole session.
 """
 
@@ -196,7 +197,12 @@ def parsed(data: bytes) -> Any:
     return jsonutil.loads(data)
 
 
-def _loose(decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str) -> Any:
+def _loose(
+    decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str, *, spread: bool
+) -> Any:
+    """`data` decoded into `decoder`'s type, fields of other types read as absent;
+    `spread`: JSON that is no object reads as an object of no fields, as opencode
+    spreads a part's data into the part (`{...data, id, ...}`)."""
     try:
         return decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -206,7 +212,9 @@ def _loose(decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str)
     except ValueError:
         raise Unreadable(key, f"its {what} is not JSON") from None
     if not isinstance(value, dict):
-        raise Unreadable(key, f"its {what} is not a JSON object")
+        if not spread:
+            raise Unreadable(key, f"its {what} is not a JSON object")
+        value = {}
     return msgspec.convert(_typed_fields(value, decoder.type), decoder.type)
 
 
@@ -249,7 +257,7 @@ def _struct_of(shape: Any, name: str) -> Any:
 
 
 def decode_part(key: str, data: bytes) -> Part:
-    part: PartData = _loose(_PART, data, key, "data")
+    part: PartData = _loose(_PART, data, key, "data", spread=True)
     if part.type == TOOL and not isinstance(part.state, ToolState):
         raise Unreadable(key, "a tool part without a state")
     return Part(key, part)
@@ -257,7 +265,7 @@ def decode_part(key: str, data: bytes) -> Part:
 
 def decode_message(stored: StoredMessage) -> Message:
     row = stored.row
-    info: MessageData = _loose(_MESSAGE, row.data, row.id, "data")
+    info: MessageData = _loose(_MESSAGE, row.data, row.id, "data", spread=False)
     return Message(
         row.id,
         row.time_created,
