@@ -206,6 +206,41 @@ DAMAGES: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {
             )
         ],
     ),
+    "lone-surrogate-output": (
+        TOOL,
+        [
+            (
+                "UPDATE part SET data = replace(data, '| beta', ?) WHERE id = ?",
+                ["| beta \\ud83d", READ_PART],
+            ),
+            (
+                "UPDATE part SET data = replace(data, 'and beta.', ?) WHERE id = ?",
+                ["and beta \\udc00.", "prt_19b7a3000006ToolReplyTextx"],
+            ),
+        ],
+    ),
+    "unknown-tool-status": (TOOL, [set_part(READ_PART, "$.state.status", "weird")]),
+    "tool-state-not-an-object": (TOOL, [set_part(READ_PART, "$.state", "completed")]),
+    "part-data-not-an-object": (
+        TOOL,
+        [
+            ("UPDATE part SET data = 'null' WHERE id = ?", [READ_PART]),
+            ("UPDATE part SET data = '[1]' WHERE id = ?", ["prt_19b7a3000001ToolUserTextxx"]),
+        ],
+    ),
+    "fractional-time": (
+        STEPS,
+        [
+            (
+                "UPDATE message SET time_created = ? WHERE id = ?",
+                [1767236404999.5, "msg_19b7a3800005StepsUser3xxxx"],
+            ),
+            (
+                "UPDATE message SET time_created = ? WHERE id = ?",
+                [1767236404999.25, "msg_19b7a3800004StepsAbortedxx"],
+            ),
+        ],
+    ),
     "same-time-by-id": (
         STEPS,
         [

@@ -81,8 +81,9 @@ class ResultMarks(Protocol):
     a format providing `PRUNE_MARKS` or `RESULTS_IN_CALLS` changes instead of a result's
     text or a missing result."""
 
-    def pruned_at(self, superseding: Any) -> object:
-        """The mark's value for a result the parsed call `superseding` supersedes."""
+    def pruned_at(self, superseding: Any) -> object | None:
+        """The mark's value for a result the parsed call `superseding` supersedes; None
+        when that call tells none (the result is then left unmarked)."""
         ...
 
     def mark_pruned(self, at: object) -> Transform:
@@ -98,7 +99,7 @@ class TimedRecords(Protocol):
     """The editor of a format whose agent orders messages by a time stamped on them
     (`Capability.TIME_ORDER`)."""
 
-    def set_sort_time(self, ms: int) -> Transform:
+    def set_sort_time(self, ms: int | float) -> Transform:
         """Stamp a message with the time it is ordered by."""
         ...
 

@@ -138,7 +138,7 @@ class BoundaryFacts(Struct):
     identity: bytes | None = None
     """Digest of the exact bytes of the summary payload (summary, details, fromHook,
     tokensBefore), for bucketing clones."""
-    written_ms: int | None = None
+    written_ms: int | float | None = None
     """When the boundary was written, in milliseconds since the epoch (pi: its entry
     `timestamp`); None when the format records no time or it does not parse."""
     logical_parent: object = MISSING
@@ -450,9 +450,10 @@ class SessionView(Struct):
     part_counts: dict[int, int] = field(default_factory=dict)
     """Formats whose messages are made of records of their own, which follow the message
     (opencode parts): each message record's count of them."""
-    sort_times: dict[int, int] = field(default_factory=dict)
+    sort_times: dict[int, int | float] = field(default_factory=dict)
     """Formats whose agent orders messages by a time it stamps on them (opencode
-    `time_created`): each message's, in milliseconds."""
+    `time_created`): each message's, in milliseconds (with a fraction where a record
+    was stamped so)."""
     failed_summaries: dict[int, str] = field(default_factory=dict)
     """Summaries that name their compaction request but did not complete it: why, in
     words ("failed with ContextOverflowError", "never finished")."""

@@ -11,6 +11,7 @@ import base64
 import enum
 import io
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -288,7 +289,17 @@ def write_json_lines(diagnostics: Iterable[Diagnostic], out: IO[bytes]) -> None:
 _GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
+_LINE_BREAKS: Final = re.compile("([\r\n])")
+
+
 def _github_data(text: str) -> str:
+    """Session text as a workflow command's data: control characters, terminal escapes
+    and bidi overrides escaped as the human formats escape them (a CI log acts on
+    them), line breaks and `%` as GitHub decodes them."""
+    text = "".join(
+        piece if _LINE_BREAKS.fullmatch(piece) else escape(piece)
+        for piece in _LINE_BREAKS.split(text)
+    )
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
@@ -299,8 +310,8 @@ def _github_property(text: str) -> str:
 def write_github(diagnostics: Iterable[Diagnostic], out: IO[bytes]) -> None:
     for d in diagnostics:
         title = _github_property(f"sessionfix ({d.code})")
-        location = escape_surrogates(f"{d.place}: {d.code} {d.message}")
-        filename = _github_property(escape_surrogates(d.filename))
+        location = f"{d.place}: {d.code} {d.message}"
+        filename = _github_property(d.filename)
         # A store is no text file: its records have no line an annotation could point at.
         region = "" if d.location.in_store else f",line={d.row},col={d.column}"
         line = (

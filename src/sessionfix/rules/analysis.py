@@ -103,7 +103,7 @@ def compaction_clones(ctx: RuleContext) -> dict[int, CompactionClone]:
     moved: dict[str, str] = {}  # a copy's id → its survivor's, for later kept entries
     previous: int | None = None
     previous_key: tuple[str | None, bytes] | None = None
-    previous_ms: int | None = None
+    previous_ms: int | float | None = None
     for index in view.in_path_order(view.records_of_kind(Kind.COMPACTION)):
         facts = view.boundary(index)
         key = None

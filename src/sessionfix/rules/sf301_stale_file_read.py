@@ -185,8 +185,9 @@ def _shielded(ctx: RuleContext, found: list[StaleRead]) -> int:
 
 def _marked(ctx: RuleContext, stale: StaleRead, shielded: int) -> Diagnostic:
     """A stale read in a format whose agent prunes results by a mark: marked as the
-    agent marks it, the output kept for its UI and undo; the newest mark says how many
-    older results the agent's own pruning, which stops at it, no longer reaches."""
+    agent marks it, the output kept for its UI and undo (not when the superseding call
+    tells no time to date the mark by); the newest mark says how many older results the
+    agent's own pruning, which stops at it, no longer reaches."""
     editor = cast(ResultMarks, ctx.editor)
     behind = (
         f"; the agent's own pruning stops at this mark: {shielded} older "
@@ -200,6 +201,13 @@ def _marked(ctx: RuleContext, stale: StaleRead, shielded: int) -> Diagnostic:
         else ""
     )
     at = editor.pruned_at(ctx.load_record(stale.write_record))
+    fix = None
+    if at is not None:
+        fix = safe(
+            "mark the result pruned, as the agent's own pruning does: the model is sent "
+            "the agent's placeholder, the output stays for its UI" + behind,
+            ctx.rewrite_record(stale.result, editor.mark_pruned(at)),
+        )
     return ctx.entry_diagnostic(
         RULE,
         stale.result,
@@ -209,11 +217,7 @@ def _marked(ctx: RuleContext, stale: StaleRead, shielded: int) -> Diagnostic:
             on_line(stale.write_row),
             ")",
         ),
-        fix=safe(
-            "mark the result pruned, as the agent's own pruning does: the model is sent "
-            "the agent's placeholder, the output stays for its UI" + behind,
-            ctx.rewrite_record(stale.result, editor.mark_pruned(at)),
-        ),
+        fix=fix,
     )
 
 

@@ -25,6 +25,8 @@ from sessionfix.formats.opencode.transcript import (
     PART,
     SESSION,
     Envelope,
+    envelope_of_line,
+    envelope_of_value,
     is_envelope,
     load_order,
     stored_messages,
@@ -107,8 +109,8 @@ class OpencodeAdapter:
         index = self.view.add(row, column, offset, len(data), Kind.OTHER)
         if is_envelope(value):
             try:
-                record = ENVELOPE.decode(msgspec.json.encode(value))
-            except (msgspec.DecodeError, msgspec.ValidationError):
+                record = envelope_of_value(value, data)
+            except (msgspec.ValidationError, ValueError):
                 return
             self._keys[index] = record.id
             if record.opencode != SESSION:
@@ -142,13 +144,13 @@ def _result_text_exceeds(
     """Whether a tool part's output is over `limit` bytes and not already a placeholder
     (opencode's own, for a part it pruned; or one starting with `prefix`)."""
     try:
-        envelope = ENVELOPE.decode(source.read(view.offsets[index], view.sizes[index]))
-    except msgspec.DecodeError:
+        found = envelope_of_line(source.read(view.offsets[index], view.sizes[index]))
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return False
-    if envelope.opencode != PART:
+    if found.opencode != PART:
         return False
     try:
-        part = decode_part(envelope.id, envelope.raw)
+        part = decode_part(found.id, found.raw)
     except Unreadable:
         return False
     state = part.state

@@ -9,8 +9,11 @@ request: one assistant message per model step, one tool message per result).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
+
+import orjson
 
 from sessionfix.formats.opencode.decode import (
     ABORTED,
@@ -181,6 +184,12 @@ def _result(part: Part) -> str | None:
     return None
 
 
+def sends_call(part: Part) -> bool:
+    """Whether opencode sends a part as a tool call with its result: a tool part in one
+    of its states (a status it does not know sends nothing)."""
+    return part.data.type == TOOL and part.state is not None and _result(part) is not None
+
+
 def _assistant_steps(message: Message) -> list[SentMessage]:
     """An assistant message as chat messages: each model step (parts up to the next
     `step-start`) one assistant message with its texts and calls, then one tool message
@@ -279,7 +288,12 @@ def chat_message(message: SentMessage) -> dict[str, object]:
     """`message` as the chat message of opencode's request to an OpenAI-compatible
     provider: one text is a string, several are text parts; an assistant's texts are
     joined, its reasoning is `reasoning_content`, its calls `tool_calls` with their
-    input as compact JSON text."""
+    input as compact JSON text; text as the request carries it (`_as_sent`)."""
+    chat: dict[str, object] = _as_sent(_chat_message(message))
+    return chat
+
+
+def _chat_message(message: SentMessage) -> dict[str, object]:
     if message.sent is Sent.TOOL_RESULT:
         return {"role": "tool", "tool_call_id": message.call_id, "content": message.texts[0]}
     if message.sent is Sent.USER:
@@ -304,6 +318,26 @@ def chat_message(message: SentMessage) -> dict[str, object]:
     return chat
 
 
+def sent_size(message: SentMessage) -> int:
+    """The bytes of `message` in opencode's request (its chat message as JSON)."""
+    return len(orjson.dumps(chat_message(message)))
+
+
 def _arguments(value: object) -> str:
     """A call's input as `JSON.stringify` writes it (keys in stored order, compact)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _as_sent(value: Any) -> Any:
+    """`value` as opencode's request carries it: a lone surrogate in a string (half a
+    character, where opencode cut a text) becomes U+FFFD, as it encodes the request."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {name: _as_sent(field) for name, field in value.items()}
+    if isinstance(value, list):
+        return [_as_sent(item) for item in value]
+    return value

@@ -10,6 +10,7 @@ decoding them is `decode`'s business.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,7 +54,9 @@ class MessageRow(NamedTuple):
 
     id: str
     session_id: str
-    time_created: int
+    time_created: int | float
+    """Milliseconds: an integer as opencode writes it, or with a fraction (a REAL that
+    SQLite keeps where a row was written so, ordered by its value)."""
     data: bytes
 
 
@@ -86,6 +89,25 @@ def _bytes(value: object) -> bytes:
 
 def _integer(value: object) -> int:
     return value if isinstance(value, int) else 0
+
+
+def sort_time(value: object) -> int | float | None:
+    """A `time_created` as the number SQLite orders it by; None for a value that is no
+    finite number (NULL, which sorts before every number; text or a blob, after)."""
+    if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return None
+
+
+def _unplaced(path: Path, session_id: str, message_id: str, value: object) -> InputError:
+    """A message no time places (`sort_time` None): opencode loads it before (NULL) or
+    after (text, a blob, even after the messages it writes later) every other one."""
+    kind = {type(None): "NULL", str: "text", bytes: "a blob"}.get(type(value), "no number")
+    where = "before" if value is None else "after"
+    return InputError(
+        f"{path}: session {session_id}: message {message_id}'s time_created is {kind}, not "
+        f"a time: opencode loads it {where} every other message; nothing read of the session"
+    )
 
 
 def is_opencode_database(path: Path) -> bool | None:
@@ -240,7 +262,10 @@ class OpencodeDatabase:
             )
             parts = db.cursor()
             for message_id, created, data in messages:
-                row = MessageRow(_text(message_id), session_id, _integer(created), _bytes(data))
+                time = sort_time(created)
+                if time is None:
+                    raise _unplaced(self.path, session_id, _text(message_id), created)
+                row = MessageRow(_text(message_id), session_id, time, _bytes(data))
                 found = parts.execute(
                     "SELECT CAST(id AS BLOB), CAST(session_id AS BLOB), CAST(data AS BLOB) "
                     "FROM part WHERE message_id = CAST(? AS TEXT) ORDER BY id",

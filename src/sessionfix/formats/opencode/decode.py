@@ -2,9 +2,12 @@
 is sent and what the rules look at (spec formats/opencode.md §3).
 
 A row's `data` is decoded as it is stored (the database leaves the ids to its columns;
-the legacy files repeat them, and they are ignored). A field of an unexpected type is
-read as absent; a row that is not a JSON object, or a tool part without a state object,
-is one opencode itself cannot read (`Unreadable`): it fails the whole session.
+the legacy files repeat them, and they are ignored), as opencode reads it: its text
+through `JSON.parse` (`parsed`), which takes what faster parsers refuse, such as a lone
+surrogate escape. A field of an unexpected type is read as absent, a part's data that is
+JSON but no object as a part of no type; a row that is no JSON, a message whose info is
+no object, or a tool part without a state (absent or null), is one opencode itself
+cannot read (`Unreadable`): it fails the whole session.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
 
+from sessionfix import jsonutil
 from sessionfix.formats.opencode.database import StoredMessage
 
 USER: Final = "user"
@@ -133,7 +137,7 @@ class Part(NamedTuple):
 class Message(NamedTuple):
     key: str
     """The message's id (`msg_…`): its record key."""
-    time_created: int
+    time_created: int | float
     """Its `time_created` column: what opencode orders messages by."""
     data: MessageData
     parts: tuple[Part, ...]
@@ -183,24 +187,41 @@ class Message(NamedTuple):
         return path.cwd if path is not None and isinstance(path.cwd, str) else None
 
 
-def _loose(decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str) -> Any:
+def parsed(data: bytes) -> Any:
+    """A row's `data` as opencode reads it: its text (bytes that are not UTF-8 replaced,
+    as its SQLite driver reads text) through `JSON.parse`; ValueError where that throws."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        data = data.decode("utf-8", "replace").encode("utf-8")
+    return jsonutil.loads(data)
+
+
+def _loose(
+    decoder: msgspec.json.Decoder[Any], data: bytes, key: str, what: str, *, spread: bool
+) -> Any:
+    """`data` decoded into `decoder`'s type, fields of other types read as absent;
+    `spread`: JSON that is no object reads as an object of no fields, as opencode
+    spreads a part's data into the part (`{...data, id, ...}`)."""
     try:
         return decoder.decode(data)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, msgspec.DecodeError):
         pass
-    except msgspec.DecodeError:
-        raise Unreadable(key, f"its {what} is not JSON") from None
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
+        value = parsed(data)
+    except ValueError:
         raise Unreadable(key, f"its {what} is not JSON") from None
     if not isinstance(value, dict):
-        raise Unreadable(key, f"its {what} is not a JSON object")
-    return decoder.decode(msgspec.json.encode(_typed_fields(value, decoder.type)))
+        if not spread:
+            raise Unreadable(key, f"its {what} is not a JSON object")
+        value = {}
+    return msgspec.convert(_typed_fields(value, decoder.type), decoder.type)
 
 
 def _typed_fields(value: dict[str, Any], shape: Any) -> dict[str, Any]:
-    """`value` less the fields whose type `shape` does not take (read as absent)."""
+    """`value` less the fields whose type `shape` does not take (read as absent); a
+    field opencode reads members of (`_MEMBERS_READ`) that is no object and not null
+    is one with none of them."""
     kept: dict[str, Any] = {}
     for name in shape.__struct_fields__:
         if name not in value:
@@ -211,7 +232,15 @@ def _typed_fields(value: dict[str, Any], shape: Any) -> dict[str, Any]:
             kept[name] = field
         elif isinstance(field, dict):
             kept[name] = _typed_fields(field, inner)
+        elif field is not None and (shape, name) in _MEMBERS_READ:
+            kept[name] = {}
     return kept
+
+
+_MEMBERS_READ: Final = frozenset({(PartData, "state")})
+"""Fields opencode reads a member of whatever they hold: a tool part's `state.status`
+is undefined for a string, an array or a number (the part then sends nothing), and
+throws only for a state that is absent or null (the session fails)."""
 
 
 def _struct_of(shape: Any, name: str) -> Any:
@@ -228,7 +257,7 @@ def _struct_of(shape: Any, name: str) -> Any:
 
 
 def decode_part(key: str, data: bytes) -> Part:
-    part: PartData = _loose(_PART, data, key, "data")
+    part: PartData = _loose(_PART, data, key, "data", spread=True)
     if part.type == TOOL and not isinstance(part.state, ToolState):
         raise Unreadable(key, "a tool part without a state")
     return Part(key, part)
@@ -236,7 +265,7 @@ def decode_part(key: str, data: bytes) -> Part:
 
 def decode_message(stored: StoredMessage) -> Message:
     row = stored.row
-    info: MessageData = _loose(_MESSAGE, row.data, row.id, "data")
+    info: MessageData = _loose(_MESSAGE, row.data, row.id, "data", spread=False)
     return Message(
         row.id,
         row.time_created,

@@ -52,15 +52,13 @@ class OpencodeEditor:
         """A tool part holds one call and its own result."""
         return False
 
-    def pruned_at(self, superseding: Any) -> object:
+    def pruned_at(self, superseding: Any) -> object | None:
         """When a result superseded by the call `superseding` counts as pruned: the end
-        of that call (its `state.time.end`), so that the mark is the same on every run."""
+        of that call (its `state.time.end`), so that the mark is the same on every run;
+        None when the call records no end."""
         state = _state(superseding)
         time = state.get("time") if state is not None else None
-        end = time.get("end") if isinstance(time, dict) else None
-        if end is None:
-            raise SessionfixError("the superseding call has no end time to date the mark by")
-        return end
+        return time.get("end") if isinstance(time, dict) else None
 
     def mark_pruned(self, at: object) -> Transform:
         """Mark a tool result pruned at `at`, as opencode's own prune does."""
@@ -134,7 +132,7 @@ class OpencodeEditor:
 
         return transform
 
-    def set_sort_time(self, ms: int) -> Transform:
+    def set_sort_time(self, ms: int | float) -> Transform:
         """Stamp a message with the time opencode orders it by: its `time_created` column
         and its info's `time.created`, which opencode keeps equal."""
 

@@ -60,6 +60,8 @@ def _decoded(data: bytes) -> _Info | str:
     try:
         return _DECODER.decode(data)
     except msgspec.ValidationError:
+        if data.lstrip()[:1] != b"{":
+            return "not a JSON object"
         return "not an opencode record (a field of the wrong type)"
     except msgspec.DecodeError:
         return "not valid JSON" if data.lstrip()[:1] == b"{" else "not a JSON object"

@@ -7,14 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import msgspec
-import orjson
 
-from sessionfix.formats.opencode.context import chat_message
+from sessionfix.formats.opencode.context import sent_size
 from sessionfix.formats.opencode.decode import Message, Unreadable, decode_message
 from sessionfix.formats.opencode.transcript import (
-    ENVELOPE,
     SESSION,
     Envelope,
+    envelope_of_line,
     load_order,
     stored_messages,
 )
@@ -27,11 +26,11 @@ from sessionfix.read.reader import LineReport, RecordSource
 def _envelopes(view: SessionView, source: RecordSource) -> Iterator[tuple[int, Envelope]]:
     for index in range(len(view)):
         try:
-            envelope = ENVELOPE.decode(source.read(view.offsets[index], view.sizes[index]))
+            found = envelope_of_line(source.read(view.offsets[index], view.sizes[index]))
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
-        if envelope.opencode != SESSION:
-            yield index, envelope
+        if found.opencode != SESSION:
+            yield index, found
 
 
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
@@ -52,4 +51,4 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
         for k, position in enumerate(positions)
     }
     for message in sent:
-        yield Loaded(index[message.record], message.sent, len(orjson.dumps(chat_message(message))))
+        yield Loaded(index[message.record], message.sent, sent_size(message))

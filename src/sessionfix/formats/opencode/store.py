@@ -27,11 +27,11 @@ from sessionfix.formats.opencode.database import (
 from sessionfix.formats.opencode.legacy import LegacyStorage
 from sessionfix.formats.opencode.names import LEGACY_FOLDER
 from sessionfix.formats.opencode.transcript import (
-    ENVELOPE,
     MESSAGE,
     PART,
     SESSION,
     Envelope,
+    envelope_of_line,
     rows,
     session_line,
 )
@@ -78,6 +78,11 @@ class OpencodeStore:
         self._last: list[str] = []
         self._logged: dict[str, int] = {}
         """Bytes of each session's event log, as read."""
+        self._unread: dict[str, str] = {}
+        """Per session of the legacy tree alone: why opencode does not read it."""
+        self._sound = False
+        """Whether the database passed SQLite's checks before a write of this run (they
+        read the whole database: once a run, as the check after its writes)."""
 
     @property
     def _database(self) -> OpencodeDatabase:
@@ -116,15 +121,27 @@ class OpencodeStore:
     def _legacy_only(self) -> list[SessionRow]:
         """The sessions of the legacy tree beside the database that it does not hold
         (a channel database's folder is the same: a session in another database of it
-        is not looked for)."""
+        is not looked for), those whose own file holds no record (a crash left it
+        empty or NUL-filled) too, named by the file."""
         storage = self.real.parent / LEGACY_FOLDER
         if not (storage / "session").is_dir():
             return []
+        tree = LegacyStorage(storage)
         try:
-            legacy = LegacyStorage(storage).sessions()
+            legacy = tree.sessions()
         except (InputError, OSError):
             return []
-        return [row for row in legacy if row.id not in self._sessions]
+        found = [row for row in legacy if row.id not in self._sessions]
+        listed = {row.id for row in legacy}
+        for problem in tree.problems:
+            session_id = problem.path.stem
+            if session_id in self._sessions or session_id in listed:
+                continue
+            listed.add(session_id)
+            shown = problem.path.relative_to(storage.parent)
+            self._unread[session_id] = f"{LEGACY_ONLY}; its file {shown}: {problem.reason}"
+            found.append(SessionRow(session_id, None, "", "", "", 0))
+        return found
 
     def transcript(self, session: StoredSession, folder: Path) -> Transcript:
         row = self._sessions.get(session.id)
@@ -154,7 +171,8 @@ class OpencodeStore:
         """The session's own line and its messages: none of a session opencode does not
         read (its 1.1 files, opencode 2's rows), which is left alone."""
         if session.cold:
-            return session_line(session.id, directory, unread=LEGACY_ONLY), iter(())
+            unread = self._unread.get(session.id, LEGACY_ONLY)
+            return session_line(session.id, directory, unread=unread), iter(())
         if self._database.is_v2(session.id):
             return session_line(session.id, directory, unread=V2), iter(())
         events = self._database.event_bytes(session.id)
@@ -186,9 +204,16 @@ class OpencodeStore:
         changes, keys = _changes(transcript, repaired, origins)
         self._last = keys
         self._release()
-        return replace_session(
-            self.path, transcript.session.id, transcript.digest, changes, backup=backup
+        kept = replace_session(
+            self.path,
+            transcript.session.id,
+            transcript.digest,
+            changes,
+            backup=backup,
+            checked=self._sound,
         )
+        self._sound = True
+        return kept
 
     copies_as_store: Final = True
     """A session's lines are sessionfix's reading of its rows, no file opencode reads:
@@ -285,7 +310,7 @@ def _changes(
         if unchanged:
             continue
         try:
-            envelope: Envelope = ENVELOPE.decode(line)
+            envelope: Envelope = envelope_of_line(line)
         except (msgspec.DecodeError, msgspec.ValidationError):
             raise RepairNotWritable(f"session {where}: row {key} would not be a row") from None
         if envelope.id != key or envelope.stored is not None:

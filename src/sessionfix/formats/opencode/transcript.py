@@ -4,21 +4,25 @@ A row becomes one JSON object naming its table, its ids and its columns, with th
 `data` in it as stored (`{"opencode":"part","id":…,"message_id":…,"session_id":…,
 "data":{…}}`); messages come in opencode's load order, each followed by its parts
 (spec formats/opencode.md §4.1). A `data` that is not one line of JSON object text
-(pretty-printed, not UTF-8, not an object) is carried compactly re-encoded, or as the
-text opencode reads when it is no object at all (`"stored"`): the rows are never
-written back from this text unless a repair changed them.
+(pretty-printed, not UTF-8, not an object) is carried compacted (its text as opencode
+reads it, less the space between tokens), or as the text opencode reads when it is no
+object at all (`"stored"`): the rows are never written back from this text unless a
+repair changed them. What is JSON is what `JSON.parse` reads (`decode.parsed`); a line
+whose row holds what only it reads (a lone surrogate escape) is read by `envelope_of_line`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 import orjson
 import xxhash
 
+from sessionfix import jsonutil
 from sessionfix.formats.opencode.database import MessageRow, PartRow, StoredMessage
+from sessionfix.formats.opencode.decode import parsed
 
 TABLE: Final = "opencode"
 """The field that names a line's table, and tells this format's lines apart."""
@@ -37,7 +41,7 @@ class Envelope(msgspec.Struct, gc=False):
     id: str
     session_id: str = ""
     message_id: str = ""
-    time_created: int = 0
+    time_created: int | float = 0
     data: msgspec.Raw = msgspec.Raw(b"null")
     stored: str | None = None
     """The row's text, when it is no JSON object (opencode cannot read the row)."""
@@ -51,6 +55,31 @@ class Envelope(msgspec.Struct, gc=False):
 
 
 ENVELOPE: Final = msgspec.json.Decoder(Envelope)
+DATA: Final = "data"
+
+
+def envelope_of_value(value: dict[str, Any], line: bytes) -> Envelope:
+    """The row of a line that `JSON.parse` read as `value` and msgspec cannot (its row's
+    data holds a lone surrogate escape): the line's own bytes of its data.
+    `msgspec.ValidationError` if it is not one of this format's lines."""
+    head = {name: field for name, field in value.items() if name != DATA}
+    envelope = msgspec.convert(head, Envelope)
+    data = jsonutil.member_bytes(line).get(DATA) if DATA in value else None
+    return envelope if data is None else msgspec.structs.replace(envelope, data=msgspec.Raw(data))
+
+
+def envelope_of_line(line: bytes) -> Envelope:
+    """A line as its row (`msgspec.DecodeError`, `msgspec.ValidationError` if it is none)."""
+    try:
+        return ENVELOPE.decode(line)
+    except msgspec.DecodeError as refused:
+        try:
+            value = jsonutil.loads(line)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            raise refused from None
+        return envelope_of_value(value, line)
 
 
 def is_envelope(value: dict[str, object]) -> bool:
@@ -68,11 +97,11 @@ def _data_field(data: bytes) -> bytes:
             pass
     text = data.decode("utf-8", "replace")
     try:
-        value = orjson.loads(text)
-        if isinstance(value, dict):
-            return b'"data":' + orjson.dumps(value)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        pass
+        value = parsed(data)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return b'"data":' + jsonutil.compact(text.encode("utf-8"))
     return b'"stored":' + orjson.dumps(text)
 
 
@@ -125,16 +154,22 @@ class _Timed(msgspec.Struct, gc=False):
 _TIMED: Final = msgspec.json.Decoder(_Timed)
 
 
-def _message_time(data: bytes) -> dict[str, object] | None:
-    """A message's `time.created` and `time.completed`, where they are numbers."""
+def _message_time(data: bytes, column: int | float) -> dict[str, object]:
+    """A message's `time.created` (else its `time_created` column, which opencode keeps
+    equal) and `time.completed`, where they are numbers."""
     try:
         time = _TIMED.decode(data).time
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+        try:
+            time = msgspec.convert(parsed(data), _Timed).time
+        except (ValueError, msgspec.ValidationError):
+            time = None
     if time is None:
-        return None
-    found = {"created": time.created, "completed": time.completed}
-    return {key: value for key, value in found.items() if value is not None} or None
+        time = _Time()
+    found: dict[str, object] = {"created": column if time.created is None else time.created}
+    if time.completed is not None:
+        found["completed"] = time.completed
+    return found
 
 
 class Row(NamedTuple):
@@ -154,9 +189,11 @@ def rows(
     yield Row(session_id, SESSION, head)
     for message in messages:
         row = message.row
-        digest.update(b"m%s\0%d\0%s\0" % (row.id.encode(), row.time_created, row.data))
+        digest.update(
+            b"m%s\0%s\0%s\0" % (row.id.encode(), repr(row.time_created).encode(), row.data)
+        )
         yield Row(row.id, MESSAGE, message_line(row))
-        message_time = _message_time(row.data) if message.parts else None
+        message_time = _message_time(row.data, row.time_created) if message.parts else None
         for part in message.parts:
             digest.update(b"p%s\0%s\0" % (part.id.encode(), part.data))
             yield Row(part.id, PART, part_line(part, message_time))

@@ -14,8 +14,9 @@ record's parent key, for the rules that pair them). A record's key is its row id
   `tail_start_id` the first record it keeps (`BoundaryFacts.first_kept[_index]`). A
   compaction prompt that is no boundary (no sound summary names it) stays a user
   message; its facts are in `view.boundaries` all the same, for the chain rules.
-- Parts are `Kind.OTHER`, except tool parts: each is one call (`Role.ASSISTANT`, its
-  message's turn) and, once it ended, its own result, fed to the tracker in that order.
+- Parts are `Kind.OTHER`, except tool parts opencode sends as a call (`context.sends_call`:
+  one of its statuses): each is one call (`Role.ASSISTANT`, its message's turn) and,
+  once it ended, its own result, fed to the tracker in that order.
   A completed `read` not yet marked compacted reads its `filePath`; a `write` fully
   writes it (relative paths against the message's `path.cwd`, else the session folder).
 - A row opencode cannot read is `Kind.OTHER` without flags, noted in `view.notes`.
@@ -28,14 +29,14 @@ from functools import partial
 from pathlib import Path
 from typing import Final, NamedTuple
 
-import orjson
 import xxhash
 
 from sessionfix.formats.opencode.context import (
     SentMessage,
-    chat_message,
     model_messages,
     sends,
+    sends_call,
+    sent_size,
     window,
 )
 from sessionfix.formats.opencode.database import SessionRow, StoredMessage
@@ -43,13 +44,14 @@ from sessionfix.formats.opencode.decode import (
     ASSISTANT,
     COMPLETED,
     ERROR,
-    TOOL,
     USER,
     Message,
     Part,
     Unreadable,
     decode_message,
+    parsed,
 )
+from sessionfix.jsonutil import canonical
 from sessionfix.model.loaded import Loaded, LoadRefused
 from sessionfix.model.tracking import PathTracker, Tracking
 from sessionfix.model.view import (
@@ -97,9 +99,7 @@ class OpencodeSession(NamedTuple):
             raise LoadRefused(self.refused)
         index = {key: position for position, key in enumerate(self.keys)}
         for message in self.sent:
-            yield Loaded(
-                index[message.record], message.sent, len(orjson.dumps(chat_message(message)))
-            )
+            yield Loaded(index[message.record], message.sent, sent_size(message))
 
 
 def _identity(stored: StoredMessage) -> int:
@@ -108,13 +108,16 @@ def _identity(stored: StoredMessage) -> int:
     digest = xxhash.xxh3_64()
     for data in (stored.row.data, *(part.data for part in stored.parts)):
         try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            value = parsed(data)
+        except ValueError:
             digest.update(data)
             continue
         if isinstance(value, dict):
             value = {key: field for key, field in value.items() if key not in _IDENTITY_DROPPED}
-        digest.update(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+        try:
+            digest.update(canonical(value))
+        except ValueError:
+            digest.update(data)
         digest.update(b"\0")
     return digest.intdigest()
 
@@ -175,7 +178,7 @@ class _Builder:
         self.offset = 0
         self.parents: dict[int, str] = {}
         """Each reply's `parentID`: the message it answers."""
-        self.made: list[tuple[int, int]] = []
+        self.made: list[tuple[int | float, int]] = []
         """Each message's `time_created` and record, in load order."""
 
     def add(
@@ -256,7 +259,7 @@ class _Builder:
             tracker.context(index)
         base = message.cwd or self.directory or None
         for part, row in zip(message.parts, stored.parts, strict=True):
-            if part.data.type != TOOL or message.role != ASSISTANT:
+            if message.role != ASSISTANT or not sends_call(part):
                 part_index = self.add(part.key, row.data, Kind.OTHER)
                 if facts is not None and compaction is not None and part.key == compaction.key:
                     facts.held_by = part_index
@@ -280,7 +283,7 @@ class _Builder:
         view.made_after = partial(_made_after, tuple(self.made), len(view))
 
 
-def _made_after(made: Sequence[tuple[int, int]], end: int, record_id: str) -> int | None:
+def _made_after(made: Sequence[tuple[int | float, int]], end: int, record_id: str) -> int | None:
     """The first message made after the one `record_id` names, by the time its id
     encodes (`msg_` and 12 hex digits: milliseconds shifted left 12 bits, plus a
     counter, spec §3); `end` when none is; None when the id tells no time."""

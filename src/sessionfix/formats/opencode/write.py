@@ -52,6 +52,7 @@ from sessionfix.formats.opencode.database import (
     OpencodeDatabase,
     PartRow,
     StoredMessage,
+    sort_time,
 )
 from sessionfix.formats.opencode.liveness import hold_exclusively
 from sessionfix.formats.sqlite_writes import (
@@ -96,7 +97,7 @@ class UpdateMessage(NamedTuple):
 
     id: str
     data: bytes
-    time_created: int
+    time_created: int | float
 
 
 class DeleteMessage(NamedTuple):
@@ -129,7 +130,7 @@ def session_digest(messages: Iterable[StoredMessage]) -> str:
     digest = xxhash.xxh3_64()
     for message in messages:
         row = message.row
-        digest.update(b"m%s\0%d\0%s\0" % (_utf8(row.id), row.time_created, row.data))
+        digest.update(b"m%s\0%s\0%s\0" % (_utf8(row.id), repr(row.time_created).encode(), row.data))
         for part in message.parts:
             digest.update(b"p%s\0%s\0" % (_utf8(part.id), part.data))
     return digest.hexdigest()
@@ -140,13 +141,20 @@ def _utf8(text: str) -> bytes:
 
 
 def replace_session(
-    path: Path, session_id: str, expected: str, changes: Sequence[RowChange], *, backup: bool
+    path: Path,
+    session_id: str,
+    expected: str,
+    changes: Sequence[RowChange],
+    *,
+    backup: bool,
+    checked: bool = False,
 ) -> Path | None:
     """Make `changes` to the session's rows in one transaction, if its rows are still
     those whose `session_digest` is `expected`; returns the backup written first (None
-    without `backup`)."""
+    without `backup`). `checked`: the database passed SQLite's checks before an earlier
+    write of this run, which need not be run again."""
     where = f"{path} (session {session_id})"
-    with _rewriting(path, where, session_id) as rewrite:
+    with _rewriting(path, where, session_id, checked=checked) as rewrite:
         db = rewrite.db
         if backup and rewrite.back_up(session_id) != expected:
             raise _changed(where)
@@ -191,7 +199,7 @@ def _stored_messages(db: apsw.Connection, schema: str, session_id: str) -> list[
         row = MessageRow(
             _text(message_id),
             session_id,
-            created if isinstance(created, int) else 0,
+            sort_time(created) or 0,
             data if isinstance(data, bytes) else b"",
         )
         parts = db.execute(
@@ -216,7 +224,7 @@ def _stored_messages(db: apsw.Connection, schema: str, session_id: str) -> list[
     return found
 
 
-_Contents = dict[str, tuple[int, bytes, dict[str, bytes]]]
+_Contents = dict[str, tuple[int | float, bytes, dict[str, bytes]]]
 """A session's rows by message id: `time_created`, `data`, and its parts' `data` by id."""
 
 
@@ -358,9 +366,12 @@ class _Rewrite:
 
 
 @contextmanager
-def _rewriting(path: Path, where: str, session_id: str | None) -> Iterator[_Rewrite]:
+def _rewriting(
+    path: Path, where: str, session_id: str | None, *, checked: bool = False
+) -> Iterator[_Rewrite]:
     """The database at `path` held exclusively for a write, once it passes the reader's
-    checks (and, given `session_id`, that session is not opencode 2's) and a writer's;
+    checks (and, given `session_id`, that session is not opencode 2's), a writer's and,
+    unless `checked`, SQLite's own (`_integrity_problem`);
     on leaving, the write is checkpointed into the database file and the database let
     go. A failure before the commit may have been made rolls back and removes the
     backups; a failed statement is one line naming `where`."""
@@ -371,6 +382,8 @@ def _rewriting(path: Path, where: str, session_id: str | None) -> Iterator[_Rewr
         rewrite = _Rewrite(db, real, where)
         try:
             _check_writable(db, version, where)
+            if not checked:
+                _check_sound(db, where)
             kill_point("held")
             yield rewrite
         except BaseException as exc:
@@ -477,6 +490,32 @@ def _check_writable(db: apsw.Connection, version: int, where: str) -> None:
         )
 
 
+def _check_sound(db: apsw.Connection, where: str) -> None:
+    """Refuse (`DatabaseUnsafe`) a database that already fails SQLite's checks: a write
+    into damaged pages could damage it further, and would then be found broken after
+    its commit."""
+    problem = _integrity_problem(db)
+    if problem is not None:
+        raise DatabaseUnsafe(
+            f"{where}: the database fails SQLite's checks ({problem}), so sessionfix does "
+            "not write it; nothing changed"
+        )
+
+
+def _integrity_problem(db: apsw.Connection) -> str | None:
+    """The first problem `PRAGMA integrity_check` finds in the database, or the foreign
+    key check of the tables a write changes; None when both pass."""
+    for (found,) in db.execute("PRAGMA main.integrity_check"):
+        for line in str(found).splitlines():
+            if line != "ok" and not line.startswith("*** "):
+                return line
+    for table in _TABLES:
+        broken = db.execute(f"PRAGMA main.foreign_key_check({table})").fetchone()
+        if broken is not None:
+            return f"a row of {table} refers to no row of {broken[2]}"
+    return None
+
+
 def _one(db: apsw.Connection, query: str, bindings: tuple[Any, ...] = ()) -> Any:
     """The single value a query returns (None for no row)."""
     row = db.execute(query, bindings).fetchone()
@@ -500,15 +539,9 @@ def check_integrity(path: Path, where: str, backups: Sequence[Path]) -> None:
     try:
         if _one(db, "PRAGMA journal_mode") != "wal":
             return
-        problems = [str(row[0]) for row in db.execute("PRAGMA integrity_check")]
-        if problems != ["ok"]:
-            raise _check_failed(where, problems[0], backups)
-        for table in _TABLES:
-            broken = db.execute(f"PRAGMA foreign_key_check({table})").fetchone()
-            if broken is not None:
-                raise _check_failed(
-                    where, f"a row of {table} refers to no row of {broken[2]}", backups
-                )
+        problem = _integrity_problem(db)
+        if problem is not None:
+            raise _check_failed(where, problem, backups)
     except apsw.Error as exc:
         raise _check_failed(where, error_reason(exc), backups) from None
     finally:
