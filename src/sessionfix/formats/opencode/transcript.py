@@ -1,14 +1,15 @@
 """An opencode session's rows as lines of text, one row each, for the rules to read.
 
-A row becomes one JSON object naming its table, its ids and its columns, with the row's
-`data` in it as stored (`{"opencode":"part","id":…,"message_id":…,"session_id":…,
-"data":{…}}`); messages come in opencode's load order, each followed by its parts
-(spec formats/opencode.md §4.1). A `data` that is not one line of JSON object text
-(pretty-printed, not UTF-8, not an object) is carried compacted (its text as opencode
-reads it, less the space between tokens), or as the text opencode reads when it is no
-object at all (`"stored"`): the rows are never written back from this text unless a
-repair changed them. What is JSON is what `JSON.parse` reads (`decode.parsed`); a line
-whose row holds what only it reads (a lone surrogate escape) is read by `envelope_of_line`.
+A row becomes one JSON object: the row's `data` as stored, first (what an excerpt of the
+line shows), then its table, its ids and its columns (`{"data":{…},"opencode":"part",
+"id":…,"message_id":…,"session_id":…}`); messages come in opencode's load order, each
+followed by its parts (spec formats/opencode.md §4.1). A `data` that is not one line of
+JSON object text (pretty-printed, not UTF-8, not an object) is carried compacted (its
+text as opencode reads it, less the space between tokens), or as the text opencode
+reads when it is no object at all (`"stored"`): the rows are never written back from
+this text unless a repair changed them. What is JSON is what `JSON.parse` reads
+(`decode.parsed`); a line whose row holds what only it reads (a lone surrogate escape)
+is read by `envelope_of_line`.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def message_line(row: MessageRow) -> bytes:
             "time_created": row.time_created,
         }
     )
-    return head[:-1] + b"," + _data_field(row.data) + b"}\n"
+    return b"{" + _data_field(row.data) + b"," + head[1:] + b"\n"
 
 
 def part_line(row: PartRow, message_time: dict[str, object] | None) -> bytes:
@@ -126,7 +127,7 @@ def part_line(row: PartRow, message_time: dict[str, object] | None) -> bytes:
     }
     if message_time:
         head[MESSAGE_TIME] = message_time
-    return orjson.dumps(head)[:-1] + b"," + _data_field(row.data) + b"}\n"
+    return b"{" + _data_field(row.data) + b"," + orjson.dumps(head)[1:] + b"\n"
 
 
 def session_line(
