@@ -21,6 +21,7 @@ from sessionfix.cli import app
 from sessionfix.engine import check_paths
 from sessionfix.stores import open_store, transcript_of
 
+from .conftest import CORPUS
 from .opencode_damages import DAMAGES, DESCRIPTIONS, READ_PART, TOOL
 from .opencode_loader import require_opencode_at_collection
 from .opencode_sessions import built_database, copy_database, damaged
@@ -30,6 +31,9 @@ require_opencode_at_collection()
 ENV: Final = {"NO_COLOR": "1", "COLUMNS": "200"}
 STALE: Final = "ses_19b7a3c00000StaleReadWrite"
 STALE_READ: Final = "prt_19b7a3c0002R1xxxxxxxxxxxxx"
+TORN: Final = b'{"type":"message","id":"9f8e'
+"""A last line cut short: a finding in each agent's session file."""
+CODEX_NAME: Final = "rollout-2026-01-01T00-00-00-0199a0b0-0000-7000-8000-000000000001.jsonl"
 AGENT_VARIABLES: Final = (
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
@@ -113,6 +117,41 @@ def test_scan_without_paths_finds_opencode_databases(
     assert {d["format"] for d in found} == {"opencode"}
     assert "~/.local/share/opencode" in result.stderr
     assert files(data) == before
+
+
+def test_scan_without_paths_finds_opencode_beside_the_other_agents(
+    home: Path, database: Path
+) -> None:
+    """One scan of a home where each of the five agents kept a session with a problem
+    reads them all."""
+    sessions = {
+        home / ".claude" / "projects" / "-tmp-x" / "0d4c3a43-1111-4222-8333-444455556666.jsonl": (
+            CORPUS
+            / "claude"
+            / "misc"
+            / "kvsankar-agent-history__real_sessions_claude_session-01.jsonl"
+        ),
+        home / ".codex" / "sessions" / "2026" / "01" / "01" / CODEX_NAME: (
+            CORPUS / "codex" / "session-doctor__basic-session.jsonl"
+        ),
+        home / ".pi" / "agent" / "sessions" / "--tmp--" / "2026-07-24T06-21-03-508Z_pi.jsonl": (
+            CORPUS / "openclaw" / "letta-trajectory__pi-tool-calls.v3.jsonl"
+        ),
+        home / ".openclaw" / "agents" / "main" / "sessions" / "openclaw-session-0001.jsonl": (
+            CORPUS / "openclaw" / "letta-trajectory__openclaw-tool-calls.jsonl"
+        ),
+    }
+    for target, source in sessions.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = source.read_bytes()
+        target.write_bytes(data + (b"" if data.endswith(b"\n") else b"\n") + TORN)
+    data = home / ".local" / "share" / "opencode"
+    data.mkdir(parents=True)
+    copy_database(database, data / "opencode.db")
+    result = run("scan", "--output-format", "json", "--no-progress")
+    found = json.loads(result.stdout)
+    assert {d["format"] for d in found} == {"claude", "codex", "pi", "openclaw", "opencode"}
+    assert result.stderr.strip().splitlines()[-1].startswith("Scanned 5 files ")
 
 
 def test_opencode_db_names_a_database_outside_the_data_folder(
