@@ -80,6 +80,25 @@ class StoreBackup(Struct, frozen=True):
     status: str
 
 
+def chosen_backup(
+    backups: Sequence[StoreBackup], store: Path, session_id: str, name: str | None
+) -> StoreBackup:
+    """The backup a restore puts back, of those of the session (newest first): the one
+    named, else the newest intact one; `InputError` when there is none, `SessionfixError`
+    when the one chosen does not hold the rows it records."""
+    if name is not None:
+        backups = [backup for backup in backups if backup.path.name == name]
+        if not backups:
+            raise InputError(f"{store}: no backup {name!r} of session {session_id}")
+    if not backups:
+        raise InputError(f"{store}: no sessionfix backup of session {session_id}")
+    intact = [backup for backup in backups if backup.status == "ok"]
+    chosen = intact[0] if intact and name is None else backups[0]
+    if chosen.status != "ok":
+        raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
+    return chosen
+
+
 Origins = Callable[[int], tuple[int, bool]]
 """For 1-based line k of a repaired transcript: the transcript line it comes from (0
 for a line written before the first), and whether it is that line unchanged."""

@@ -45,7 +45,7 @@ import orjson
 import xxhash
 import zstandard
 
-from sessionfix.errors import InputError, SessionfixError
+from sessionfix.errors import SessionfixError
 from sessionfix.escapes import escape_surrogates
 from sessionfix.formats.openclaw_store.database import (
     decompressed_row,
@@ -55,7 +55,7 @@ from sessionfix.formats.openclaw_store.database import (
 from sessionfix.formats.openclaw_store.liveness import check_not_running
 from sessionfix.interrupts import signals_deferred
 from sessionfix.read.sqlite import connect_read_only, database_uri, quoted, read_only_uri
-from sessionfix.stores import Origins, StoreBackup, StoreRefused, Transcript
+from sessionfix.stores import Origins, StoreBackup, StoreRefused, Transcript, chosen_backup
 
 BACKUP_MARK: Final = ".sessionfix-bak-"
 _KNOWN_COLUMNS: Final = (
@@ -785,17 +785,7 @@ def restore_session(
     store: OpenedStore, session_id: str, name: str | None, *, keep_current: bool
 ) -> Path:
     """Replace the session's rows by a backup's (the newest intact one, or `name`)."""
-    backups = list_backups(store.real, session_id)
-    if name is not None:
-        backups = [b for b in backups if b.path.name == name]
-        if not backups:
-            raise InputError(f"{store.path}: no backup {name!r} of session {session_id}")
-    if not backups:
-        raise InputError(f"{store.path}: no sessionfix backup of session {session_id}")
-    intact = [b for b in backups if b.status == "ok"]
-    chosen = intact[0] if intact and name is None else backups[0]
-    if chosen.status != "ok":
-        raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
+    chosen = chosen_backup(list_backups(store.real, session_id), store.path, session_id, name)
     where = f"{store.path} (session {session_id})"
     with _rewrite(store, session_id, where, attach=chosen.path) as rewrite:
         db = rewrite.db

@@ -69,7 +69,7 @@ from sessionfix.read.sqlite import (
     quoted,
     read_only_uri,
 )
-from sessionfix.stores import StoreBackup, StoreRefused
+from sessionfix.stores import StoreBackup, StoreRefused, chosen_backup
 from sessionfix.version import __version__
 
 BACKUP_MARK: Final = ".sessionfix-"
@@ -761,17 +761,7 @@ def restore_session(path: Path, session_id: str, backup: str | None, *, keep_cur
     """Put the session's rows back as a backup holds them (the newest intact one, or the
     one named `backup`), in one transaction; with `keep_current`, back up the rows it
     replaces first. Returns the backup restored."""
-    backups = list_backups(path, session_id)
-    if backup is not None:
-        backups = [b for b in backups if b.path.name == backup]
-        if not backups:
-            raise InputError(f"{path}: no backup {backup!r} of session {session_id}")
-    if not backups:
-        raise InputError(f"{path}: no sessionfix backup of session {session_id}")
-    intact = [b for b in backups if b.status == "ok"]
-    chosen = intact[0] if intact and backup is None else backups[0]
-    if chosen.status != "ok":
-        raise SessionfixError(f"{chosen.path}: does not hold the rows it records; not restored")
+    chosen = chosen_backup(list_backups(path, session_id), path, session_id, backup)
     where = f"{path} (session {session_id})"
     with _rewriting(path, where, None) as rewrite:
         db = rewrite.db
