@@ -196,11 +196,7 @@ class OpencodeStore:
     ) -> Path | None:
         from sessionfix.formats.opencode.write import replace_session
 
-        if transcript.session.cold:
-            raise RepairNotWritable(
-                f"session {transcript.session.id} is in opencode 1.1's JSON files, which "
-                "sessionfix never rewrites"
-            )
+        _check_writable(transcript)
         changes, keys = _changes(transcript, repaired, origins)
         self._last = keys
         self._release()
@@ -234,11 +230,7 @@ class OpencodeStore:
         given its name."""
         from sessionfix.formats.opencode.write import copy_database, replace_session
 
-        if transcript.session.cold:
-            raise RepairNotWritable(
-                f"session {transcript.session.id} is in opencode 1.1's JSON files, which "
-                "sessionfix never rewrites"
-            )
+        _check_writable(transcript)
         changes: list[RowChange] = []
         if repaired is not None and origins is not None:
             changes, self._last = _changes(transcript, repaired, origins)
@@ -278,6 +270,15 @@ class OpencodeStore:
 
         self._release()
         return restore_session(self.path, session_id, backup, keep_current=keep_current)
+
+
+def _check_writable(transcript: Transcript) -> None:
+    """A session of opencode 1.1's JSON files is never written (spec §7)."""
+    if transcript.session.cold:
+        raise RepairNotWritable(
+            f"session {transcript.session.id} is in opencode 1.1's JSON files, which "
+            "sessionfix never rewrites"
+        )
 
 
 def _lines(path: Path) -> Iterator[bytes]:
