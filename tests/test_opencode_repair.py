@@ -323,3 +323,28 @@ def test_a_large_event_log_is_reported_and_left(tmp_path: Path) -> None:
     (found,) = [d for d in json.loads(result.stdout) if d["code"] == "SF604"]
     assert found["record"]["session"] == TOOL
     assert "65.0 MiB" in found["message"]
+
+
+def test_what_is_left_after_repairs_of_several_sessions_is_named_by_its_own_rows(
+    tmp_path: Path,
+) -> None:
+    """Each rewritten session's remaining findings name its own rows, whatever session
+    was rewritten after it."""
+    emptied = {
+        PLAIN: "msg_19b7a2c00001PlainUserMsg1x",
+        TOOL: "msg_19b7a3000001ToolUserMsgxxx",
+    }
+    statements = (
+        *DAMAGES["reply-before-prompt"][1],
+        *DAMAGES["pending-read"][1],
+        *(("DELETE FROM part WHERE message_id = ?", [message]) for message in emptied.values()),
+    )
+    target = damaged(built_database(SESSIONS), tmp_path / "opencode.db", *statements)
+    result = run("repair", "--in-place", "--output-format", "json", target)
+    assert result.exit_code == 1, result.output
+    left = {
+        d["record"]["session"]: d["record"]["record_key"]
+        for d in json.loads(result.stdout)
+        if d["code"] == "SF112"
+    }
+    assert left == emptied

@@ -73,8 +73,6 @@ class OpencodeStore:
         self.real = Path(os.path.realpath(path))
         self._reader: OpencodeDatabase | None = OpencodeDatabase(path)
         self._sessions: dict[str, SessionRow] = {}
-        self._written: dict[str, list[str]] = {}
-        """Per session rewritten this run: the row id of each line of its repair."""
         self._last: list[str] = []
         self._logged: dict[str, int] = {}
         """Bytes of each session's event log, as read."""
