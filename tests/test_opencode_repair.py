@@ -104,7 +104,7 @@ CASES: Final = {
         (set_part(COMPACTION_PART, "$.tail_start_id", "msg_19b7a3400001CompUser1xxxxx"),),
         "SF501",
     ),
-    "reply-before-prompt": Case(PLAIN, tuple(DAMAGES["reply-before-prompt"][1]), (), "SF111"),
+    "reply-before-prompt": Case(PLAIN, tuple(DAMAGES["reply-before-prompt"][1]), (), "SF114"),
     "empty-aborted-reply": Case(
         STEPS,
         (("DELETE FROM part WHERE message_id = ?", ["msg_19b7a3800004StepsAbortedxx"]),),
@@ -320,7 +320,7 @@ def test_a_repair_says_the_event_log_still_holds_the_rows_as_they_were(tmp_path:
 def test_a_large_event_log_is_reported_and_left(tmp_path: Path) -> None:
     target = damaged(built_database(SESSIONS), tmp_path / "opencode.db", *logged(TOOL, 65 << 20))
     result = run("check", "--output-format", "json", target)
-    (found,) = [d for d in json.loads(result.stdout) if d["code"] == "SF604"]
+    (found,) = [d for d in json.loads(result.stdout) if d["code"] == "SF705"]
     assert found["record"]["session"] == TOOL
     assert "65.0 MiB" in found["message"]
 

@@ -42,10 +42,10 @@ CLAUDE_RULES = ["SF203", "SF405", "SF502", "SF602"]
 CODEX_RULES = ["SF109", "SF504"]
 NEW_CODES = {
     "SF110": "foreign-session-record",
-    "SF111": "message-order",
     "SF112": "empty-message",
     "SF113": "unread-session",
-    "SF604": "event-log-bloat",
+    "SF114": "message-order",
+    "SF705": "event-log-bloat",
     "SF206": "repeated-metadata",
 }
 """Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""

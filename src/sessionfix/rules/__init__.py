@@ -26,9 +26,9 @@ from sessionfix.rules import (
     sf108_dangling_reference,
     sf109_missing_ordinal,
     sf110_foreign_session_record,
-    sf111_message_order,
     sf112_empty_message,
     sf113_unread_session,
+    sf114_message_order,
     sf201_overflow_clone_message,
     sf202_cloned_compaction,
     sf203_replayed_uuid,
@@ -47,7 +47,7 @@ from sessionfix.rules import (
     sf601_leaked_partial_json,
     sf602_invalid_tool_name,
     sf603_oversized_record,
-    sf604_event_log_bloat,
+    sf705_event_log_bloat,
 )
 from sessionfix.rules.base import Rule
 
@@ -71,9 +71,9 @@ RULES: tuple[Rule, ...] = (
     sf108_dangling_reference.RULE,
     sf109_missing_ordinal.RULE,
     sf110_foreign_session_record.RULE,
-    sf111_message_order.RULE,
     sf112_empty_message.RULE,
     sf113_unread_session.RULE,
+    sf114_message_order.RULE,
     sf201_overflow_clone_message.RULE,
     sf202_cloned_compaction.RULE,
     sf203_replayed_uuid.RULE,
@@ -92,7 +92,7 @@ RULES: tuple[Rule, ...] = (
     sf601_leaked_partial_json.RULE,
     sf602_invalid_tool_name.RULE,
     sf603_oversized_record.RULE,
-    sf604_event_log_bloat.RULE,
+    sf705_event_log_bloat.RULE,
 )
 
 _BY_CODE = {rule.code: rule for rule in RULES}

@@ -1,4 +1,4 @@
-"""SF111 message-order: a reply its agent sorts before the message it answers."""
+"""SF114 message-order: a reply its agent sorts before the message it answers."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 RULE = Rule(
-    code="SF111",
+    code="SF114",
     name="message-order",
     severity=Severity.WARNING,
     fix="safe where a time fits, else none",

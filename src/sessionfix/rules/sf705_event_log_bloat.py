@@ -1,4 +1,4 @@
-"""SF604 event-log-bloat: a session's log of writes, which its agent never loads, is large."""
+"""SF705 event-log-bloat: a session's log of writes, which its agent never loads, is large."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 RULE = Rule(
-    code="SF604",
+    code="SF705",
     name="event-log-bloat",
     severity=Severity.INFO,
     fix="none",
