@@ -1,7 +1,8 @@
 """What every writer of a session into an SQLite database another program owns shares
-(the OpenClaw store's, opencode's): a session id in a backup's file name, a backup made
-durable, a connection closed whatever its last checkpoint does, and the points where a
-test kills the process to prove that a write cut short leaves the database whole."""
+(the OpenClaw store's, opencode's, Codex's thread index's): a session id in a backup's
+file name, a backup made durable, a connection closed whatever its last checkpoint does,
+a copy of the whole database for `-o`, and the points where a test kills the process to
+prove that a write cut short leaves the database whole."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import hashlib
 import os
 import re
 import signal
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
 import apsw
+
+from sessionfix.errors import InputError, SessionfixError, described
+from sessionfix.read.sqlite import connect_read_only, error_reason
 
 KILL_VARIABLE: Final = "SESSIONFIX_KILL_AT"
 _PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
@@ -59,3 +64,47 @@ def close_quietly(db: apsw.Connection) -> None:
     in the write-ahead log, where SQLite finds it."""
     with suppress(apsw.Error):
         db.close()
+
+
+class CopyRefused(SessionfixError):
+    """`-o` names a file that exists, and replacing it was not asked for."""
+
+
+@contextmanager
+def copy_database(source: Path, output: Path, *, replace: bool) -> Iterator[Path]:
+    """A copy of the database at `source` (SQLite's online backup, through a read-only
+    connection: `source` is not written) made beside `output` under a temporary name,
+    given to the block to change, then named `output` (renamed over it when `replace`,
+    else linked there, which fails rather than overwrite a file that appeared); a copy
+    the block fails in is removed."""
+    where = str(output)
+    if not replace and os.path.lexists(output):
+        raise CopyRefused(f"{where}: exists (--force to replace it)")
+    temp = output.with_name(f".{output.name}.sessionfix-tmp-{os.getpid()}")
+    try:
+        reader = connect_read_only(source)
+        try:
+            copy = apsw.Connection(str(temp))
+            try:
+                with copy.backup("main", reader, "main") as backup:
+                    backup.step(-1)
+            finally:
+                close_quietly(copy)
+        finally:
+            close_quietly(reader)
+        sync_to_disk(temp)
+        yield temp
+        if replace:
+            os.replace(temp, output)
+        else:
+            os.link(temp, output)
+    except apsw.Error as exc:
+        raise InputError(f"{where}: cannot copy {source} ({error_reason(exc)})") from None
+    except FileExistsError:
+        raise CopyRefused(f"{where}: exists (--force to replace it)") from None
+    except OSError as exc:
+        raise InputError(f"{where}: cannot write the copy ({described(exc)})") from None
+    finally:
+        for leftover in (temp, Path(f"{temp}-wal"), Path(f"{temp}-shm")):
+            with suppress(OSError):
+                leftover.unlink()

@@ -226,7 +226,8 @@ class OpencodeStore:
         beside `output` under a temporary name, the session's rows changed in it as an
         in-place repair changes them (no backup: this database is left as it is), then
         given its name."""
-        from sessionfix.formats.opencode.write import copy_database, replace_session
+        from sessionfix.formats.opencode.write import replace_session
+        from sessionfix.formats.sqlite_writes import copy_database
 
         _check_writable(transcript)
         changes: list[RowChange] = []
