@@ -143,8 +143,8 @@ def test_scan_without_paths_and_no_agent_is_one_line_and_exit_zero(home: Path) -
     assert findings(result.stdout) == []
     assert result.stderr.strip().splitlines() == [
         "No agent session folders found (looked in ~/.pi/agent/sessions, ~/.openclaw/agents, "
-        "~/.codex/sessions, ~/.codex/archived_sessions, ~/.claude/projects, "
-        "~/.local/share/opencode)"
+        "~/.codex/sessions, ~/.codex/archived_sessions, ~/.codex/state_5.sqlite, "
+        "~/.codex/sqlite/state_5.sqlite, ~/.claude/projects, ~/.local/share/opencode)"
     ]
 
 
@@ -169,6 +169,8 @@ def test_the_agents_variables_move_their_folders(home: Path, tmp_path: Path) -> 
         tmp_path / "claude" / "projects",
         home / "codex" / "sessions",
         home / "codex" / "archived_sessions",
+        home / "codex" / "state_5.sqlite",
+        home / "codex" / "sqlite" / "state_5.sqlite",
         tmp_path / "pi" / "sessions",
         tmp_path / "openclaw" / "agents",
         tmp_path / "data" / "opencode",

@@ -19,6 +19,7 @@ from msgspec import Struct
 PACKAGES: Final = (
     "sessionfix.formats.pi",
     "sessionfix.formats.codex",
+    "sessionfix.formats.codex_index",
     "sessionfix.formats.claude",
     "sessionfix.formats.openclaw_store",
     "sessionfix.formats.opencode",

@@ -104,6 +104,15 @@ class TimedRecords(Protocol):
         ...
 
 
+class IndexEntries(Protocol):
+    """The editor of an agent's index of sessions (`Capability.SESSION_INDEX`)."""
+
+    def rebuilt_entry(self) -> Transform:
+        """Make a session's missing entry, or mend the one that disagrees with its
+        file, from that file, as the agent's own indexing makes entries."""
+        ...
+
+
 class Format:
     """A session format, by the name `--format` takes: its package makes it
     (`Format("pi")`), and one name is always the same object, so formats compare with

@@ -59,6 +59,9 @@ class Capability(enum.Enum):
     """A message's content is the records that follow it (opencode parts)."""
     UNREAD_SESSIONS = "sessions kept where their agent no longer reads them"
     """A store lists sessions its agent left behind (opencode 2's rows, 1.1's files)."""
+    SESSION_INDEX = "an index of sessions its agent lists them by"
+    """A record per session: the index's entry beside what the session's files hold
+    (Codex's thread index)."""
     EVENT_LOG = "a log of every write, which the agent never loads"
     """opencode's `event` rows: the session's every object again, for workspace sync."""
     DISTINCT_CALL_IDS = "call ids the provider requires distinct"

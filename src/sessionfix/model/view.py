@@ -204,6 +204,42 @@ class Reference(Struct, frozen=True):
     """What the reference means to the session (the view asks by role, never by field)."""
 
 
+class IndexDrift(enum.Enum):
+    """How an agent's index of sessions, which its lists of sessions are read from,
+    disagrees with the session files it indexes."""
+
+    UNLISTED = "unlisted"
+    """A session file the index holds no entry for."""
+    MISSING_FILE = "missing-file"
+    """An entry naming a file that is gone."""
+    ARCHIVED_FLAG = "archived-flag"
+    """The entry says archived, or not, against the folder its file is in."""
+    UNTITLED = "untitled"
+    """The entry holds no first prompt, though its file has one."""
+    SHARED_ID = "shared-id"
+    """Several session files hold the session's id."""
+
+
+class IndexedSession(Struct, frozen=True):
+    """One session as its agent's index of sessions lists it, beside its files."""
+
+    drift: tuple[IndexDrift, ...]
+    files: tuple[str, ...]
+    """The session's files, as the index names files."""
+    named: str | None
+    """The file the entry names; None without an entry."""
+    archived: bool | None
+    """Whether the entry says the session is archived; None without an entry."""
+    in_archive: bool | None
+    """Whether the session's file (the one named, else the only one) is in the
+    archive folder; None when there is none."""
+    first_prompt: str | None = None
+    """The first prompt of that file, as the index would show it."""
+    rebuildable: bool = False
+    """What is wrong with the entry (a drift but several files with one id) can be
+    mended, or the missing entry made, from that file alone."""
+
+
 class HeaderFacts(Struct):
     row: int
     id: object
@@ -444,6 +480,9 @@ class SessionView(Struct):
     event_log_bytes: int | None = None
     """Bytes of the log of every write the agent keeps of the session besides what it
     loads (opencode's `event` rows), for formats that keep one."""
+    indexed_sessions: dict[int, IndexedSession] = field(default_factory=dict)
+    """For an agent's index of sessions: per record, the session it lists (or should)
+    and how the entry disagrees with the session's files."""
     summary_requests: dict[int, object] = field(default_factory=dict)
     """Summaries that name the compaction request they answer (opencode `parentID`):
     the id named, `MISSING` when none is."""

@@ -133,6 +133,34 @@ def decompress(path: Path, copy: Path) -> None:
             ) from None
 
 
+def text_chunks(path: Path, piece: int = WRITE_BYTES) -> Iterator[bytes]:
+    """The session text of `path`, a piece at a time: a compressed one decompressed as
+    it is read, within `expansion_limit` (`InputError` past it, and for data that is
+    not valid zstd); `OSError` where the file cannot be read."""
+    import zstandard
+
+    fd, info = open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        if not is_compressed(path):
+            while data := handle.read(piece):
+                yield data
+            return
+        limit = expansion_limit(info.st_size)
+        written = 0
+        try:
+            for data in _frames(handle):
+                written += len(data)
+                if written > limit:
+                    raise InputError(
+                        f"{path}: not read: its zstd data decompresses to more than "
+                        f"{human_bytes(limit)}, over {EXPANSION_LIMIT:,} times its "
+                        f"{human_bytes(info.st_size)}"
+                    )
+                yield data
+        except zstandard.ZstdError as exc:
+            raise InputError(f"{path}: not valid zstd data ({_reason(exc)})") from None
+
+
 def expansion_limit(size: int) -> int:
     """The most a session of `size` compressed bytes may decompress to."""
     return max(EXPANSION_FLOOR, EXPANSION_LIMIT * size)
