@@ -526,6 +526,83 @@ def _shown(turn: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     )
 
 
+def _serving(home: Path, mock: _MockResponses | None) -> _AppServer:
+    """An initialized app-server on the Codex home `home/.codex`, its config naming the
+    mock provider (served by `mock`, or by nothing where no request is to be made)."""
+    codex = home / ".codex"
+    codex.mkdir(parents=True, exist_ok=True)
+    (home / "work").mkdir(exist_ok=True)
+    config = codex / "config.toml"
+    if mock is not None or not config.exists():
+        port = mock.port if mock is not None else 9
+        config.write_text(_CONFIG.format(provider=PROVIDER, port=port, key=home.name))
+    server = _AppServer(home)
+    try:
+        server.request(
+            "initialize",
+            {
+                "clientInfo": {"name": "sessionfix-tests", "version": "0"},
+                "capabilities": {"experimentalApi": True},
+            },
+            LOAD_TIMEOUT,
+        )
+        server.send({"method": "initialized"})
+    except BaseException:
+        server.close()
+        raise
+    return server
+
+
+def start_threads(home: Path, prompts: list[str]) -> list[str]:
+    """Threads Codex itself starts in the Codex home `home/.codex`, one per prompt, each
+    with one turn the mock model answers (its rollout and its row in the thread index
+    are Codex's own); the app-server is stopped before this returns. Their ids."""
+    mock = _MockResponses()
+    try:
+        server = _serving(home, mock)
+        try:
+            threads = []
+            for prompt in prompts:
+                started = server.request("thread/start", {"cwd": str(home / "work")}, LOAD_TIMEOUT)
+                thread = started["thread"]["id"]
+                server.request(
+                    "turn/start",
+                    {"threadId": thread, "input": [{"type": "text", "text": prompt}]},
+                    LOAD_TIMEOUT,
+                )
+                server.wait(
+                    lambda m, t=thread: (
+                        m.get("method") == "turn/completed"
+                        and m.get("params", {}).get("threadId") == t
+                    ),
+                    LOAD_TIMEOUT,
+                    "a turn",
+                )
+                threads.append(thread)
+            return threads
+        finally:
+            server.close()
+    finally:
+        mock.close()
+
+
+def list_threads(home: Path, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """What `thread/list` with `params` returns in the Codex home `home/.codex` (every
+    page), from an app-server started for it and stopped before this returns."""
+    server = _serving(home, None)
+    try:
+        listed: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            page = server.request("thread/list", {**params, "cursor": cursor}, LOAD_TIMEOUT)
+            listed += page["data"]
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return listed
+    finally:
+        server.close()
+
+
 _CACHE: dict[tuple[str, bool], CodexLoad] = {}
 """Loads of this run by the SHA-256 of the file's bytes (and stand-in)."""
 

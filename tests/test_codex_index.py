@@ -84,6 +84,18 @@ def test_a_scan_without_paths_reports_each_kind_of_drift(codex_home: Path) -> No
     assert all(found[t]["fix"]["applicability"] == "unsafe" for t in fixable)
 
 
+def test_bare_sessionfix_finds_the_index_and_an_unsafe_repair_fixes_it(codex_home: Path) -> None:
+    index = codex_home / "state_5.sqlite"
+    bare = run()
+    assert bare.exit_code == 1, bare.output
+    assert f"{index}:threads:{UNLISTED}: SF701" in bare.stdout
+    assert run("repair", "--in-place", index).exit_code == 1, "unsafe fixes only"
+    assert f"{index}:threads:{UNLISTED}: SF701" in run().stdout
+    run("repair", "--in-place", "--unsafe-fixes", index)
+    left = run("scan", "--output-format", "json", "--no-progress")
+    assert {d["entry_id"] for d in findings(left)} == {TWICE, GONE}
+
+
 def test_an_index_in_step_with_its_rollouts_passes(tmp_path: Path) -> None:
     codex = tmp_path / ".codex"
     index = make_index(codex / "state_5.sqlite")
