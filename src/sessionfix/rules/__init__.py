@@ -47,7 +47,7 @@ from sessionfix.rules import (
     sf601_leaked_partial_json,
     sf602_invalid_tool_name,
     sf603_oversized_record,
-    sf701_codex_index_drift,
+    sf701_session_index_drift,
     sf705_event_log_bloat,
 )
 from sessionfix.rules.base import Rule
@@ -93,7 +93,7 @@ RULES: tuple[Rule, ...] = (
     sf601_leaked_partial_json.RULE,
     sf602_invalid_tool_name.RULE,
     sf603_oversized_record.RULE,
-    sf701_codex_index_drift.RULE,
+    sf701_session_index_drift.RULE,
     sf705_event_log_bloat.RULE,
 )
 

@@ -1,5 +1,6 @@
 """SF701 codex-index-drift: the index its agent lists sessions by disagrees with the
-session files it indexes."""
+session files it indexes (the module is named for what it checks, as no module outside
+`formats/` is named for a format)."""
 
 from __future__ import annotations
 
