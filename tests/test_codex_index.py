@@ -240,3 +240,50 @@ def test_a_row_changed_since_the_scan_is_not_overwritten(codex_home: Path) -> No
         replace_rows(index, [UpdateRow(UNTITLED, read, {"preview": "Port the build"})], backup=True)
     assert thread_rows(index)[UNTITLED]["preview"] == "typed meanwhile"
     assert not list(codex_home.glob("*.sessionfix-*"))
+
+
+OLDER_SCHEMA: Final = """
+CREATE TABLE threads (
+    id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL, created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL, source TEXT NOT NULL, model_provider TEXT NOT NULL,
+    cwd TEXT NOT NULL, title TEXT NOT NULL, sandbox_policy TEXT NOT NULL,
+    approval_mode TEXT NOT NULL, tokens_used INTEGER NOT NULL DEFAULT 0,
+    archived INTEGER NOT NULL DEFAULT 0, archived_at INTEGER, git_sha TEXT, git_branch TEXT,
+    git_origin_url TEXT
+);
+ALTER TABLE threads ADD COLUMN first_user_message TEXT NOT NULL DEFAULT '';
+"""
+"""The index of an older Codex build: its first migration, and the first prompt column
+(no `preview`, no millisecond times, no triggers)."""
+
+
+def test_an_older_index_without_the_later_columns_is_read_and_mended(tmp_path: Path) -> None:
+    codex = tmp_path / ".codex"
+    codex.mkdir()
+    index = codex / "state_5.sqlite"
+    db = apsw.Connection(str(index))
+    db.execute(OLDER_SCHEMA)
+    db.close()
+    listed = put_rollout(codex, LISTED, "Fix the failing test")
+    untitled = put_rollout(codex, UNTITLED, "Port the build")
+    put_rollout(codex, UNLISTED, "Add a --dry-run flag")
+    for thread, rollout, prompt in (
+        (LISTED, listed, "Fix the failing test"),
+        (UNTITLED, untitled, ""),
+    ):
+        db = apsw.Connection(str(index))
+        db.execute(
+            "INSERT INTO threads (id, rollout_path, created_at, updated_at, source, "
+            "model_provider, cwd, title, sandbox_policy, approval_mode, first_user_message) "
+            "VALUES (?, ?, 1, 2, 'cli', 'openai', '/work/project', ?, 'x', 'never', ?)",
+            (thread, str(rollout), prompt, prompt),
+        )
+        db.close()
+    found = findings(run("scan", "--output-format", "json", "--no-progress", index))
+    assert {d["entry_id"] for d in found} == {UNLISTED, UNTITLED}
+    result = run("repair", "--in-place", "--unsafe-fixes", index)
+    assert result.exit_code == 0, result.output
+    rows = thread_rows(index)
+    assert rows[UNTITLED]["first_user_message"] == rows[UNTITLED]["title"] == "Port the build"
+    assert rows[UNLISTED]["first_user_message"] == "Add a --dry-run flag"
+    assert "preview" not in rows[UNLISTED]

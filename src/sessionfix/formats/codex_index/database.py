@@ -29,8 +29,9 @@ CARRIED: Final = (
     "model_provider",
     "cwd",
 )
-"""The columns of a row a transcript line carries: those the index's lists filter and
-show by, and those a repair may change."""
+"""The columns of a row a transcript line carries (those of them the index has: older
+Codex builds lack the later ones): those the index's lists filter and show by, and
+those a repair may change."""
 MENDED: Final = (
     "rollout_path",
     "archived",
@@ -40,7 +41,13 @@ MENDED: Final = (
     "title",
 )
 """The columns a repair changes in a row that exists (a missing row is inserted whole)."""
-REQUIRED: Final = frozenset({KEY, *CARRIED})
+REQUIRED: Final = frozenset({KEY, "rollout_path", "archived", "created_at", "updated_at"})
+"""What every Codex build's `threads` table has (its first migration)."""
+
+
+def carried(present: list[str]) -> list[str]:
+    """Those of the carried columns a `threads` table of these columns has."""
+    return [name for name in CARRIED if name in present]
 
 
 def columns(db: apsw.Connection, schema: str = "main") -> list[str]:
@@ -93,7 +100,6 @@ class ThreadIndex:
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """Every row's carried columns, by thread id."""
-        names = ", ".join(quoted(name) for name in (KEY, *CARRIED))
         try:
             found = columns(self._db)
             if not set(found) >= REQUIRED:
@@ -101,6 +107,8 @@ class ThreadIndex:
                     f"{self.path}: not a {KIND} sessionfix reads (its {TABLE} table lacks "
                     f"{', '.join(sorted(REQUIRED - set(found)))})"
                 )
+            read = carried(found)
+            names = ", ".join(quoted(name) for name in (KEY, *read))
             rows = self._db.execute(f"SELECT {names} FROM {TABLE} ORDER BY {KEY}").fetchall()
         except apsw.Error as exc:
             if is_hot_journal(exc):
@@ -111,7 +119,7 @@ class ThreadIndex:
             raise InputError(f"{self.path}: cannot read the {KIND} ({error_reason(exc)})") from None
         return {
             str(_value(row[0])): {
-                name: _value(value) for name, value in zip(CARRIED, row[1:], strict=True)
+                name: _value(value) for name, value in zip(read, row[1:], strict=True)
             }
             for row in rows
         }

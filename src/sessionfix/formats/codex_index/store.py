@@ -289,8 +289,10 @@ def _changes(
         if original is None:
             changes.append(InsertRow(key, line.row))
             continue
-        changed = {
-            name: line.row.get(name) for name in CARRIED if line.row.get(name) != original.get(name)
+        changed: dict[str, Any] = {
+            name: line.row.get(name)
+            for name in CARRIED
+            if name in original and line.row.get(name) != original.get(name)
         }
         if set(changed) - set(MENDED):
             raise RepairNotWritable(
@@ -298,7 +300,7 @@ def _changes(
                 f"{', '.join(sorted(set(changed) - set(MENDED)))}"
             )
         if changed:
-            changes.append(UpdateRow(key, {name: original.get(name) for name in CARRIED}, changed))
+            changes.append(UpdateRow(key, original, changed))
     if len(kept) != len(transcript.rows):
         raise RepairNotWritable(f"{KIND}: a repair may not leave a thread out")
     return changes, keys

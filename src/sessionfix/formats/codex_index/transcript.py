@@ -22,7 +22,6 @@ import msgspec
 import orjson
 
 from sessionfix import jsonutil
-from sessionfix.formats.codex_index.database import MENDED
 from sessionfix.formats.codex_index.rollouts import Rollout
 from sessionfix.model.view import IndexDrift, IndexedSession
 
@@ -31,6 +30,9 @@ TAG: Final = "codex_index"
 THREAD: Final = "thread"
 PRESENT: Final = "present"
 MISSING: Final = "missing"
+PROMPT_COLUMNS: Final = ("preview", "first_user_message")
+"""Where a row holds its thread's first prompt, which lists show and filter by (older
+Codex builds have only the latter)."""
 COMPRESSED: Final = ".zst"
 """A rollout Codex compressed keeps the name its row gives it, with this added."""
 
@@ -135,7 +137,7 @@ def indexed(line: ThreadLine) -> IndexedSession:
         if (
             main is not None
             and main.first_prompt
-            and (_empty(row.get("preview")) or _empty(row.get("first_user_message")))
+            and any(_empty(row[name]) for name in PROMPT_COLUMNS if name in row)
         ):
             drift.append(IndexDrift.UNTITLED)
     if len(line.rollouts) > 1:
@@ -179,11 +181,11 @@ def mended(record: Any) -> Any:
         changed += ["archived", "archived_at"]
     if IndexDrift.UNTITLED in found:
         changed += [
-            name for name in ("preview", "first_user_message") if _empty(line.row.get(name))
+            name
+            for name in (*PROMPT_COLUMNS, "title")
+            if name in line.row and _empty(line.row[name])
         ]
-        if _empty(line.row.get("title")):
-            changed.append("title")
     for name in changed:
-        assert name in MENDED
-        row[name] = source.get(name)
+        if name in line.row:
+            row[name] = source.get(name)
     return record

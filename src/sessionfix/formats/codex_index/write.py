@@ -40,7 +40,7 @@ import xxhash
 
 from sessionfix.errors import SessionfixError, described
 from sessionfix.escapes import escape_surrogates
-from sessionfix.formats.codex_index.database import CARRIED, KEY, KIND, TABLE, columns
+from sessionfix.formats.codex_index.database import KEY, KIND, REQUIRED, TABLE, carried, columns
 from sessionfix.formats.sqlite_liveness import AgentRunning, hold_exclusively
 from sessionfix.formats.sqlite_writes import close_quietly, kill_point, sync_to_disk
 from sessionfix.interrupts import signals_deferred
@@ -110,7 +110,8 @@ def _one(db: apsw.Connection, query: str, bindings: tuple[Any, ...] = ()) -> Any
 
 def _carried(db: apsw.Connection, schema: str, thread_id: str) -> dict[str, Any] | None:
     """The carried columns of a thread's row in `schema`, as the reader reads them."""
-    names = ", ".join(map(quoted, CARRIED))
+    read = carried(columns(db, schema))
+    names = ", ".join(map(quoted, read))
     row = db.execute(
         f"SELECT {names} FROM {schema}.{TABLE} WHERE {KEY} = ?", (thread_id,)
     ).fetchone()
@@ -118,7 +119,7 @@ def _carried(db: apsw.Connection, schema: str, thread_id: str) -> dict[str, Any]
         return None
     return {
         name: value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        for name, value in zip(CARRIED, row, strict=True)
+        for name, value in zip(read, row, strict=True)
     }
 
 
@@ -137,13 +138,13 @@ def replace_rows(
         db.execute("BEGIN IMMEDIATE")
         write.begun = True
         kill_point("begun")
-        present = set(columns(db))
+        present = columns(db)
         for change in changes:
-            _apply(db, change, present, where)
+            _apply(db, change, set(present), where)
         kill_point("changed")
         for change in changes:
             expected = (
-                {name: change.row.get(name) for name in CARRIED}
+                {name: change.row.get(name) for name in carried(present)}
                 if isinstance(change, InsertRow)
                 else {**change.before, **change.changed}
             )
@@ -272,7 +273,7 @@ def _reader_checks(path: Path, where: str) -> int:
         ) from None
     try:
         version = _one(db, "PRAGMA schema_version")
-        missing = {KEY, *CARRIED} - set(columns(db))
+        missing = REQUIRED - set(columns(db))
     except apsw.Error as exc:
         raise IndexUnsafe(
             f"{where}: cannot read the index ({error_reason(exc)}); nothing changed"
