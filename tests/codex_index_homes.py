@@ -150,8 +150,8 @@ def thread_rows(index: Path) -> dict[str, dict[str, Any]]:
     """Every row of the index, every column, by thread id."""
     db = apsw.Connection(str(index))
     try:
-        cursor = db.execute("SELECT * FROM threads ORDER BY id")
-        names = [column[0] for column in cursor.getdescription()]
-        return {row[0]: dict(zip(names, row, strict=True)) for row in cursor}
+        names = [str(column[1]) for column in db.execute("PRAGMA table_info(threads)")]
+        rows = db.execute(f"SELECT {', '.join(names)} FROM threads ORDER BY id")
+        return {row[0]: dict(zip(names, row, strict=True)) for row in rows}
     finally:
         db.close()

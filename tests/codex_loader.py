@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -584,6 +585,19 @@ def start_threads(home: Path, prompts: list[str]) -> list[str]:
             server.close()
     finally:
         mock.close()
+
+
+@contextlib.contextmanager
+def codex_running(home: Path) -> Iterator[int]:
+    """An app-server running on the Codex home `home/.codex` for as long as the block
+    lasts (it has listed the home's threads from its index, which it has open; a listing
+    from the rollouts would mend the rows of the newest ones); its pid."""
+    server = _serving(home, None)
+    try:
+        server.request("thread/list", {"useStateDbOnly": True}, LOAD_TIMEOUT)
+        yield server.process.pid
+    finally:
+        server.close()
 
 
 def list_threads(home: Path, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from sessionfix.cli import app
 
 from .codex_index_homes import thread_rows
-from .codex_loader import list_threads, require_codex_at_collection, start_threads
+from .codex_loader import codex_running, list_threads, require_codex_at_collection, start_threads
 
 require_codex_at_collection()
 
@@ -81,3 +81,17 @@ def _indexed_by_codex(home: Path, again: Path, thread: str) -> dict[str, Any]:
     row = thread_rows(again / ".codex" / "state_5.sqlite")[thread]
     row["rollout_path"] = row["rollout_path"].replace(str(again), str(home), 1)
     return row
+
+
+def test_a_repair_is_refused_while_codex_runs_on_the_index(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (unlisted,) = start_threads(home, PROMPTS[:1])
+    index = home / ".codex" / "state_5.sqlite"
+    _change(index, "DELETE FROM threads WHERE id = ?", unlisted)
+    before = thread_rows(index)
+    with codex_running(home) as pid:
+        result = CliRunner().invoke(app, ["repair", "--in-place", "--unsafe-fixes", str(index)])
+    assert result.exit_code == 2, result.output
+    assert f"Codex (or another program) has the database open (pid {pid}" in result.output
+    assert thread_rows(index) == before
+    assert not list(index.parent.glob("*.sessionfix-*"))
