@@ -287,3 +287,18 @@ def test_an_older_index_without_the_later_columns_is_read_and_mended(tmp_path: P
     assert rows[UNTITLED]["first_user_message"] == rows[UNTITLED]["title"] == "Port the build"
     assert rows[UNLISTED]["first_user_message"] == "Add a --dry-run flag"
     assert "preview" not in rows[UNLISTED]
+
+
+def test_o_writes_a_repaired_copy_and_leaves_the_index_as_it_was(
+    codex_home: Path, tmp_path: Path
+) -> None:
+    index = codex_home / "state_5.sqlite"
+    before = thread_rows(index)
+    copy = tmp_path / "repaired.sqlite"
+    result = run("repair", "--unsafe-fixes", "-o", copy, index)
+    assert result.exit_code == 1, result.output
+    assert thread_rows(index) == before
+    assert not list(codex_home.glob("*.sessionfix-*"))
+    repaired = thread_rows(copy)
+    assert set(repaired) == set(before) | {UNLISTED}
+    assert repaired[UNTITLED]["preview"] == "Port the build"
