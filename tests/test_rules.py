@@ -45,6 +45,7 @@ NEW_CODES = {
     "SF112": "empty-message",
     "SF113": "unread-session",
     "SF114": "message-order",
+    "SF702": "undiscoverable-session",
     "SF705": "event-log-bloat",
     "SF206": "repeated-metadata",
 }

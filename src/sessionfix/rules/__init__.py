@@ -47,6 +47,7 @@ from sessionfix.rules import (
     sf601_leaked_partial_json,
     sf602_invalid_tool_name,
     sf603_oversized_record,
+    sf702_undiscoverable_session,
     sf705_event_log_bloat,
 )
 from sessionfix.rules.base import Rule
@@ -92,6 +93,7 @@ RULES: tuple[Rule, ...] = (
     sf601_leaked_partial_json.RULE,
     sf602_invalid_tool_name.RULE,
     sf603_oversized_record.RULE,
+    sf702_undiscoverable_session.RULE,
     sf705_event_log_bloat.RULE,
 )
 
