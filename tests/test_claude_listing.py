@@ -21,6 +21,7 @@ from sessionfix.repair.targets import repair_in_place
 from .claude_loader import list_with_claude, load_with_claude, require_claude_at_collection
 from .conftest import FIXTURES
 from .test_fixtures import place_case
+from .test_undiscoverable_session import SESSION, TITLE, title_at_edge
 
 require_claude_at_collection()
 
@@ -110,12 +111,39 @@ def test_a_session_with_nothing_to_name_it_by_stays_out_of_the_list(tmp_path: Pa
 @pytest.mark.parametrize("case", INDEX_CASES, ids=lambda case: case.name)
 def test_the_pinned_list_reads_no_index(case: Path, tmp_path: Path) -> None:
     """Claude Code 2.1.330 lists every session of the folder from the files, whatever
-    the index holds, and the same with the index gone."""
+    the index holds, and the same once the unsafe repair moved the index aside."""
     home = tmp_path / "home"
     session = install(case, home)
     folder = session.parent
-    sessions = {path.stem for path in folder.glob("*.jsonl")}
+    index = folder / "sessions-index.json"
+    sessions = sorted(folder.glob("*.jsonl"))
     with_index = list_with_claude(home)
-    (folder / "sessions-index.json").unlink()
+    assert set(with_index) == {path.stem for path in sessions}
+    reported = any(sf702_rows(path) for path in sessions)
+    for path in sessions:
+        repair_in_place(path, UNSAFE, backup=False)
+    assert index.exists() != reported
     assert list_with_claude(home) == with_index
-    assert set(with_index) == sessions
+
+
+@pytest.mark.parametrize(
+    ("edge", "listed"),
+    [
+        ({"head_end": 65536}, True),
+        ({"head_end": 65537}, False),
+        ({"tail_start": 65536}, True),
+        ({"tail_start": 65537}, False),
+    ],
+    ids=["head-ends-at-64KiB", "head-ends-past", "tail-starts-at-64KiB", "tail-starts-before"],
+)
+def test_sf702_draws_the_windows_where_the_list_does(
+    edge: dict[str, int], listed: bool, tmp_path: Path
+) -> None:
+    """A title line read whole at either end is shown; one byte further, it is not."""
+    home = tmp_path / "home"
+    session = home / ".claude" / "projects" / PROJECT / f"{SESSION}.jsonl"
+    session.parent.mkdir(parents=True)
+    session.write_bytes(title_at_edge(**edge))
+    shown = list_with_claude(home)[SESSION].custom_title
+    assert (shown == TITLE) == listed
+    assert bool(sf702_rows(session)) == (not listed)

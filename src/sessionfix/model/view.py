@@ -237,8 +237,8 @@ class ListingFacts(Struct, frozen=True):
     end and so shows another title or none."""
     shown_title: str | None = None
     """The title the list shows instead of the newest one (None: no title)."""
-    index: str | None = None
-    """The name of the folder's index of sessions, when one lies beside the session."""
+    index: Path | None = None
+    """The folder's index of sessions, when one lies beside the session."""
     index_unreadable: str | None = None
     """Why the index cannot be read, for the one session of the folder that reports it."""
     unindexed: bool = False

@@ -69,20 +69,30 @@ def _quoted(title: str) -> str:
 
 
 def _index(ctx: RuleContext, facts: ListingFacts) -> Iterator[Diagnostic]:
-    name = f"`{facts.index}`"
+    index = facts.index
+    assert index is not None
+    name = f"`{index.name}`"
     listing = "releases of the agent that list sessions from that index"
+    row = ctx.view.rows[0]
+    fix = unsafe(
+        f"move {name} aside, kept beside it under a backup name, so that the agent builds "
+        "it again from the session files (an in-place repair does)",
+        ctx.set_aside(row, index),
+    )
     if facts.index_unreadable is not None:
         yield ctx.entry_diagnostic(
             RULE,
             0,
             f"{name} beside the session {facts.index_unreadable}: {listing} cannot list "
             "this folder's sessions from it",
+            fix=fix,
         )
     if facts.unindexed:
         yield ctx.entry_diagnostic(
             RULE,
             0,
             f"{name} beside the session leaves it out: {listing} do not offer it for resuming",
+            fix=fix,
         )
     if facts.stray_entries:
         count = len(facts.stray_entries)
@@ -94,6 +104,7 @@ def _index(ctx: RuleContext, facts: ListingFacts) -> Iterator[Diagnostic]:
             0,
             f"{name} beside the session names {count} {sessions} gone ({shown}): "
             f"{listing} offer {them} and fail to open {them}",
+            fix=fix,
         )
 
 
@@ -101,7 +112,7 @@ RULE = Rule(
     code="SF702",
     name="undiscoverable-session",
     severity=Severity.WARNING,
-    fix="unsafe for a title the list does not read, else none",
+    fix="unsafe for a title the list does not read and a stale or broken index, else none",
     requires=frozenset({Capability.SESSION_LISTING}),
     summary="A session the agent's list of sessions to resume leaves out or shows "
     "without its title",

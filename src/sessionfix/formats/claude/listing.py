@@ -89,7 +89,7 @@ class ProjectListing:
             unnamed=not named and Role.USER in view.roles,
             buried_title=buried,
             shown_title=shown if buried is not None else None,
-            index=index.name,
+            index=index.path,
             index_unreadable=index.unreadable,
             unindexed=index.unindexed,
             stray_entries=index.strays,
@@ -210,16 +210,16 @@ def _buried_title(view: SessionView, stream: BinaryIO, size: int, shown: str | N
 
 
 class _IndexFacts:
-    __slots__ = ("name", "strays", "unindexed", "unreadable")
+    __slots__ = ("path", "strays", "unindexed", "unreadable")
 
     def __init__(
         self,
-        name: str | None = None,
+        path: Path | None = None,
         unreadable: str | None = None,
         unindexed: bool = False,
         strays: tuple[str, ...] = (),
     ) -> None:
-        self.name = name
+        self.path = path
         self.unreadable = unreadable
         self.unindexed = unindexed
         self.strays = strays
@@ -238,7 +238,7 @@ def _index_facts(folder: Path, session_id: str, listed: bool) -> _IndexFacts:
     reports = bool(sessions) and sessions[0] == session_id
     entries, unreadable = _read_index(str(index), st.st_mtime_ns, st.st_size)
     if entries is None:
-        return _IndexFacts(INDEX_NAME, unreadable if reports else None)
+        return _IndexFacts(index, unreadable if reports else None)
     strays: tuple[str, ...] = ()
     if reports:
         present = set(sessions)
@@ -247,7 +247,7 @@ def _index_facts(folder: Path, session_id: str, listed: bool) -> _IndexFacts:
             for entry, path in entries.items()
             if entry not in present and not (path is not None and os.path.isfile(path))
         )
-    return _IndexFacts(INDEX_NAME, None, listed and session_id not in entries, strays)
+    return _IndexFacts(index, None, listed and session_id not in entries, strays)
 
 
 @lru_cache(maxsize=64)
