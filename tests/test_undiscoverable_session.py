@@ -6,6 +6,7 @@ fixtures.)"""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Final
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 
 from sessionfix import Settings, check_file
 from sessionfix.cli import app
-from sessionfix.repair.targets import repair_in_place, repair_to
+from sessionfix.repair.targets import repair_in_place, repair_to, repair_to_stream
 from sessionfix.safety.writing import set_aside
 
 from .conftest import FIXTURES
@@ -89,6 +90,23 @@ def test_a_repair_to_another_file_leaves_the_index_and_reports_it(tmp_path: Path
     assert index.read_bytes() == held
     assert backups_of(index) == []
     assert [d.code for d in result.applied] == []
+    assert [d.code for d in result.remaining] == [CODE]
+
+
+def test_a_repair_to_a_stream_leaves_the_index_and_reports_it(tmp_path: Path) -> None:
+    """The copy is checked as the session reads, beside the index: the index finding is
+    the file's to remain, not a fix left for the written bytes (which would fail the
+    repair as one that changes nothing)."""
+    session = place_case(LEFT_OUT, tmp_path / "project")
+    data = session.read_bytes()
+    session.write_bytes(data.removesuffix(b"\n"))  # and a fix of its bytes (SF009)
+    index = session.parent / INDEX
+    held = index.read_bytes()
+    stream = io.BytesIO()
+    result = repair_to_stream(session, stream, UNSAFE)
+    assert stream.getvalue() == data
+    assert index.read_bytes() == held
+    assert [d.code for d in result.applied] == ["SF009"]
     assert [d.code for d in result.remaining] == [CODE]
 
 

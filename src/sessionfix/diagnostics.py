@@ -422,8 +422,10 @@ class Fix(Struct, frozen=True):
 
     @property
     def changes_session(self) -> bool:
-        """Whether applying the fix changes the session's own bytes."""
-        return any(edit.changes_session for edit in self.edits)
+        """Whether applying the fix changes the session's own bytes: false only for a fix
+        whose every edit changes a file beside it (a fix that lists no edits decides
+        what its plan writes)."""
+        return not self.edits or any(edit.changes_session for edit in self.edits)
 
     @property
     def set_aside(self) -> tuple[Path, ...]:

@@ -239,14 +239,12 @@ class PlannedRepair:
         return [(path, backup) for path, backup in moved if backup is not None]
 
     def result(self) -> RepairResult:
-        """What the repair does to the session's bytes: a fix of files beside it alone
-        (`SetAside`) is left to `set_aside`, and its finding stays."""
         return RepairResult(
             path=self.origin,
             filename=self.filename,
             format=self.format,
             found=self.found,
-            applied=[d for d in self.applied if d.fix is not None and d.fix.changes_session],
+            applied=self.applied,
             input_size=self.scanned.info.size,
             inapplicable=inapplicable(self.settings, self.scanned.view),
             tally=self.tally,

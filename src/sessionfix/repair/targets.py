@@ -112,8 +112,9 @@ def repair_to(
                     temp, planned.pieces(), mode=planned.mode, shown=output, source=planned.source
                 )
             check_input_unchanged(planned)
-            result.remaining = _with_beside(
+            result.remaining = _beside_left(
                 planned,
+                result,
                 verification.verify(
                     planned, temp, str(output), named_as=named_as or session_name(target)
                 ),
@@ -155,7 +156,7 @@ def repair_to_stream(
     try:
         result = planned.result()
         temp = verified_in_temp(planned, result, filename or str(path))
-        result.remaining = _with_beside(planned, result.remaining)
+        result.remaining = _beside_left(planned, result, result.remaining)
         try:
             with open(temp, "rb") as verified:
                 try:
@@ -367,11 +368,18 @@ def _why_unsettled(error: SessionfixError) -> str:
     return text
 
 
-def _with_beside(planned: PlannedRepair, remaining: list[Diagnostic]) -> list[Diagnostic]:
+def _beside_left(
+    planned: PlannedRepair, result: RepairResult, remaining: list[Diagnostic]
+) -> list[Diagnostic]:
     """What a repair to another file leaves: the findings of its copy, and those whose
-    fixes change only files beside the session, which it does not make."""
+    fixes change only files beside the session, which it does not make (nor count as
+    applied)."""
+    beside = planned.beside_fixes
+    if not beside:
+        return remaining
+    result.applied[:] = [d for d in result.applied if d not in beside]
     seen = {(d.code, d.row, d.message) for d in remaining}
-    left = [d for d in planned.beside_fixes if (d.code, d.row, d.message) not in seen]
+    left = [d for d in beside if (d.code, d.row, d.message) not in seen]
     return sorted([*remaining, *left], key=SORT_KEY)
 
 
@@ -433,7 +441,6 @@ class _InPlaceAttempt:
                 beside = planned.beside_fixes
                 if beside:
                     result.set_aside = planned.set_aside()
-                    result.applied = sorted([*result.applied, *beside], key=SORT_KEY)
                 if not planned.changes_anything:
                     result.output_size = result.input_size
                     result.remaining = [d for d in planned.found if d not in beside]
