@@ -24,6 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
+import msgspec
+
 from sessionfix import jsonutil
 from sessionfix.formats.claude.files import session_id_of
 from sessionfix.model.view import Flag, Kind, ListingFacts, Role, SessionView
@@ -37,6 +39,8 @@ TITLE_SIDECAR: Final = "custom-title.json"
 TITLE_TYPE: Final = "custom-title"
 _TITLE_KEY: Final = "customTitle"
 _SIDECHAIN: Final = (b'"isSidechain":true', b'"isSidechain": true')
+_CONTINUED: Final = b'"type":"continued-in"'
+"""A session continued in another one, which the list may show in its place."""
 _USER: Final = (b'"type":"user"', b'"type": "user"')
 _META: Final = (b'"isMeta":true', b'"isMeta": true')
 _COMPACT_SUMMARY: Final = (b'"isCompactSummary":true', b'"isCompactSummary": true')
@@ -65,9 +69,11 @@ class ProjectListing:
         if size > WINDOW:
             stream.seek(size - WINDOW)
         tail = stream.read(WINDOW) if size > WINDOW else head
-        if any(mark in head.split(b"\n", 1)[0] for mark in _SIDECHAIN):
-            return ListingFacts(WINDOW)  # a side conversation: never listed, by design
         folder = Path(os.path.abspath(self.named_as)).parent
+        if any(mark in head.split(b"\n", 1)[0] for mark in _SIDECHAIN) or _CONTINUED in tail:
+            # A side conversation, or one continued in another session (which the list
+            # shows instead): never listed, by design; the folder's index still is.
+            return _with_index(ListingFacts(WINDOW), folder, self.session_id, False)
         tail_title = _last_value(tail, TITLE_TYPE, _TITLE_KEY)
         titles = (
             tail_title,
@@ -82,18 +88,28 @@ class ProjectListing:
             or _last_value(tail, None, "summary")
             or _holds_prompt(head)
         )
-        buried = _buried_title(view, stream, size, shown)
-        index = _index_facts(folder, self.session_id, named)
-        return ListingFacts(
+        # A title in the tail is the newest: it is read.
+        buried = None if tail_title is not None else _buried_title(view, stream, size, shown)
+        facts = ListingFacts(
             WINDOW,
             unnamed=not named and Role.USER in view.roles,
             buried_title=buried,
             shown_title=shown if buried is not None else None,
-            index=index.path,
-            index_unreadable=index.unreadable,
-            unindexed=index.unindexed,
-            stray_entries=index.strays,
         )
+        return _with_index(facts, folder, self.session_id, named)
+
+
+def _with_index(facts: ListingFacts, folder: Path, session_id: str, listed: bool) -> ListingFacts:
+    """`facts` with what the folder's index says of the session (`listed`: the list
+    shows it) and, for the folder's first session, of the index as a whole."""
+    index = _index_facts(folder, session_id, listed)
+    return msgspec.structs.replace(
+        facts,
+        index=index.path,
+        index_unreadable=index.unreadable,
+        unindexed=index.unindexed,
+        stray_entries=index.strays,
+    )
 
 
 def _lines_backwards(window: bytes) -> list[bytes]:
