@@ -194,3 +194,15 @@ def test_the_title_fix_appends_a_copy_and_changes_no_other_line(
     result = repair_to(session, output, only)
     assert (output.read_bytes() if output.exists() else data) == (data + title if buried else data)
     assert result.remaining == []
+
+
+def test_a_folder_named_like_the_index_is_no_index(tmp_path: Path) -> None:
+    """On the folder's first session, which reports an index it cannot read."""
+    session = place_case(TRUNCATED, tmp_path / "project")
+    index = session.parent / INDEX
+    index.unlink()
+    index.mkdir()
+    assert sf702(session) == []
+    result = repair_in_place(session, UNSAFE)
+    assert not result.changed
+    assert index.is_dir()

@@ -20,6 +20,7 @@ and later neither read nor write it.
 from __future__ import annotations
 
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Final
@@ -250,6 +251,8 @@ def _index_facts(folder: Path, session_id: str, listed: bool) -> _IndexFacts:
         folder_st = folder.stat()
     except OSError:
         return _IndexFacts()
+    if not stat.S_ISREG(st.st_mode):
+        return _IndexFacts()  # not a file Claude Code wrote
     sessions = _main_transcripts(str(folder), folder_st.st_mtime_ns)
     reports = bool(sessions) and sessions[0] == session_id
     entries, unreadable = _read_index(str(index), st.st_mtime_ns, st.st_size)
