@@ -27,6 +27,7 @@ from .conftest import ROOT
 
 PACKAGE = ROOT / ".cache" / "claude" / "node_modules" / "@anthropic-ai" / "claude-agent-sdk"
 HARNESS = ROOT / "tests" / "claude" / "load.mjs"
+LIST_HARNESS = ROOT / "tests" / "claude" / "list.mjs"
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,17 @@ class Subagent:
     agent: str
     main: Path | None
     """The session's main transcript (None: the reader is given a one-record stub)."""
+
+
+@dataclass(frozen=True)
+class ListedSession:
+    """One session Claude Code's session list offers to resume."""
+
+    session_id: str
+    summary: str
+    """What the list shows it as: its title, else its last or first prompt."""
+    custom_title: str | None
+    first_prompt: str | None
 
 
 @dataclass(frozen=True)
@@ -136,3 +148,26 @@ def load_with_claude(
     missing_files = [path for path in files if path not in loads]
     assert not missing_files, f"the reader reported nothing for {missing_files}"
     return loads
+
+
+def list_with_claude(home: Path) -> dict[str, ListedSession]:
+    """The sessions Claude Code's session list (the Agent SDK's `listSessions`) offers
+    for the user whose home is `home` (`home/.claude/projects/*/`), by session id."""
+    missing = claude_missing()
+    if missing is not None:
+        raise AssertionError(missing)
+    result = subprocess.run(
+        ["node", str(LIST_HARNESS), str(PACKAGE), str(home)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"Claude Code's session list failed:\n{result.stderr}")
+    return {
+        item["sessionId"]: ListedSession(
+            item["sessionId"], item["summary"], item["customTitle"], item["firstPrompt"]
+        )
+        for item in json.loads(result.stdout)
+    }

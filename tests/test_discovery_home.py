@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from sessionfix.cli import app
 from sessionfix.discovery import agent_folders, is_foreign
 
-from .conftest import CORPUS
+from .conftest import CORPUS, FIXTURES
+from .test_fixtures import place_case
 
 CLAUDE: Final = (
     CORPUS / "claude" / "misc" / "kvsankar-agent-history__real_sessions_claude_session-01.jsonl"
@@ -255,3 +256,18 @@ def test_a_walk_still_reads_a_session_with_a_torn_first_line(home: Path) -> None
     result = run("scan", "--output-format", "json", "--no-progress")
     assert {Path(d["filename"]).name for d in findings(result.stdout)} == {"torn.jsonl"}
     assert result.exit_code == 1
+
+
+def test_scan_without_paths_finds_a_claude_project_with_a_stale_index(home: Path) -> None:
+    """A project folder whose `sessions-index.json` lists only the older of its two
+    sessions (the index Claude Code 2.1.3x stopped updating): the newer is reported."""
+    case = FIXTURES / "SF702-claude-session-left-out-of-the-index"
+    project = home / ".claude" / "projects" / "-home-dev-projects-webapp"
+    session = place_case(case, project)
+    bare = run()
+    assert bare.exit_code == 1, bare.stderr
+    reported = [line for line in bare.stdout.splitlines() if " SF702 " in line]
+    assert len(reported) == 1
+    assert reported[0].startswith(f"{session}:1:1: SF702 `sessions-index.json`")
+    found = findings(run("scan", "--output-format", "json", "--no-progress").stdout)
+    assert [(Path(d["filename"]).name, d["code"]) for d in found] == [(session.name, "SF702")]

@@ -28,17 +28,19 @@ from sessionfix.scan.scanner import read_session
 
 from .conftest import FIXTURES
 from .diffs import split_lines
-from .test_fixtures import CASES, _settings, repair_case, run_case
+from .test_fixtures import CASES, _settings, place_case, repair_case, run_case
 
 
 def apply_edits(data: bytes, edits: list[dict[str, Any]]) -> bytes:
     """Apply JSON fix edits to the input bytes, as the JSON output documents them: byte
     ranges of a line (its terminator included) deleted or replaced, an `append` after
     the line's bytes, a line replaced or deleted whole, new lines inserted after a line
-    (before the first for row 0)."""
+    (before the first for row 0); a file beside the session moved aside changes none."""
     lines = split_lines(data)
     by_row: dict[int, list[dict[str, Any]]] = {}
     for edit in edits:
+        if edit["op"] == "set_aside":
+            continue
         by_row.setdefault(edit["row"], []).append(edit)
         if edit["op"] == "delete":  # a run of lines, through `end_row`
             for row in range(edit["row"] + 1, edit.get("end_row", edit["row"]) + 1):
@@ -278,10 +280,7 @@ def test_each_fix_s_edits_are_the_repair_of_that_fix_alone(case: Path, tmp_path:
     its decisions change (a child re-linked past a dropped record, a kept position moved)."""
     spec_file = case / "case.json"
     spec = json.loads(spec_file.read_text()) if spec_file.exists() else {}
-    target = tmp_path / spec.get("filename", "session.jsonl")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes((case / "input.jsonl").read_bytes())
-    _check_each_fix_alone(target, _settings(spec))
+    _check_each_fix_alone(place_case(case, tmp_path), _settings(spec))
 
 
 def _check_each_fix_alone(target: Path, settings: Settings) -> None:

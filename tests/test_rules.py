@@ -46,6 +46,7 @@ NEW_CODES = {
     "SF113": "unread-session",
     "SF114": "message-order",
     "SF701": "codex-index-drift",
+    "SF702": "undiscoverable-session",
     "SF705": "event-log-bloat",
     "SF206": "repeated-metadata",
 }

@@ -77,6 +77,9 @@ class EditOp(enum.Enum):
     columns count bytes from 1, the line's terminator included."""
     REPLACE_BYTES = "replace_bytes"
     """The same bytes become `content` (inserted there when the range is empty)."""
+    SET_ASIDE = "set_aside"
+    """The file `content` names, beside the session, is moved aside to a backup name
+    beside it; no line of the session changes (`row` is the finding's)."""
 
 
 Transform = Callable[[Any], Any]
@@ -119,6 +122,11 @@ class Edit(PartlyCompared, Struct, frozen=True):
     def rows(self) -> tuple[int, ...]:
         """The input lines the edit changes."""
         return tuple(range(self.row, (self.end_row or self.row) + 1))
+
+    @property
+    def changes_session(self) -> bool:
+        """Whether the edit changes the session's own bytes (else a file beside it)."""
+        return True
 
 
 # ---- line edits: the plan derives their bytes from the line report -----------------
@@ -229,6 +237,26 @@ class RebuildHeader(Edit, frozen=True, kw_only=True):
     @property
     def op(self) -> EditOp:
         return EditOp.REPLACE if self.replaces else EditOp.INSERT_AFTER
+
+
+class SetAside(Edit, frozen=True, kw_only=True):
+    """Move a file the agent keeps beside the session out of its way, to a backup name
+    beside it, so that the agent builds it again from the sessions: an in-place repair
+    does it, and no line of the session changes (`row` is the line of the finding)."""
+
+    path: Path
+
+    @property
+    def op(self) -> EditOp:
+        return EditOp.SET_ASIDE
+
+    @property
+    def content(self) -> str | None:
+        return self.path.name
+
+    @property
+    def changes_session(self) -> bool:
+        return False
 
 
 # ---- record edits: decisions the plan resolves with every reference (rules.md §8) ----
@@ -392,9 +420,25 @@ class Fix(Struct, frozen=True):
     said: Said | None = None
     """The message with the records it names kept as references (see `Diagnostic.said`)."""
 
+    @property
+    def changes_session(self) -> bool:
+        """Whether applying the fix changes the session's own bytes: false only for a fix
+        whose every edit changes a file beside it (a fix that lists no edits decides
+        what its plan writes)."""
+        return not self.edits or any(edit.changes_session for edit in self.edits)
+
+    @property
+    def set_aside(self) -> tuple[Path, ...]:
+        """The files beside the session the fix moves aside (`SetAside`)."""
+        return tuple(edit.path for edit in self.edits if isinstance(edit, SetAside))
+
     def described(self, *, edits: bool) -> Fix:
         """The fix with its edits' text made now (`edits`), or without its edits."""
-        made = tuple(DescribedEdit.of(edit) for edit in self.edits) if edits else ()
+        made = (
+            tuple(DescribedEdit.of(edit) if edit.changes_session else edit for edit in self.edits)
+            if edits
+            else ()
+        )
         return Fix(self.applicability, self.message, made, self.said)
 
     def named(self, names: RecordNames) -> Fix:

@@ -66,6 +66,9 @@ class Capability(enum.Enum):
     """opencode's `event` rows: the session's every object again, for workspace sync."""
     DISTINCT_CALL_IDS = "call ids the provider requires distinct"
     """Claude: within one API message; Codex: within the session."""
+    SESSION_LISTING = "a list of sessions to resume its agent builds from the files"
+    """The agent finds a session to offer for resuming by reading parts of its file and
+    the files beside it (Claude Code's picker: the file's ends, an index of the folder)."""
     ORDINALS = "records numbered in sequence"
     CARRIED_HISTORIES = "compactions that carry the whole history they replace"
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"

@@ -258,6 +258,40 @@ class MainFile(Protocol):
         ...
 
 
+class ListingFacts(Struct, frozen=True):
+    """How the agent's list of sessions to resume shows a session, where it builds that
+    list from the first and last bytes of each session file (and, in older releases,
+    from an index file of the folder's sessions)."""
+
+    window: int
+    """Bytes the list reads at each end of a session file."""
+    unnamed: bool = False
+    """The session holds a prompt, but nothing the list reads names it (a title, the
+    first prompt, the last prompt, a summary): the list leaves it out."""
+    buried_title: int | None = None
+    """The record holding the session's newest title, when the list reads it at neither
+    end and so shows another title or none."""
+    shown_title: str | None = None
+    """The title the list shows instead of the newest one (None: no title)."""
+    index: Path | None = None
+    """The folder's index of sessions, when one lies beside the session."""
+    index_unreadable: str | None = None
+    """Why the index cannot be read, for the one session of the folder that reports it."""
+    unindexed: bool = False
+    """The index leaves out this session, which the list shows."""
+    stray_entries: tuple[str, ...] = ()
+    """The sessions the index names whose files are gone, for the one session of the
+    folder that reports them."""
+
+
+class SessionListing(Protocol):
+    """How the session's agent lists it among the sessions it offers to resume."""
+
+    def facts(self, view: SessionView) -> ListingFacts:
+        """What the list shows of the session the view holds (read when a rule asks)."""
+        ...
+
+
 class ChainPolicy(Protocol):
     """What a format decides about its tree beyond parent links: which record is the
     leaf, and what its loader adds to the walk from the leaf (Claude re-attaches the
@@ -549,6 +583,9 @@ class SessionView(Struct):
     """Set when the file holds a side conversation of a session whose main file is this
     (a Claude sub-agent's transcript): its chain begins at records of that file, and its
     agent never resumes it as a session of its own."""
+    listing: SessionListing | None = None
+    """Set when the session's agent offers it for resuming in a list it builds from the
+    session's file and the files beside it (a Claude Code main transcript)."""
 
     def __len__(self) -> int:
         return len(self.kinds)

@@ -536,7 +536,9 @@ class RepairPlan:
         named: dict[int, list[Edit]] = {}
         edits: list[Edit] = []
         for edit in own:
-            if edit.row == PREFIX_ROW or len(edit.rows) > 1:
+            if not edit.changes_session:
+                edits.append(edit)
+            elif edit.row == PREFIX_ROW or len(edit.rows) > 1:
                 # A header before line 1, a run of lines: as the plan takes them.
                 edits.append(edit)
                 for row in edit.rows:

@@ -27,7 +27,7 @@ from sessionfix.repair.plan import CopiedRange, RepairPlan
 from sessionfix.repair.rowmap import RepairTrace
 from sessionfix.rules import rule_of
 from sessionfix.rules.base import Counted
-from sessionfix.safety.writing import WriteFailed
+from sessionfix.safety.writing import WriteFailed, set_aside
 from sessionfix.scan.scanner import ProgressCallback, gc_paused, read_session
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
@@ -78,6 +78,9 @@ class RepairResult(Struct):
     """In a session store: the session repaired."""
     notes: list[str] = field(default_factory=list)
     """What the store says a rewrite left as it was (opencode: its event log)."""
+    set_aside: list[tuple[Path, Path]] = field(default_factory=list)
+    """Files beside the session an in-place repair moved aside (for the agent to build
+    them again): each path and the backup name it now has."""
 
     @property
     def dropped_entries(self) -> int:
@@ -219,6 +222,21 @@ class PlannedRepair:
         """Workers rewrite records ahead of `chunks()` and `pieces()` while this is open
         (`RepairPlan.rewriting_ahead`)."""
         return self.plan.rewriting_ahead(self.settings.jobs)
+
+    @property
+    def beside_fixes(self) -> list[Diagnostic]:
+        """The applied diagnostics whose fixes change only files beside the session, which
+        only an in-place repair makes (`set_aside`)."""
+        return [d for d in self.applied if d.fix is not None and not d.fix.changes_session]
+
+    def set_aside(self) -> list[tuple[Path, Path]]:
+        """Move aside the files beside the session that the applied fixes name (what an
+        in-place repair does, before it writes): each path and its backup name."""
+        paths = dict.fromkeys(
+            path for d in self.beside_fixes if d.fix is not None for path in d.fix.set_aside
+        )
+        moved = [(path, set_aside(path)) for path in paths]
+        return [(path, backup) for path, backup in moved if backup is not None]
 
     def result(self) -> RepairResult:
         return RepairResult(

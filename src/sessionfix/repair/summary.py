@@ -33,8 +33,9 @@ def preview_note(problems: int, changed: int, errors: bool) -> str | None:
 def repair_note(results: Sequence[RepairResult], *, in_place: bool) -> str:
     """One line: what the repairs changed, what they saved."""
     changed = [r for r in results if r.changed]
+    moved = _moved_aside(results)
     if not changed:
-        return "Nothing to repair."
+        return f"{moved[2].upper()}{moved[3:]}." if moved else "Nothing to repair."
     files = "file" if len(changed) == 1 else "files"
     verb = "Repaired" if in_place else "Wrote the repair of"
     parts = []
@@ -62,4 +63,14 @@ def repair_note(results: Sequence[RepairResult], *, in_place: bool) -> str:
         note += f"; backup: {backups[0]}"
     elif backups:
         note += f"; {len(backups)} backups beside the files"
-    return note + "."
+    return note + moved + "."
+
+
+def _moved_aside(results: Sequence[RepairResult]) -> str:
+    """`; moved aside: <file> (kept as <backup name>)`, for the files beside the sessions
+    an in-place repair moved out of their agent's way; empty when there are none."""
+    moved = [pair for result in results for pair in result.set_aside]
+    if not moved:
+        return ""
+    kept = ", ".join(f"{path} (kept as {backup.name})" for path, backup in moved)
+    return f"; moved aside: {kept}"

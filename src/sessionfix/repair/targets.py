@@ -19,7 +19,7 @@ from typing import BinaryIO, Final
 from msgspec import Struct
 
 from sessionfix.containers import SessionFile
-from sessionfix.diagnostics import Diagnostic
+from sessionfix.diagnostics import SORT_KEY, Diagnostic
 from sessionfix.errors import SessionfixError, described
 from sessionfix.read.compressed import (
     session_name,
@@ -27,6 +27,7 @@ from sessionfix.read.compressed import (
 from sessionfix.repair import verification
 from sessionfix.repair.planned import (
     WRITE_BUFFER,
+    PlannedRepair,
     RepairResult,
     check_input_unchanged,
     plan_repair,
@@ -111,8 +112,12 @@ def repair_to(
                     temp, planned.pieces(), mode=planned.mode, shown=output, source=planned.source
                 )
             check_input_unchanged(planned)
-            result.remaining = verification.verify(
-                planned, temp, str(output), named_as=named_as or session_name(target)
+            result.remaining = _beside_left(
+                planned,
+                result,
+                verification.verify(
+                    planned, temp, str(output), named_as=named_as or session_name(target)
+                ),
             )
             result.output_size = temp.stat().st_size
             SessionFile(output, str(output)).publish(temp, planned.mode, replace=replace)
@@ -151,6 +156,7 @@ def repair_to_stream(
     try:
         result = planned.result()
         temp = verified_in_temp(planned, result, filename or str(path))
+        result.remaining = _beside_left(planned, result, result.remaining)
         try:
             with open(temp, "rb") as verified:
                 try:
@@ -362,6 +368,21 @@ def _why_unsettled(error: SessionfixError) -> str:
     return text
 
 
+def _beside_left(
+    planned: PlannedRepair, result: RepairResult, remaining: list[Diagnostic]
+) -> list[Diagnostic]:
+    """What a repair to another file leaves: the findings of its copy, and those whose
+    fixes change only files beside the session, which it does not make (nor count as
+    applied)."""
+    beside = planned.beside_fixes
+    if not beside:
+        return remaining
+    result.applied[:] = [d for d in result.applied if d not in beside]
+    seen = {(d.code, d.row, d.message) for d in remaining}
+    left = [d for d in beside if (d.code, d.row, d.message) not in seen]
+    return sorted([*remaining, *left], key=SORT_KEY)
+
+
 def _merged(earlier: RepairResult, later: RepairResult) -> RepairResult:
     """One account of an attempt that changed the file and the repair, after lines were
     carried over, of what it wrote (whose backup, if any, is another, later one)."""
@@ -371,6 +392,7 @@ def _merged(earlier: RepairResult, later: RepairResult) -> RepairResult:
     earlier.output_size = later.output_size
     earlier.changed = earlier.changed or later.changed
     earlier.backup = earlier.backup or later.backup
+    earlier.set_aside.extend(later.set_aside)
     return earlier
 
 
@@ -416,9 +438,12 @@ class _InPlaceAttempt:
                     raise FileChanged(
                         f"{self.target}: changed while being read", grew=info.size > original.size
                     )
+                beside = planned.beside_fixes
+                if beside:
+                    result.set_aside = planned.set_aside()
                 if not planned.changes_anything:
                     result.output_size = result.input_size
-                    result.remaining = planned.found
+                    result.remaining = [d for d in planned.found if d not in beside]
                     result.output = self.target
                     return result
                 sizes: list[int] = []

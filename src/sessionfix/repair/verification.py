@@ -141,12 +141,17 @@ def verify(
         introduced = guard.broken_by(diagnostics, rewritten)
         if introduced:
             raise _failed(planned, _described(introduced[0]))
-        left = [d for d in diagnostics if applies(d, settings)]
+        # A fix of files beside the session is no fix of the written bytes.
+        left = [d for d in diagnostics if applies(d, settings) and _changes_session(d)]
         if not left:
             _check_records_kept(planned, scanned, written)
             return diagnostics
         rewritten |= _repair_again(planned, written, scanned, left)
     raise _failed(planned, _described(left[0]))
+
+
+def _changes_session(diagnostic: Diagnostic) -> bool:
+    return diagnostic.fix is not None and diagnostic.fix.changes_session
 
 
 def _check_records_kept(planned: PlannedRepair, result: ScannedFile, written: Path) -> None:
@@ -236,7 +241,7 @@ def _check_detected(planned: PlannedRepair, written: Path, filename: str, name: 
             named_as=name,
         )
         later = run_rules(scanned, planned.settings, filename, origin=name, excerpts=False)
-    left = [d for d in later if applies(d, planned.settings)]
+    left = [d for d in later if applies(d, planned.settings) and _changes_session(d)]
     if left:
         raise _failed(
             planned,

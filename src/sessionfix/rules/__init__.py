@@ -48,6 +48,7 @@ from sessionfix.rules import (
     sf602_invalid_tool_name,
     sf603_oversized_record,
     sf701_session_index_drift,
+    sf702_undiscoverable_session,
     sf705_event_log_bloat,
 )
 from sessionfix.rules.base import Rule
@@ -94,6 +95,7 @@ RULES: tuple[Rule, ...] = (
     sf602_invalid_tool_name.RULE,
     sf603_oversized_record.RULE,
     sf701_session_index_drift.RULE,
+    sf702_undiscoverable_session.RULE,
     sf705_event_log_bloat.RULE,
 )
 

@@ -22,6 +22,7 @@ from sessionfix.diagnostics import (
     InsertRecord,
     MoveCut,
     RewriteRecord,
+    SetAside,
     Severity,
     excerpt_of,
 )
@@ -344,6 +345,11 @@ class RuleContext:
         return InsertRecord(
             self.view.rows[anchor], produce, record=anchor, build=build, new_id=new_id
         )
+
+    def set_aside(self, row: int, path: Path) -> SetAside:
+        """Move `path`, a file the agent keeps beside the session, aside (a finding on
+        line `row`): the agent builds it again; an in-place repair does it."""
+        return SetAside(row, path=path)
 
     def line_text(self, produce_bytes: Callable[[], bytes]) -> Callable[[], str]:
         """The text a line edit shows for bytes read on demand."""

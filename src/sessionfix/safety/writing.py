@@ -535,3 +535,34 @@ def sync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def set_aside(path: Path, when: datetime | None = None) -> Path | None:
+    """Move `path` aside to a backup name beside it (`<name>.sessionfix-bak-<stamp>[-N]`)
+    and return that name; None when it is already gone (another session's repair moved
+    it). Linked before unlinked: its bytes never go without a name."""
+    taken = when or datetime.now(UTC)
+    for serial in range(1000):
+        backup = path.with_name(backup_name(path, taken, serial=serial))
+        try:
+            os.link(path, backup)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise WriteFailed(f"{path}: cannot move it aside ({described(exc)})") from None
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            # Another run moved it aside meanwhile: its backup keeps these bytes.
+            with suppress(OSError):
+                backup.unlink()
+            return None
+        except OSError as exc:
+            with suppress(OSError):
+                backup.unlink()
+            raise WriteFailed(f"{path}: cannot move it aside ({described(exc)})") from None
+        sync_directory(path.parent)
+        return backup
+    raise WriteRefused(f"{path}: too many backups named {backup_name(path, taken)}")

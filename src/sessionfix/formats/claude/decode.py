@@ -26,6 +26,7 @@ from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import MainTranscript, main_transcript_of, session_id_of
+from sessionfix.formats.claude.listing import ProjectListing
 from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
@@ -64,6 +65,7 @@ CAPABILITIES: Final = frozenset(
         Capability.TOOL_NAMES,
         Capability.RESULT_REPAIRS,
         Capability.DISTINCT_CALL_IDS,
+        Capability.SESSION_LISTING,
     }
 )
 """What a Claude Code transcript lets rules see."""
@@ -281,6 +283,9 @@ class ClaudeAdapter:
             policy=ClaudeChain(),
             may_start_mid_session=True,
             main_file=None if main is None else MainTranscript(main),
+            listing=None
+            if self._session_id is None or main is not None
+            else ProjectListing(path, named_as or path, self._session_id),
         )
         self.editor = ClaudeEditor()
         self.tracker = PathTracker()
