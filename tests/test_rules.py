@@ -46,6 +46,8 @@ NEW_CODES = {
     "SF113": "unread-session",
     "SF114": "message-order",
     "SF705": "event-log-bloat",
+    "SF604": "oversized-inline-media",
+    "SF605": "empty-text-block",
     "SF206": "repeated-metadata",
 }
 """Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""

@@ -47,6 +47,8 @@ from sessionfix.rules import (
     sf601_leaked_partial_json,
     sf602_invalid_tool_name,
     sf603_oversized_record,
+    sf604_oversized_inline_media,
+    sf605_empty_text_block,
     sf705_event_log_bloat,
 )
 from sessionfix.rules.base import Rule
@@ -92,6 +94,8 @@ RULES: tuple[Rule, ...] = (
     sf601_leaked_partial_json.RULE,
     sf602_invalid_tool_name.RULE,
     sf603_oversized_record.RULE,
+    sf604_oversized_inline_media.RULE,
+    sf605_empty_text_block.RULE,
     sf705_event_log_bloat.RULE,
 )
 
