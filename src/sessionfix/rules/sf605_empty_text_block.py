@@ -19,22 +19,23 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for index, blank in sorted(view.blank_texts.items()):
         count = len(blank.at)
         what = "a text block that is" if count == 1 else f"{count} text blocks that are"
+        blocks = "it" if count == 1 else "them"
         if all(blank.empty):
-            kind = "empty"
+            kind, refusal = "empty", "text content blocks must be non-empty"
         elif not any(blank.empty):
-            kind = "whitespace only"
-        else:
-            kind = "empty or whitespace only"
-        if view.on_path(index) and view.in_context(index):
-            why = (
-                "the provider refuses every request that holds it (text content blocks "
-                "must be non-empty)"
+            kind, refusal = (
+                "whitespace only",
+                "text content blocks must contain non-whitespace text",
             )
+        else:
+            kind, refusal = "empty or whitespace only", "text content blocks must be non-empty"
+        if view.on_path(index) and view.in_context(index):
+            why = f"the provider refuses every request that holds {blocks} ({refusal})"
             severity = None
         else:
-            why = "it is not sent now (not in the context the agent resumes)"
+            verb = "is" if count == 1 else "are"
+            why = f"{blocks} {verb} not sent now (not in the context the agent resumes)"
             severity = Severity.INFO
-        blocks = "it" if count == 1 else "them"
         edit: Edit
         if blank.kept:
             edit = ctx.rewrite_record(index, editor.drop_blank_texts())

@@ -964,7 +964,8 @@ def _openclaw_sends(blank_texts: dict[int, BlankText]) -> None:
         if not at:
             del blank_texts[index]
         elif len(at) < len(blank.at):
-            blank_texts[index] = BlankText(at, blank.kept + len(blank.at) - len(at))
+            kept = blank.kept + len(blank.at) - len(at)
+            blank_texts[index] = BlankText(at, kept, (False,) * len(at))
 
 
 def _read_signed(source: RecordSource, view: SessionView, index: int) -> bool:
