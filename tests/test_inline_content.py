@@ -219,3 +219,35 @@ def test_an_openclaw_result_reports_its_whitespace_block_and_not_its_empty_one(
     repair_to(path, repaired, Settings(quiescence=0.0))
     content = json.loads(repaired.read_text().splitlines()[3])["message"]["content"]
     assert content == [screenshot]
+
+
+def test_the_screenshots_of_a_real_pi_session_are_measured_and_within_limits(
+    corpus: Path,
+) -> None:
+    """The three PNG screenshots `read` returned in a real pi session: their sizes and
+    dimensions as their IHDR headers say (read here by decoding the whole image), and
+    within every limit, so nothing is reported."""
+    from sessionfix.scan.scanner import read_session
+
+    path = corpus / "openclaw" / "pi-mono__compact.v1.glued-line.jsonl"
+    expected = []
+    for line in path.read_bytes().splitlines():
+        for part in line.split(b'{"type":"message"')[1:]:
+            try:
+                record = json.loads(b'{"type":"message"' + part)
+            except ValueError:
+                continue
+            for block in record["message"].get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "image":
+                    data = base64.b64decode(block["data"])
+                    width, height = struct.unpack(">II", data[16:24])
+                    expected.append((len(block["data"]), len(data), width, height))
+    view = read_session(path).view
+    found = [
+        (block.encoded, block.decoded, block.width, block.height)
+        for blocks in view.media.values()
+        for block in blocks
+    ]
+    assert len(expected) == 3
+    assert found == expected
+    assert findings(path, "SF604") == []
