@@ -49,9 +49,7 @@ def is_blank_text(block: object) -> bool:
 _BLANK_CHARACTERS: Final = " \t\n\r\f\v"
 
 
-def inline_media(
-    at: tuple[int, ...], kind: MediaKind, media_type: object, data: Raw | bytes
-) -> InlineMedia | None:
+def inline_media(kind: MediaKind, media_type: object, data: Raw | bytes) -> InlineMedia | None:
     """The facts of a block holding base64 `data` (its raw JSON string); None when the
     data is no base64 text."""
     text = base64_text(data)
@@ -59,7 +57,6 @@ def inline_media(
         return None
     size = image_size(text) if kind is MediaKind.IMAGE else None
     return InlineMedia(
-        at=at,
         kind=kind,
         media_type=media_type if isinstance(media_type, str) else None,
         encoded=len(text),

@@ -164,9 +164,6 @@ class MediaKind(enum.Enum):
 class InlineMedia(Struct, frozen=True):
     """An image or document a record holds inline, as base64 text."""
 
-    at: tuple[int, ...]
-    """Where the block lies in its record's content, as the format's editor finds it
-    (an index, or the index of a tool result and one within its content)."""
     kind: MediaKind
     media_type: str | None
     """What the record says it is (`image/png`), if it says."""

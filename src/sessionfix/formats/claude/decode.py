@@ -778,12 +778,12 @@ def _media_of(content: list[_Block]) -> list[tuple[InlineMedia, Raw]]:
     """Each inline image or document of a message's content, in tool results too, with
     its data."""
     found: list[tuple[InlineMedia, Raw]] = []
-    for position, block in enumerate(content):
+    for block in content:
         if type(block) is not _Block:
             continue
         kind = _MEDIA_KINDS.get(block.type) if type(block.type) is str else None
         if kind is not None:
-            _add_media(found, (position,), kind, block.source)
+            _add_media(found, kind, block.source)
         elif (
             block.type == "tool_result"
             and _LIST.match(block.content)
@@ -793,22 +793,19 @@ def _media_of(content: list[_Block]) -> list[tuple[InlineMedia, Raw]]:
                 parts = _INNER_DECODER.decode(block.content)
             except (ValueError, RecursionError):
                 continue
-            for number, part in enumerate(parts):
+            for part in parts:
                 kind = _MEDIA_KINDS.get(part.type) if type(part.type) is str else None
                 if kind is not None:
-                    _add_media(found, (position, number), kind, part.source)
+                    _add_media(found, kind, part.source)
     return found
 
 
 def _add_media(
-    found: list[tuple[InlineMedia, Raw]],
-    at: tuple[int, ...],
-    kind: MediaKind,
-    source: _Source | None,
+    found: list[tuple[InlineMedia, Raw]], kind: MediaKind, source: _Source | None
 ) -> None:
     if source is None or source.type != "base64" or source.data is _NO_RAW:
         return
-    media = inline_media(at, kind, source.media_type, source.data)
+    media = inline_media(kind, source.media_type, source.data)
     if media is not None:
         found.append((media, source.data))
 

@@ -702,7 +702,6 @@ class PiAdapter:
             _openclaw_sends(view.blank_texts)
         view.media_limits = ANTHROPIC_MEDIA_LIMITS
         source = RecordSource(self.path)
-        view.signed = partial(_read_signed, source, view)
         view.read_ids = partial(_read_ids, source, view)
         view.result_text_exceeds = partial(_result_text_exceeds, source, view)
         view.copied_bytes = partial(_read_copied_bytes, source, view)
@@ -910,7 +909,6 @@ _IMAGE_BLOCK: Final = re.compile(rb'\{\s*"type"\s*:\s*"image"')
 """How an image block starts as pi writes it (`type` first): a block written otherwise
 is not looked at."""
 _CONTENT_BLOCK: Final = ParsingDecoder(_ContentBlock)
-_SIGNED_TYPES: Final = frozenset({"thinking"})
 
 
 def _may_hold_images(contents: list[Any]) -> bool:
@@ -929,9 +927,9 @@ def _note_blocks(view: SessionView, index: int, message: _UserMessage | _ToolRes
         return
     blocks = [_content_block(raw) for raw in message.content]
     found = []
-    for position, block in enumerate(blocks):
+    for block in blocks:
         if block.type == "image" and block.data is not _NO_RAW:
-            media = inline_media((position,), MediaKind.IMAGE, block.mimeType, block.data)
+            media = inline_media(MediaKind.IMAGE, block.mimeType, block.data)
             if media is not None:
                 found.append(media)
     if not found:
@@ -966,24 +964,6 @@ def _openclaw_sends(blank_texts: dict[int, BlankText]) -> None:
         elif len(at) < len(blank.at):
             kept = blank.kept + len(blank.at) - len(at)
             blank_texts[index] = BlankText(at, kept, (False,) * len(at))
-
-
-def _read_signed(source: RecordSource, view: SessionView, index: int) -> bool:
-    """Whether the record is an assistant message holding a thinking block."""
-    data = source.read(*view.span(index))
-    try:
-        record = _RECORD_DECODER.decode(data)
-    except (ValueError, RecursionError):
-        try:
-            record = _loose_record(jsonutil.loads(data))
-        except (ValueError, AttributeError):
-            return False
-    message = record.message
-    return (
-        type(message) is _AssistantMessage
-        and type(message.content) is list
-        and any(block.type in _SIGNED_TYPES for block in message.content)
-    )
 
 
 class _Copied(Struct, gc=False):
