@@ -34,7 +34,7 @@ from sessionfix.formats.content import (
     inline_media,
     is_blank,
 )
-from sessionfix.media import base64_text
+from sessionfix.media import base64_text, digest
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
     MISSING,
@@ -759,10 +759,10 @@ def _note_content(view: SessionView, index: int, record: _Record) -> None:
         return
     found = _media_of(content)
     if found:
-        copies = _sidecar_copies(record.toolUseResult, [data for _, data in found])
+        copy = _sidecar_copy(record.toolUseResult)
         view.media[index] = tuple(
-            msgspec.structs.replace(media, copies=copied) if copied else media
-            for (media, _), copied in zip(found, copies, strict=True)
+            msgspec.structs.replace(media, copies=1) if media.digest == copy else media
+            for media in found
         )
     blank = [
         position
@@ -774,10 +774,9 @@ def _note_content(view: SessionView, index: int, record: _Record) -> None:
         view.blank_texts[index] = BlankText(tuple(blank), len(content) - len(blank), empty)
 
 
-def _media_of(content: list[_Block]) -> list[tuple[InlineMedia, Raw]]:
-    """Each inline image or document of a message's content, in tool results too, with
-    its data."""
-    found: list[tuple[InlineMedia, Raw]] = []
+def _media_of(content: list[_Block]) -> list[InlineMedia]:
+    """Each inline image or document of a message's content, in tool results too."""
+    found: list[InlineMedia] = []
     for block in content:
         if type(block) is not _Block:
             continue
@@ -800,28 +799,24 @@ def _media_of(content: list[_Block]) -> list[tuple[InlineMedia, Raw]]:
     return found
 
 
-def _add_media(
-    found: list[tuple[InlineMedia, Raw]], kind: MediaKind, source: _Source | None
-) -> None:
+def _add_media(found: list[InlineMedia], kind: MediaKind, source: _Source | None) -> None:
     if source is None or source.type != "base64" or source.data is _NO_RAW:
         return
     media = inline_media(kind, source.media_type, source.data)
     if media is not None:
-        found.append((media, source.data))
+        found.append(media)
 
 
-def _sidecar_copies(sidecar: Raw, data: list[Raw]) -> list[int]:
-    """Per block data, whether `toolUseResult.file.base64` holds the same text."""
+def _sidecar_copy(sidecar: Raw) -> int | None:
+    """The digest of the base64 text `toolUseResult.file.base64` holds, if it holds one."""
     if sidecar is _NO_RAW or not _OBJECT.match(sidecar):
-        return [0] * len(data)
+        return None
     try:
         held = _SIDECAR_FILE_DECODER.decode(sidecar).file
     except (ValueError, RecursionError):
-        return [0] * len(data)
+        return None
     copy = None if held is None or held.base64 is _NO_RAW else base64_text(held.base64)
-    if copy is None:
-        return [0] * len(data)
-    return [int(base64_text(raw) == copy) for raw in data]
+    return None if copy is None else digest(copy)
 
 
 def _read_signed(source: RecordSource, view: SessionView, index: int) -> bool:
