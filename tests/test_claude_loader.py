@@ -13,9 +13,13 @@ one. Then:
   reading of the file in this module (`intended_chain`);
 - a repair loses nothing from the loaded chain: the original's messages are still
   there, in the same order, with their content, but for result blocks that answer
-  nothing (SF401, SF403), stale reads (SF301), and replays of earlier history (SF203)
-  that an SF502 fix takes off the chain, as sessionfix's own diagnostics of the file
-  show (`_replays_unhooked`);
+  nothing (SF401, SF403), stale reads (SF301), media the provider refuses, replaced by
+  a placeholder (SF604), blank text blocks (SF605), and replays of earlier history
+  (SF203) that an SF502 fix takes off the chain, as sessionfix's own diagnostics of the
+  file show (`_replays_unhooked`);
+- where a case puts media the provider refuses or a blank text block on the loaded
+  chain (SF604, SF605), the reader returns it before the repair and, after it, the
+  placeholder in its place and no blank text, every other message as it was;
 - every `tool_use` on the loaded chain has its `tool_result` later on the chain, except
   the pending call of a session that was captured mid-call (`PENDING_AT_END`) and,
   before an unsafe repair, the calls a fixture leaves unanswered mid-chain
@@ -81,6 +85,7 @@ and how `intended_chain` models it:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -918,11 +923,48 @@ def _spare_results(messages: tuple[LoadedMessage, ...]) -> dict[tuple[int, int],
 
 STALE_READ = "[sessionfix: stale read of "
 """How sessionfix's placeholder for a superseded read (SF301) starts."""
+MEDIA_REMOVED = re.compile(r"\[sessionfix: .+ removed - over the limits of ")
+"""sessionfix's placeholder for an image or document the provider refuses (SF604)."""
+MEDIA_TYPES = frozenset({"image", "document"})
+
+
+def _blank_text(block: Any) -> bool:
+    """A text block that is empty or whitespace only, which a repair removes (SF605)."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        and not block["text"].strip(" \t\n\r\f\v")
+    )
+
+
+def _media_replaced(old: Any, new: Any) -> bool:
+    """Whether `new` is `old`, an inline image or document replaced by sessionfix's
+    placeholder (SF604), in a tool result's content too."""
+    if old == new:
+        return True
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return False
+    if old.get("type") in MEDIA_TYPES:
+        text = new.get("text")
+        return (
+            new.get("type") == "text" and isinstance(text, str) and bool(MEDIA_REMOVED.match(text))
+        )
+    inner, replaced = old.get("content"), new.get("content")
+    return (
+        old.get("type") == "tool_result"
+        and {**old, "content": None} == {**new, "content": None}
+        and isinstance(inner, list)
+        and isinstance(replaced, list)
+        and len(inner) == len(replaced)
+        and all(_media_replaced(a, b) for a, b in zip(inner, replaced, strict=True))
+    )
 
 
 def _kept_as_intended(original: Any, repaired: Any, spare: set[int]) -> bool:
-    """Whether a repaired message is the original less spare result blocks (by index),
-    with a read result's text replaced by sessionfix's placeholder (SF301) at most."""
+    """Whether a repaired message is the original less spare result blocks (by index)
+    and blank text blocks (SF605), with a read result's text replaced by sessionfix's
+    placeholder (SF301) and media the provider refuses by its own (SF604) at most."""
     if original == repaired:
         return True
     if not isinstance(original, dict) or not isinstance(repaired, dict):
@@ -931,12 +973,16 @@ def _kept_as_intended(original: Any, repaired: Any, spare: set[int]) -> bool:
         k: v for k, v in repaired.items() if k != "content"
     }:
         return False
-    before = [b for i, b in enumerate(_content({"message": original})) if i not in spare]
-    after = _content({"message": repaired})
+    before = [
+        b
+        for i, b in enumerate(_content({"message": original}))
+        if i not in spare and not _blank_text(b)
+    ]
+    after = [b for b in _content({"message": repaired}) if not _blank_text(b)]
     if len(before) != len(after):
         return False
     for old, new in zip(before, after, strict=True):
-        if old == new:
+        if _media_replaced(old, new):
             continue
         if not (isinstance(old, dict) and isinstance(new, dict)):
             return False
@@ -984,7 +1030,8 @@ def test_a_repair_loses_nothing_from_the_loaded_chain(
         if message.uuid not in kept and message.uuid in unhooked:
             continue
         if message.uuid not in kept:
-            whole = bool(content) and dropped == set(range(len(content)))
+            blank = {i for i, block in enumerate(content) if _blank_text(block)}
+            whole = bool(content) and dropped | blank == set(range(len(content)))
             if not (whole and message.uuid not in in_file):
                 lost.append(message.uuid)
             continue
@@ -993,6 +1040,88 @@ def test_a_repair_loses_nothing_from_the_loaded_chain(
         elif not _kept_as_intended(message.message, kept[message.uuid].message, dropped):
             changed.append(message.uuid)
     assert (lost, changed) == ([], [])
+
+
+CONTENT_CASES = [
+    pytest.param(path, id=_name(path))
+    for path in SESSIONS
+    if re.match(r"SF60[45]-(?!trap-)", _name(path))
+]
+
+
+def _blocks_of(messages: tuple[LoadedMessage, ...]) -> Iterator[tuple[str, Any]]:
+    """(uuid, block) for every content block the reader returns, in tool results too."""
+    for message in messages:
+        for block in _content({"message": message.message}):
+            yield message.uuid, block
+            inner = block.get("content") if isinstance(block, dict) else None
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                for part in inner if isinstance(inner, list) else []:
+                    yield message.uuid, part
+
+
+def _placeholders(messages: tuple[LoadedMessage, ...]) -> list[str]:
+    return [
+        uuid
+        for uuid, block in _blocks_of(messages)
+        if isinstance(block, dict)
+        and isinstance(block.get("text"), str)
+        and MEDIA_REMOVED.match(block["text"])
+    ]
+
+
+@pytest.mark.parametrize("path", CONTENT_CASES)
+def test_the_reader_returns_no_refused_block_after_the_repair(
+    path: Path,
+    versions: dict[Path, Versions],
+    before: dict[Path, ClaudeLoad],
+    after: dict[Path, ClaudeLoad],
+) -> None:
+    """Before the repair the reader returns the blocks the provider refuses where the case
+    puts them in context: a blank text block, or an image where the placeholder stands
+    after the repair. After it (with the unsafe fixes): no blank text block, each such
+    image replaced by the placeholder, and every other message as it was (a record that
+    held only blank text gone, its child loaded in its place)."""
+    original = before[path].messages
+    repaired = after[versions[path].repaired["unsafe"]].messages
+    blank_before = [uuid for uuid, block in _blocks_of(original) if _blank_text(block)]
+    replaced = _placeholders(repaired)
+    media_before = {
+        uuid
+        for uuid, block in _blocks_of(original)
+        if isinstance(block, dict) and block.get("type") in MEDIA_TYPES
+    }
+    assert [uuid for uuid, block in _blocks_of(repaired) if _blank_text(block)] == []
+    assert set(replaced) <= media_before
+    assert _placeholders(original) == []
+    if _name(path).startswith("SF605-"):
+        assert blank_before
+    elif "-info" not in _name(path):
+        assert replaced
+    only_blank = {
+        m.uuid
+        for m in original
+        if _content({"message": m.message})
+        and all(_blank_text(b) for b in _content({"message": m.message}))
+    }
+    assert [m.uuid for m in repaired] == [m.uuid for m in original if m.uuid not in only_blank]
+    by_uuid = {m.uuid: m.message for m in original}
+    changed = [
+        m.uuid
+        for m in repaired
+        if _changed_otherwise(by_uuid[m.uuid], m.message, m.uuid in replaced)
+    ]
+    assert changed == []
+
+
+def _changed_otherwise(old: Any, new: Any, replaced: bool) -> bool:
+    """Whether a message changed but for a placeholder in it (`replaced`) or a blank
+    text block it held."""
+    if old == new:
+        return False
+    if not _kept_as_intended(old, new, set()):
+        return True
+    return not replaced and not any(_blank_text(b) for b in _content({"message": old}))
 
 
 def _applied(path: Path, mode: str, versions: dict[Path, Versions]) -> list[Diagnostic]:

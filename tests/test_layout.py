@@ -25,6 +25,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
         "interrupts",
         "jsonutil",
         "location",
+        "media",
         "registry",
         "structs",
         "units",
@@ -52,7 +53,8 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
 """The stages, lowest first. A module may import from its own folder (or itself) and from
 any stage below its own; never from a stage at its level or above. The top-level modules
 are stages of their own, placed by what they need: the shared vocabulary (errors, held
-signals, JSON, record classes, units, the registry of format packages) at the bottom,
+signals, JSON, record classes, units, inline media measured from their base64, the registry
+of format packages) at the bottom,
 private temporary folders just above it; findings and discovery above the formats they
 name, the containers that hold sessions and locate their findings above them; the safety
 layer below the scan and below the rules, which ask it whether a writer holds a file; what

@@ -3,20 +3,24 @@ pi and OpenClaw session the tests can see (fixtures, examples, the shared corpus
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from sessionfix import Settings, check_file
 from sessionfix.context import context_of
 from sessionfix.model.loaded import Sent
 from sessionfix.read.reader import LineFinding, LineIssue
+from sessionfix.repair.targets import repair_to
 from sessionfix.scan.scanner import read_session
 
 from .conftest import CORPUS, FIXTURES, ROOT
 from .pi_loader import PiLoad, load_with_pi
+from .test_fixtures import _settings, place_case
 
 _LOST = {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.NUL, LineIssue.SPREAD}
 
@@ -169,3 +173,77 @@ def _by_sent(messages: list[Any]) -> dict[Sent, int]:
     """The messages pi built, counted as `sessionfix context` names them."""
     counts = Counter(_SENT_OF_ROLE.get(message["role"], Sent.OTHER) for message in messages)
     return {sent: counts[sent] for sent in Sent if counts[sent]}
+
+
+CONTENT_CASES = [path for path in SESSIONS if re.match(r"SF60[45]-(?!trap-)", path.parent.name)]
+"""The fixtures of inline media the provider refuses (SF604) and blank text blocks it
+sends (SF605)."""
+MEDIA_REMOVED = re.compile(r"\[sessionfix: .+ removed - over the limits of ")
+
+
+@pytest.fixture(scope="module")
+def content_repairs(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, PiLoad]:
+    """Each content case repaired with the unsafe fixes, under its case's file name, and
+    loaded by pi."""
+    repaired: dict[Path, Path] = {}
+    for path in CONTENT_CASES:
+        folder = tmp_path_factory.mktemp(path.parent.name)
+        copy = place_case(path.parent, folder)
+        spec = path.parent / "case.json"
+        settings = _settings(msgspec.json.decode(spec.read_bytes()) if spec.exists() else {})
+        target = folder / "repaired.jsonl"
+        repair_to(copy, target, msgspec.structs.replace(settings, unsafe_fixes=True))
+        repaired[path] = target
+    loads = load_with_pi(list(repaired.values()))
+    return {path: loads[target] for path, target in repaired.items()}
+
+
+def _blank(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        and not block["text"].strip(" \t\n\r\f\v")
+    )
+
+
+def _placeholder(block: Any) -> bool:
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and bool(MEDIA_REMOVED.match(str(block.get("text"))))
+    )
+
+
+@pytest.mark.parametrize("path", CONTENT_CASES, ids=_name)
+def test_pi_sends_no_refused_block_after_the_repair(
+    path: Path, pi_loads: dict[Path, PiLoad], content_repairs: dict[Path, PiLoad]
+) -> None:
+    """The context pi builds holds, before the repair, the image the provider refuses
+    (where the case puts it in context) or the blank text block of a tool result with an
+    image; after the repair (unsafe fixes), the placeholder in the image's place and no
+    such text block, and every other message and block as it was."""
+    before = pi_loads[path].messages
+    after = content_repairs[path].messages
+    assert len(after) == len(before)
+    replaced = removed = 0
+    for old, new in zip(before, after, strict=True):
+        if old == new:
+            continue
+        assert {k: v for k, v in old.items() if k != "content"} == {
+            k: v for k, v in new.items() if k != "content"
+        }
+        kept = [block for block in old["content"] if not _blank(block)]
+        removed += len(old["content"]) - len(kept)
+        assert [b for b in new["content"] if not _blank(b)] == new["content"]
+        assert len(kept) == len(new["content"])
+        for was, now in zip(kept, new["content"], strict=True):
+            if was != now:
+                assert was["type"] == "image"
+                assert _placeholder(now)
+                replaced += 1
+    if path.parent.name.startswith("SF605-"):
+        assert removed
+        assert any(_blank(b) for m in before if m["role"] == "toolResult" for b in m["content"])
+    elif "-info" not in path.parent.name:
+        assert replaced

@@ -48,6 +48,8 @@ NEW_CODES = {
     "SF701": "codex-index-drift",
     "SF702": "undiscoverable-session",
     "SF705": "event-log-bloat",
+    "SF604": "oversized-inline-media",
+    "SF605": "empty-text-block",
     "SF206": "repeated-metadata",
 }
 """Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""

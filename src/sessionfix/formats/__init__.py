@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, cast
 from sessionfix import registry
 from sessionfix.model.loaded import Loaded
 from sessionfix.model.tracking import PathTracker
-from sessionfix.model.view import HeaderFacts, RefRole, SessionView, ToolCall
+from sessionfix.model.view import HeaderFacts, InlineMedia, RefRole, SessionView, ToolCall
 from sessionfix.read.reader import LineReport, RecordSource
 from sessionfix.registry import ContainerDeclaration
 
@@ -92,6 +92,21 @@ class ResultMarks(Protocol):
 
     def interrupted_call(self) -> Transform:
         """Settle a call left without a result as interrupted."""
+        ...
+
+
+class ContentBlocks(Protocol):
+    """The editor of a format whose messages hold content blocks the provider checks
+    (`Capability.INLINE_MEDIA`, `Capability.BLANK_TEXT`)."""
+
+    def replace_media(self, media: tuple[InlineMedia, ...], texts: tuple[str, ...]) -> Transform:
+        """Put a text block holding each of `texts` where each of `media` is, found by its
+        data (other fixes may have moved it), and replace its copies with the text."""
+        ...
+
+    def drop_blank_texts(self) -> Transform:
+        """Remove the text blocks of the record's content that are empty or whitespace
+        only."""
         ...
 
 

@@ -155,6 +155,62 @@ class BoundaryFacts(Struct):
     (opencode: the compaction part of the request message)."""
 
 
+class MediaKind(enum.Enum):
+    IMAGE = "image"
+    DOCUMENT = "document"
+    """A PDF (or another file the provider reads as a document)."""
+
+
+class InlineMedia(Struct, frozen=True):
+    """An image or document a record holds inline, as base64 text."""
+
+    kind: MediaKind
+    media_type: str | None
+    """What the record says it is (`image/png`), if it says."""
+    encoded: int
+    """Bytes of its base64 text: what the provider's size limits count."""
+    decoded: int
+    """Bytes of the file it encodes."""
+    width: int | None = None
+    height: int | None = None
+    """Its pixel dimensions, from its header (None: not an image, or a header that does
+    not say)."""
+    digest: int = 0
+    """xxh3-64 of its base64 text (`sessionfix.media.digest`): how a fix finds it again."""
+    copies: int = 0
+    """Further copies of the same text the record holds where the model never sees them
+    (Claude's `toolUseResult`): counted once, replaced with the block."""
+
+
+class MediaLimits(Struct, frozen=True):
+    """What the provider an agent sends its requests to refuses of inline media. None:
+    no such limit."""
+
+    by: str
+    """Who refuses them ("Anthropic's API")."""
+    encoded: int | None = None
+    """Bytes of base64 text one image may have."""
+    pixels: int | None = None
+    """Pixels an image may have on either side."""
+    many: int | None = None
+    """More images than this in one request make `many_pixels` the limit."""
+    many_pixels: int | None = None
+    request: int | None = None
+    """Bytes one request may have (the base64 text of its media counted)."""
+
+
+class BlankText(Struct, frozen=True):
+    """Text blocks of a record that are empty or whitespace only, which the agent sends
+    as they are."""
+
+    at: tuple[int, ...]
+    """Their places in the record's content."""
+    kept: int
+    """Blocks of the content besides them: with none, the record holds nothing else."""
+    empty: tuple[bool, ...] = ()
+    """For each of them, whether it holds nothing at all (not even whitespace)."""
+
+
 class RefKind(enum.Enum):
     BACKWARD = "backward"
     FORWARD = "forward"
@@ -503,6 +559,12 @@ class SessionView(Struct):
     """Records that name, besides their parent, the record they answer (Claude tool
     results: `sourceToolAssistantUUID`), where the two differ: the parent to re-link
     them to when their own parent link breaks."""
+    media: dict[int, tuple[InlineMedia, ...]] = field(default_factory=dict)
+    """Records holding images or documents inline: each such block."""
+    blank_texts: dict[int, BlankText] = field(default_factory=dict)
+    """Records holding text blocks that are empty or whitespace only."""
+    media_limits: MediaLimits | None = None
+    """What the agent's requests refuse of inline media (None: the format tells none)."""
     ordinals: array[int] | None = None
     """Per record, the sequence number its format stamps on it (Codex `ordinal`),
     `NO_ORDINAL` where a record has none; None while no record of the file has one."""
@@ -551,6 +613,9 @@ class SessionView(Struct):
     copied_bytes: Callable[[int], bytes | None] | None = None
     """The exact bytes a copy of a record must repeat (a message, a compaction's summary
     payload), or None when it has none (set by the reader)."""
+    signed: Callable[[int], bool] | None = None
+    """Whether a record is part of a message that carries reasoning the provider signs
+    (thinking), which a safe fix never edits (set by the reader: read from the file)."""
     _id_cache: dict[int, tuple[str | None, object]] = field(default_factory=dict)
     duplicate_ids: list[tuple[int, int]] = field(default_factory=list)
     """(first occurrence, later occurrence) for every repeated id."""
@@ -652,6 +717,8 @@ class SessionView(Struct):
         _shift_into(self.foreign_sessions, other.foreign_sessions, base)
         _shift_into(self.invalid_calls, other.invalid_calls, base)
         _shift_into(self.adopters, other.adopters, base)
+        _shift_into(self.media, other.media, base)
+        _shift_into(self.blank_texts, other.blank_texts, base)
         if other.ordinals is not None or self.ordinals is not None:
             numbered = self.ordinals
             if numbered is None:

@@ -13,10 +13,10 @@ import re
 from array import array
 from collections.abc import Callable
 from functools import partial
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_, not_
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
@@ -28,6 +28,14 @@ from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import MainTranscript, main_transcript_of, session_id_of
 from sessionfix.formats.claude.listing import ProjectListing
 from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
+from sessionfix.formats.content import (
+    ANTHROPIC_MEDIA_LIMITS,
+    BLANK_TEXT,
+    EMPTY_TEXT,
+    inline_media,
+    is_blank,
+)
+from sessionfix.media import base64_text, digest
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
     MISSING,
@@ -35,10 +43,13 @@ from sessionfix.model.view import (
     NO_ID_KEY,
     NULL_KEY,
     Bit,
+    BlankText,
     BoundaryFacts,
     FileAction,
     Flag,
+    InlineMedia,
     Kind,
+    MediaKind,
     PreservedSegment,
     Reference,
     RefKind,
@@ -66,6 +77,8 @@ CAPABILITIES: Final = frozenset(
         Capability.RESULT_REPAIRS,
         Capability.DISTINCT_CALL_IDS,
         Capability.SESSION_LISTING,
+        Capability.INLINE_MEDIA,
+        Capability.BLANK_TEXT,
     }
 )
 """What a Claude Code transcript lets rules see."""
@@ -121,8 +134,17 @@ BOUNDARY_SUBTYPE: Final = "compact_boundary"
 _NO_RAW: Final = Raw(b"")
 
 
+class _Source(Struct, gc=False):
+    """Where an image or document block's data is: inline base64 is looked at."""
+
+    type: Any = None
+    media_type: Any = None
+    data: Raw = _NO_RAW
+
+
 class _Block(Struct, gc=False):
-    """A content block: tool calls and tool results are looked at, nothing else."""
+    """A content block: tool calls and tool results, inline media and the raw text of
+    text blocks are looked at, nothing else."""
 
     type: Any = None
     id: Any = None
@@ -130,6 +152,17 @@ class _Block(Struct, gc=False):
     input: Raw = _NO_RAW
     tool_use_id: Any = None
     is_error: Any = None
+    text: Raw = _NO_RAW
+    source: _Source | None = None
+    content: Raw = _NO_RAW
+    """A tool result's content (its blocks are read only when it may hold media)."""
+
+
+class _Inner(Struct, gc=False):
+    """A block of a tool result's content: only inline media is looked at."""
+
+    type: Any = None
+    source: _Source | None = None
 
 
 class _Message(Struct, gc=False):
@@ -230,6 +263,8 @@ def _loose_block(item: object) -> _Block:
     if not isinstance(item, dict):
         return _Block()
     arguments = item.get("input", UNSET)
+    text = item.get("text", UNSET)
+    content = item.get("content")
     return _Block(
         type=item.get("type"),
         id=item.get("id"),
@@ -237,6 +272,20 @@ def _loose_block(item: object) -> _Block:
         input=_NO_RAW if arguments is UNSET else Raw(_encode_loose(arguments)),
         tool_use_id=item.get("tool_use_id"),
         is_error=item.get("is_error"),
+        text=_NO_RAW if text is UNSET else Raw(_encode_loose(text)),
+        source=_loose_source(item.get("source")),
+        content=Raw(_encode_loose(content)) if isinstance(content, list) else _NO_RAW,
+    )
+
+
+def _loose_source(source: object) -> _Source | None:
+    if not isinstance(source, dict):
+        return None
+    data = source.get("data", UNSET)
+    return _Source(
+        source.get("type"),
+        source.get("media_type"),
+        _NO_RAW if data is UNSET else Raw(_encode_loose(data)),
     )
 
 
@@ -384,6 +433,11 @@ class ClaudeAdapter:
             invalid = _invalid_tool_names(contents[position])
             if invalid:
                 view.invalid_calls[base + position] = invalid
+        results = list(compress(contents, map(eq, codes, repeat(_CODE_RESULT))))
+        if _may_hold_blocks_of_note(contents, results):
+            for position, record in enumerate(records):
+                if type(contents[position]) is list and record.type != "progress":
+                    _note_content(view, base + position, record)
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
@@ -435,6 +489,15 @@ class ClaudeAdapter:
             invalid = _invalid_tool_names(record.message.content)
             if invalid:
                 view.invalid_calls[index] = invalid
+        if (
+            role in _TURN_ROLES
+            and record.message is not None
+            and _may_hold_blocks_of_note(
+                [record.message.content],
+                [record.message.content] if role == Role.TOOL_RESULT else [],
+            )
+        ):
+            _note_content(view, index, record)
         if record.isCompactSummary is True:
             flags |= Flag.SUMMARY
         if record.isSidechain is True:
@@ -483,6 +546,8 @@ class ClaudeAdapter:
         view.result_text_exceeds = partial(_result_text_exceeds, source, view)
         view.copied_bytes = partial(_read_copied_bytes, source, view)
         view.type_name = partial(_read_type_name, source, view)
+        view.signed = partial(_read_signed, source, view)
+        view.media_limits = ANTHROPIC_MEDIA_LIMITS
         view.finish()
 
 
@@ -646,6 +711,135 @@ def _sidecar_succeeded(sidecar: Raw) -> bool:
     except (ValueError, RecursionError):
         return False
     return kind in _SUCCESS_TYPES
+
+
+_MEDIA_KINDS: Final = {"image": MediaKind.IMAGE, "document": MediaKind.DOCUMENT}
+_LIST: Final = re.compile(rb"\[")
+_OBJECT: Final = re.compile(rb"\{")
+_NESTED_MEDIA: Final = re.compile(rb'"type"\s*:\s*"(?:image|document)"')
+"""What a tool result's content (a list of blocks) holds where it holds inline media."""
+_MEDIA_SOURCE_OF: Final = attrgetter("source")
+_TEXT_OF: Final = attrgetter("text")
+_RESULT_CONTENT_OF: Final = attrgetter("content")
+_TURN_ROLES: Final = frozenset({Role.USER, Role.TOOL_RESULT, Role.ASSISTANT})
+_INNER_DECODER: Final = ParsingDecoder(list[_Inner])
+_SIGNED_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
+
+
+class _FileData(Struct, gc=False):
+    base64: Raw = _NO_RAW
+
+
+class _SidecarFile(Struct, gc=False):
+    file: _FileData | None = None
+
+
+_SIDECAR_FILE_DECODER: Final = ParsingDecoder(_SidecarFile)
+
+
+def _may_hold_blocks_of_note(contents: list[object], results: list[object]) -> bool:
+    """Whether any of these message contents may hold inline media or a blank text block,
+    those of tool result records (`results`, of the same) in their results too
+    (column-wise, a pass over their blocks for each: the records are then looked at one
+    by one)."""
+    lists = cast(
+        "list[list[_Block]]",
+        list(compress(contents, map(is_, map(type, contents), repeat(list)))),
+    )
+    if not lists:
+        return False
+    if any(map(_MEDIA_SOURCE_OF, chain.from_iterable(lists))):
+        return True
+    if any(map(BLANK_TEXT.fullmatch, map(_TEXT_OF, chain.from_iterable(lists)))):
+        return True
+    answers = cast("list[list[_Block]]", results)
+    listed = filter(_LIST.match, map(_RESULT_CONTENT_OF, chain.from_iterable(answers)))
+    return any(map(_NESTED_MEDIA.search, listed))
+
+
+def _note_content(view: SessionView, index: int, record: _Record) -> None:
+    """Put a conversation record's inline media and blank text blocks into the view."""
+    content = None if record.message is None else record.message.content
+    if type(content) is not list:
+        return
+    found = _media_of(content)
+    if found:
+        copy = _sidecar_copy(record.toolUseResult)
+        view.media[index] = tuple(
+            msgspec.structs.replace(media, copies=1) if media.digest == copy else media
+            for media in found
+        )
+    blank = [
+        position
+        for position, block in enumerate(content)
+        if type(block) is _Block and block.type == "text" and is_blank(block.text)
+    ]
+    if blank:
+        empty = tuple(bytes(content[position].text) == EMPTY_TEXT for position in blank)
+        view.blank_texts[index] = BlankText(tuple(blank), len(content) - len(blank), empty)
+
+
+def _media_of(content: list[_Block]) -> list[InlineMedia]:
+    """Each inline image or document of a message's content, in tool results too."""
+    found: list[InlineMedia] = []
+    for block in content:
+        if type(block) is not _Block:
+            continue
+        kind = _MEDIA_KINDS.get(block.type) if type(block.type) is str else None
+        if kind is not None:
+            _add_media(found, kind, block.source)
+        elif (
+            block.type == "tool_result"
+            and _LIST.match(block.content)
+            and _NESTED_MEDIA.search(block.content)
+        ):
+            try:
+                parts = _INNER_DECODER.decode(block.content)
+            except (ValueError, RecursionError):
+                continue
+            for part in parts:
+                kind = _MEDIA_KINDS.get(part.type) if type(part.type) is str else None
+                if kind is not None:
+                    _add_media(found, kind, part.source)
+    return found
+
+
+def _add_media(found: list[InlineMedia], kind: MediaKind, source: _Source | None) -> None:
+    if source is None or source.type != "base64" or source.data is _NO_RAW:
+        return
+    media = inline_media(kind, source.media_type, source.data)
+    if media is not None:
+        found.append(media)
+
+
+def _sidecar_copy(sidecar: Raw) -> int | None:
+    """The digest of the base64 text `toolUseResult.file.base64` holds, if it holds one."""
+    if sidecar is _NO_RAW or not _OBJECT.match(sidecar):
+        return None
+    try:
+        held = _SIDECAR_FILE_DECODER.decode(sidecar).file
+    except (ValueError, RecursionError):
+        return None
+    copy = None if held is None or held.base64 is _NO_RAW else base64_text(held.base64)
+    return None if copy is None else digest(copy)
+
+
+def _read_signed(source: RecordSource, view: SessionView, index: int) -> bool:
+    """Whether the API message the record belongs to (every record sharing its
+    `message.id`) holds a thinking block."""
+    turn = view.turns.get(index)
+    records = [index] if turn is None else [i for i, key in view.turns.items() if key == turn]
+    for member in records:
+        try:
+            record = decode_record(source.read(*view.span(member)))
+        except ValueError:
+            continue
+        content = None if record.message is None else record.message.content
+        if type(content) is list and any(
+            type(block) is _Block and block.type in _SIGNED_TYPES for block in content
+        ):
+            return True
+    return False
 
 
 _read_ids: Final = ids_reader("uuid", "parentUuid")

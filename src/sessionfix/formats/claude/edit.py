@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 import uuid as uuid_module
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import xxhash
 
 from sessionfix.errors import SessionfixError
-from sessionfix.model.view import RefRole, SessionView, ToolCall
+from sessionfix.formats.content import is_blank_text
+from sessionfix.media import digest
+from sessionfix.model.view import InlineMedia, RefRole, SessionView, ToolCall
 
 MISSING_RESULT_TEXT: Final = "[Tool result missing due to internal error]"
 """Claude Code's own placeholder for a tool call without result (rules.md §6.3)."""
@@ -191,6 +193,39 @@ class ClaudeEditor:
     def drop_leaked_partial_json(self, blocks: tuple[int, ...]) -> Callable[[Any], Any]:
         raise SessionfixError("Claude assistant content is never edited")
 
+    def replace_media(
+        self, media: tuple[InlineMedia, ...], texts: tuple[str, ...]
+    ) -> Callable[[Any], Any]:
+        """Each block (in the content or a tool result's content, found by its data)
+        becomes a text block; a copy in `toolUseResult.file.base64` takes the text too."""
+        wanted = {block.digest: text for block, text in zip(media, texts, strict=True)}
+
+        def transform(record: Any) -> Any:
+            for holder, position, data in _media_blocks(record["message"]["content"]):
+                text = wanted.get(digest(data))
+                if text is not None:
+                    holder[position] = {"type": "text", "text": text}
+            sidecar = record.get("toolUseResult")
+            held = sidecar.get("file") if isinstance(sidecar, dict) else None
+            copy = held.get("base64") if isinstance(held, dict) else None
+            if isinstance(held, dict) and isinstance(copy, str):
+                text = wanted.get(digest(copy))
+                if text is not None:
+                    held["base64"] = text
+            return record
+
+        return transform
+
+    def drop_blank_texts(self) -> Callable[[Any], Any]:
+        """Remove the text blocks of the content that are empty or whitespace only."""
+
+        def transform(record: Any) -> Any:
+            content = record["message"]["content"]
+            record["message"]["content"] = [b for b in content if not is_blank_text(b)]
+            return record
+
+        return transform
+
     def synthetic_tool_result(
         self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str
     ) -> dict[str, Any]:
@@ -221,3 +256,23 @@ class ClaudeEditor:
         record["toolUseResult"] = MISSING_RESULT_TEXT
         record["sourceToolAssistantUUID"] = assistant.get("uuid")
         return record
+
+
+_MEDIA_TYPES: Final = frozenset({"image", "document"})
+
+
+def _media_blocks(content: Any) -> Iterator[tuple[list[Any], int, str]]:
+    """Each inline image or document of a message's content, in tool results' content
+    too: the list holding it, its place there and its base64 data."""
+    if not isinstance(content, list):
+        return
+    for position, block in enumerate(content):
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") in _MEDIA_TYPES:
+            source = block.get("source")
+            data = source.get("data") if isinstance(source, dict) else None
+            if isinstance(data, str):
+                yield content, position, data
+        elif block.get("type") == "tool_result":
+            yield from _media_blocks(block.get("content"))

@@ -29,6 +29,12 @@ from sessionfix import jsonutil
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
+from sessionfix.formats.content import (
+    ANTHROPIC_MEDIA_LIMITS,
+    EMPTY_TEXT,
+    inline_media,
+    is_blank,
+)
 from sessionfix.formats.pi.edit import ROOT_NAME, PiEditor
 from sessionfix.formats.pi.location import is_checkpoint_name, is_openclaw_location
 from sessionfix.model.tracking import CleanBlock, PathTracker
@@ -37,11 +43,13 @@ from sessionfix.model.view import (
     MISSING_KEY,
     NO_ID_KEY,
     Bit,
+    BlankText,
     BoundaryFacts,
     FileAction,
     Flag,
     HeaderFacts,
     Kind,
+    MediaKind,
     Reference,
     RefKind,
     RefRole,
@@ -65,6 +73,16 @@ class _CallBlock(Struct, gc=False):
     partialJson: Raw = _NO_RAW
 
 
+class _ContentBlock(Struct, gc=False):
+    """A content block of a user message or a tool result: the raw text of text blocks
+    and the data of images are looked at."""
+
+    type: Any = None
+    text: Raw = _NO_RAW
+    data: Raw = _NO_RAW
+    mimeType: Any = None
+
+
 class _Message(Struct, gc=False, tag_field="role"):
     """A message, decoded by its role (the tag) into only the fields the rules need.
 
@@ -77,6 +95,8 @@ class _Message(Struct, gc=False, tag_field="role"):
 
 class _UserMessage(_Message, gc=False, tag="user"):
     timestamp: Any = None
+    content: str | list[Raw] | None = None
+    """Its blocks as JSON (`_ContentBlock`), read only where one is noteworthy."""
 
 
 class _AssistantMessage(_Message, gc=False, tag="assistant"):
@@ -88,6 +108,8 @@ class _ToolResultMessage(_Message, gc=False, tag="toolResult"):
     toolCallId: Any = None
     toolName: Any = None
     isError: Any = None
+    content: str | list[Raw] | None = None
+    """Its blocks as JSON (`_ContentBlock`), read only where one is noteworthy."""
 
 
 class _BashMessage(_Message, gc=False, tag="bashExecution"):
@@ -219,7 +241,9 @@ def _loose_message(value: dict[str, Any]) -> _AnyMessage:
     cls = _MESSAGE_CLASSES.get(role) if type(role) is str else None
     message: _AnyMessage
     if cls is _UserMessage:
-        message = _UserMessage(timestamp=value.get("timestamp"))
+        message = _UserMessage(
+            timestamp=value.get("timestamp"), content=_loose_blocks(value.get("content"))
+        )
     elif cls is _AssistantMessage:
         message = _AssistantMessage(
             content=_loose_content(value.get("content")), stopReason=value.get("stopReason")
@@ -229,6 +253,7 @@ def _loose_message(value: dict[str, Any]) -> _AnyMessage:
             toolCallId=value.get("toolCallId"),
             toolName=value.get("toolName"),
             isError=value.get("isError"),
+            content=_loose_blocks(value.get("content")),
         )
     elif cls is None:
         message = _UnknownMessage()
@@ -256,6 +281,14 @@ def _loose_content(content: object) -> str | list[_CallBlock] | None:
             block.partialJson = Raw(b'""')
         blocks.append(block)
     return blocks
+
+
+def _loose_blocks(content: object) -> str | list[Raw] | None:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    return [Raw(jsonutil.stringify_bytes(item)) for item in content]
 
 
 def _loose_arguments(arguments: object) -> Raw:
@@ -508,6 +541,10 @@ class PiAdapter:
             view.parent_keys.extend(repeat(MISSING_KEY, count))
         if not self._clean_block(base, messages, classes, codes):
             self._clean_turns(base, messages, classes, codes)
+        held = list(compress(range(count), map(_HOLDERS.__contains__, classes)))
+        if _may_hold_images(list(map(_CONTENT_OF, map(messages.__getitem__, held)))):
+            for position in held:
+                _note_blocks(view, base + position, messages[position])
 
     def _clean_turns(
         self,
@@ -662,6 +699,8 @@ class PiAdapter:
         view = self.view
         if view.notes:
             view.format = OPENCLAW.value
+            _openclaw_sends(view.blank_texts)
+        view.media_limits = ANTHROPIC_MEDIA_LIMITS
         source = RecordSource(self.path)
         view.read_ids = partial(_read_ids, source, view)
         view.result_text_exceeds = partial(_result_text_exceeds, source, view)
@@ -679,6 +718,9 @@ class PiAdapter:
         if record.type == "message":
             kind = _K_MESSAGE
             role, flags = self._message(index, record.message, replaying=False)
+            message = record.message
+            if type(message) in _HOLDERS and _may_hold_images([message.content]):  # type: ignore[union-attr]
+                _note_blocks(view, index, message)  # type: ignore[arg-type]
         else:
             role = 0
             kind, flags = self._not_message(index, record, data, row)
@@ -859,6 +901,69 @@ class PiAdapter:
         if isinstance(kept, str) and kept != MISSING:
             references = (Reference("firstKeptEntryId", kept, RefKind.FORWARD, RefRole.FIRST_KEPT),)
         return facts, references
+
+
+_HOLDERS: Final = frozenset({_UserMessage, _ToolResultMessage})
+"""Messages whose content may hold images."""
+_IMAGE_BLOCK: Final = re.compile(rb'\{\s*"type"\s*:\s*"image"')
+"""How an image block starts as pi writes it (`type` first): a block written otherwise
+is not looked at."""
+_CONTENT_BLOCK: Final = ParsingDecoder(_ContentBlock)
+
+
+def _may_hold_images(contents: list[Any]) -> bool:
+    """Whether any of these message contents may hold an image block (column-wise, a
+    pass over their blocks: the records are then looked at one by one)."""
+    lists = compress(contents, map(is_, map(type, contents), repeat(list)))
+    return any(map(_IMAGE_BLOCK.match, chain.from_iterable(lists)))
+
+
+def _note_blocks(view: SessionView, index: int, message: _UserMessage | _ToolResultMessage) -> None:
+    """Put a message's inline images into the view, and the blank text blocks beside
+    them that pi sends. pi's Anthropic provider leaves blank text out of user and
+    assistant messages, but sends a tool result that holds an image block by block,
+    blank ones too."""
+    if type(message.content) is not list:
+        return
+    blocks = [_content_block(raw) for raw in message.content]
+    found = []
+    for block in blocks:
+        if block.type == "image" and block.data is not _NO_RAW:
+            media = inline_media(MediaKind.IMAGE, block.mimeType, block.data)
+            if media is not None:
+                found.append(media)
+    if not found:
+        return
+    view.media[index] = tuple(found)
+    if type(message) is not _ToolResultMessage:
+        return
+    blank = [
+        position
+        for position, block in enumerate(blocks)
+        if block.type == "text" and is_blank(block.text)
+    ]
+    if blank:
+        empty = tuple(bytes(blocks[position].text) == EMPTY_TEXT for position in blank)
+        view.blank_texts[index] = BlankText(tuple(blank), len(blocks) - len(blank), empty)
+
+
+def _content_block(raw: Raw) -> _ContentBlock:
+    try:
+        return _CONTENT_BLOCK.decode(raw)
+    except (ValueError, RecursionError):
+        return _ContentBlock()
+
+
+def _openclaw_sends(blank_texts: dict[int, BlankText]) -> None:
+    """OpenClaw leaves an empty text block out of a tool result with an image (it sends
+    one of whitespace)."""
+    for index, blank in list(blank_texts.items()):
+        at = tuple(p for p, empty in zip(blank.at, blank.empty, strict=True) if not empty)
+        if not at:
+            del blank_texts[index]
+        elif len(at) < len(blank.at):
+            kept = blank.kept + len(blank.at) - len(at)
+            blank_texts[index] = BlankText(at, kept, (False,) * len(at))
 
 
 class _Copied(Struct, gc=False):
@@ -1050,6 +1155,8 @@ CAPABILITIES: Final = frozenset(
         Capability.STREAMING_STATE,
         Capability.FIRST_LINE_BOM_TRIMMED,
         Capability.VALUES_AS_ENTRIES,
+        Capability.INLINE_MEDIA,
+        Capability.BLANK_TEXT,
     }
 )
 """What every pi session provides (v1 links its entries by position)."""

@@ -7,8 +7,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from sessionfix.errors import SessionfixError
+from sessionfix.formats.content import is_blank_text
 from sessionfix.formats.pi.ids import generate_entry_id
-from sessionfix.model.view import RefRole, SessionView, ToolCall
+from sessionfix.media import digest
+from sessionfix.model.view import InlineMedia, RefRole, SessionView, ToolCall
 
 ROOT_NAME: Final = "root"
 """What a branch summary's `fromId` holds when it branches from the session's start."""
@@ -103,6 +105,37 @@ class PiEditor:
             content = record["message"]["content"]
             for index in blocks:
                 content[index].pop("partialJson", None)
+            return record
+
+        return transform
+
+    def replace_media(
+        self, media: tuple[InlineMedia, ...], texts: tuple[str, ...]
+    ) -> Callable[[Any], Any]:
+        """Each image block of the message's content (found by its data) becomes a
+        text block."""
+        wanted = {block.digest: text for block, text in zip(media, texts, strict=True)}
+
+        def transform(record: Any) -> Any:
+            content = record["message"]["content"]
+            for position, block in enumerate(content):
+                if not isinstance(block, dict) or block.get("type") != "image":
+                    continue
+                data = block.get("data")
+                if isinstance(data, str):
+                    text = wanted.get(digest(data))
+                    if text is not None:
+                        content[position] = {"type": "text", "text": text}
+            return record
+
+        return transform
+
+    def drop_blank_texts(self) -> Callable[[Any], Any]:
+        """Remove the text blocks of the content that are empty or whitespace only."""
+
+        def transform(record: Any) -> Any:
+            content = record["message"]["content"]
+            record["message"]["content"] = [b for b in content if not is_blank_text(b)]
             return record
 
         return transform
