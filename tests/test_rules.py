@@ -47,6 +47,7 @@ NEW_CODES = {
     "SF114": "message-order",
     "SF705": "event-log-bloat",
     "SF206": "repeated-metadata",
+    "SF505": "empty-compaction-summary",
 }
 """Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""
 

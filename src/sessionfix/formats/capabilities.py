@@ -64,6 +64,8 @@ class Capability(enum.Enum):
     DISTINCT_CALL_IDS = "call ids the provider requires distinct"
     """Claude: within one API message; Codex: within the session."""
     ORDINALS = "records numbered in sequence"
+    SUMMARIES = "compactions that hold their summary"
+    """The compaction record holds the summary text that replaces the history (pi)."""
     CARRIED_HISTORIES = "compactions that carry the whole history they replace"
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
     """The loader reads the first line without one (pi); a line reader still fails on it."""

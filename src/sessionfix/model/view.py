@@ -153,6 +153,10 @@ class BoundaryFacts(Struct):
     held_by: int | None = None
     """The record holding the boundary's fields, where it is not the boundary's own
     (opencode: the compaction part of the request message)."""
+    hollow_summary: str | None = None
+    """What the boundary's summary is when it summarises nothing (`"empty"`, or which
+    fallback text its agent writes in place of a summary); None for a summary with
+    content, and for formats that do not hold the summary in the boundary."""
 
 
 class RefKind(enum.Enum):

@@ -847,6 +847,7 @@ class PiAdapter:
             identity = None if payload is None else xxhash.xxh3_128_digest(payload)
             written_ms = _written_ms(data)
         facts = BoundaryFacts(
+            hollow_summary=_hollow_summary(record.summary) if kind is Kind.COMPACTION else None,
             first_kept=kept,
             first_kept_index=index
             if isinstance(index, int) and not isinstance(index, bool)
@@ -859,6 +860,38 @@ class PiAdapter:
         if isinstance(kept, str) and kept != MISSING:
             references = (Reference("firstKeptEntryId", kept, RefKind.FORWARD, RefRole.FIRST_KEPT),)
         return facts, references
+
+
+_FALLBACK_SUMMARIES: Final = (
+    (
+        "## Decisions\nNo prior history.\n\n## Open TODOs\nNone.\n\n## Constraints/Rules\n"
+        "None.\n\n## Pending user asks\nNone.\n\n## Exact identifiers\nNone captured.",
+        'OpenClaw\'s fallback skeleton ("No prior history.")',
+    ),
+    (
+        "Summary unavailable due to context limits. Older messages were truncated.",
+        'OpenClaw\'s fallback text ("Summary unavailable")',
+    ),
+)
+"""What OpenClaw's compaction writes in place of a summary: the skeleton of its five
+sections when it had nothing to summarise (`buildStructuredFallbackSummary`, #120663),
+and, before it, a line when the summariser could not run (#6772)."""
+_BOOKKEEPING: Final = ("## Tool Failures", "<read-files>", "<modified-files>")
+"""What may follow a fallback: the failed tools and the files read and written."""
+
+
+def _hollow_summary(summary: object) -> str | None:
+    """What a compaction's summary is when it holds no history: empty, or a fallback
+    OpenClaw writes (with only its bookkeeping after it); None for a real summary."""
+    if type(summary) is not str or not summary.strip():
+        return "empty"
+    text = summary.strip()
+    for fallback, name in _FALLBACK_SUMMARIES:
+        if text.startswith(fallback):
+            rest = text[len(fallback) :].lstrip()
+            if not rest or rest.startswith(_BOOKKEEPING):
+                return name
+    return None
 
 
 class _Copied(Struct, gc=False):
@@ -1048,6 +1081,7 @@ CAPABILITIES: Final = frozenset(
         Capability.BOUNDARIES,
         Capability.FILE_ACTIONS,
         Capability.STREAMING_STATE,
+        Capability.SUMMARIES,
         Capability.FIRST_LINE_BOM_TRIMMED,
         Capability.VALUES_AS_ENTRIES,
     }
