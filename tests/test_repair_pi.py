@@ -342,3 +342,36 @@ def test_a_moved_cut_keeps_whole_tool_groups(
             -(len(repaired.messages) - 1) :
         ]
     )
+
+
+@pytest.mark.parametrize(
+    "case", ["SF111-session-info-on-a-stale-branch", "SF111-session-exit-on-a-dead-branch"]
+)
+def test_a_stale_leaf_resumes_on_the_newest_branch_after_the_repair(
+    case: str, repairs: dict[Path, Repaired], loads_of: dict[Path, PiLoad], tmp_path: Path
+) -> None:
+    """SF111: pi resumes the original from its last entry, on the branch that entry hangs
+    on (the SQLite branch, without the newer Postgres work). After the unsafe repair it
+    resumes with the context it has at the newest conversation entry, the last entry
+    still its leaf; the safe repair changes nothing."""
+    path = FIXTURES / case / "input.jsonl"
+    item = repairs[path]
+    original, repaired = loads_of[item.original], loads_of[item.unsafe]
+    lines = path.read_bytes().splitlines(keepends=True)
+    last, newest = loads(lines[-1]), loads(lines[-2])
+    assert original.leaf == repaired.leaf == last["id"]
+    texts = [m["content"][0]["text"] for m in original.messages]
+    assert "SQLite is wired in." in texts
+    assert "Use Postgres instead." not in texts
+    at_newest = tmp_path / "at-newest.jsonl"
+    at_newest.write_bytes(b"".join(lines[:-1]))
+    expected = load_with_pi([at_newest])[at_newest]
+    assert expected.leaf == newest["id"]
+    assert repaired.messages == expected.messages
+    assert item.safe.read_bytes() == path.read_bytes()
+    changed = [
+        (old, new)
+        for old, new in zip(lines, item.unsafe.read_bytes().splitlines(keepends=True), strict=True)
+        if old != new
+    ]
+    assert [loads(new) for _, new in changed] == [{**last, "parentId": newest["id"]}]

@@ -42,6 +42,7 @@ CLAUDE_RULES = ["SF203", "SF405", "SF502", "SF602"]
 CODEX_RULES = ["SF109", "SF504"]
 NEW_CODES = {
     "SF110": "foreign-session-record",
+    "SF111": "stale-leaf-metadata",
     "SF112": "empty-message",
     "SF113": "unread-session",
     "SF114": "message-order",

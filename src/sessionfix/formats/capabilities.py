@@ -66,6 +66,8 @@ class Capability(enum.Enum):
     ORDINALS = "records numbered in sequence"
     SUMMARIES = "compactions that hold their summary"
     """The compaction record holds the summary text that replaces the history (pi)."""
+    LAST_ENTRY_LEAF = "a leaf that is the last entry written"
+    """The agent resumes from whatever entry was appended last, of any kind (pi)."""
     CARRIED_HISTORIES = "compactions that carry the whole history they replace"
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
     """The loader reads the first line without one (pi); a line reader still fails on it."""

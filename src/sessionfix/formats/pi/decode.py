@@ -1093,6 +1093,7 @@ TREE_CAPABILITIES: Final = CAPABILITIES | {
     Capability.ENTRY_LINKS,
     Capability.RETRY_COPIES,
     Capability.BRANCHES,
+    Capability.LAST_ENTRY_LEAF,
 }
 """What a v2/v3 pi session provides: entries linked by id."""
 
