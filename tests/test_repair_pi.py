@@ -48,7 +48,7 @@ from .test_pi_loader import SESSIONS, _name, rows_lost_to_json_parse
 
 EXACT_CONTEXT_CODES = frozenset(
     {"SF005", "SF006", "SF007", "SF009", "SF102", "SF104", "SF108", "SF201", "SF202"}
-    | {"SF301", "SF401", "SF403", "SF601"}
+    | {"SF301", "SF401", "SF403", "SF601", "SF606"}
 )
 """Fixes whose effect on pi's context is exactly: records dropped or changed in place."""
 LINE_CODES_PI_SKIPS = frozenset({"SF001", "SF002", "SF003", "SF004", "SF008", "SF101"})
@@ -375,3 +375,34 @@ def test_a_stale_leaf_resumes_on_the_newest_branch_after_the_repair(
         if old != new
     ]
     assert [loads(new) for _, new in changed] == [{**last, "parentId": newest["id"]}]
+
+
+def _signed_thinking(messages: list[Any]) -> list[str]:
+    """The signatures of the thinking blocks in pi's context, in order."""
+    return [
+        block["thinkingSignature"]
+        for message in messages
+        if message.get("role") == "assistant"
+        for block in message["content"]
+        if block.get("type") == "thinking" and block.get("thinkingSignature")
+    ]
+
+
+@pytest.mark.parametrize(
+    "case", ["SF606-openclaw-signature-cut-short", "SF606-message-of-only-a-broken-thinking-block"]
+)
+def test_a_broken_thinking_signature_leaves_what_pi_sends(
+    case: str, repairs: dict[Path, Repaired], loads_of: dict[Path, PiLoad]
+) -> None:
+    """SF606: pi's context of the original holds the thinking block whose signature is
+    no whole one, for the model it continues with, so pi sends that signature to
+    Anthropic as it is; after the unsafe repair it is gone and every other signature and
+    message is what it was (`test_pi_context_changes_exactly_as_intended` checks the
+    rest of the context)."""
+    item = repairs[FIXTURES / case / "input.jsonl"]
+    before = _signed_thinking(loads_of[item.original].messages)
+    after = _signed_thinking(loads_of[item.unsafe].messages)
+    broken = [s for s in before if len(s) < 100 or len(s) % 4]
+    assert len(broken) == 1
+    assert after == [s for s in before if s not in broken]
+    assert _signed_thinking(loads_of[item.safe].messages) == before

@@ -49,6 +49,7 @@ NEW_CODES = {
     "SF705": "event-log-bloat",
     "SF206": "repeated-metadata",
     "SF505": "empty-compaction-summary",
+    "SF606": "invalid-thinking-signature",
 }
 """Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""
 

@@ -64,6 +64,9 @@ class Capability(enum.Enum):
     DISTINCT_CALL_IDS = "call ids the provider requires distinct"
     """Claude: within one API message; Codex: within the session."""
     ORDINALS = "records numbered in sequence"
+    THINKING_SIGNATURES = "thinking blocks signed by their provider"
+    """Assistant records keep their thinking with the signature the provider checks when
+    it is sent back (pi, OpenClaw, Claude Code)."""
     SUMMARIES = "compactions that hold their summary"
     """The compaction record holds the summary text that replaces the history (pi)."""
     LAST_ENTRY_LEAF = "a leaf that is the last entry written"

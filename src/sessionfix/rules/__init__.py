@@ -49,6 +49,7 @@ from sessionfix.rules import (
     sf601_leaked_partial_json,
     sf602_invalid_tool_name,
     sf603_oversized_record,
+    sf606_invalid_thinking_signature,
     sf705_event_log_bloat,
 )
 from sessionfix.rules.base import Rule
@@ -96,6 +97,7 @@ RULES: tuple[Rule, ...] = (
     sf601_leaked_partial_json.RULE,
     sf602_invalid_tool_name.RULE,
     sf603_oversized_record.RULE,
+    sf606_invalid_thinking_signature.RULE,
     sf705_event_log_bloat.RULE,
 )
 

@@ -26,15 +26,24 @@ from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import MainTranscript, main_transcript_of, session_id_of
-from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
+from sessionfix.formats.common import (
+    ParsingDecoder,
+    ids_reader,
+    signature_fault,
+    text_exceeds,
+    writes_anthropic_signatures,
+)
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
     MISSING,
     MISSING_KEY,
     NO_ID_KEY,
+    NO_MODEL,
     NULL_KEY,
+    BadSignature,
     Bit,
     BoundaryFacts,
+    BrokenThinking,
     FileAction,
     Flag,
     Kind,
@@ -45,6 +54,7 @@ from sessionfix.model.view import (
     Role,
     SessionView,
     ToolCall,
+    key_of,
 )
 from sessionfix.read.reader import LineReport, RecordSource
 
@@ -64,6 +74,7 @@ CAPABILITIES: Final = frozenset(
         Capability.TOOL_NAMES,
         Capability.RESULT_REPAIRS,
         Capability.DISTINCT_CALL_IDS,
+        Capability.THINKING_SIGNATURES,
     }
 )
 """What a Claude Code transcript lets rules see."""
@@ -120,7 +131,7 @@ _NO_RAW: Final = Raw(b"")
 
 
 class _Block(Struct, gc=False):
-    """A content block: tool calls and tool results are looked at, nothing else."""
+    """A content block: tool calls, tool results and thinking are looked at."""
 
     type: Any = None
     id: Any = None
@@ -128,11 +139,13 @@ class _Block(Struct, gc=False):
     input: Raw = _NO_RAW
     tool_use_id: Any = None
     is_error: Any = None
+    signature: Any | UnsetType = UNSET
 
 
 class _Message(Struct, gc=False):
     id: Any = None
     role: Any = None
+    model: Any = None
     content: str | list[_Block] | None = None
 
 
@@ -197,7 +210,7 @@ def _loose_record(value: dict[str, Any]) -> _Record:
             blocks = content
         elif isinstance(content, list):
             blocks = [_loose_block(item) for item in content]
-        message = _Message(body.get("id"), body.get("role"), blocks)
+        message = _Message(body.get("id"), body.get("role"), body.get("model"), blocks)
     sidecar = value.get("toolUseResult", UNSET)
     return _Record(
         type=value.get("type"),
@@ -235,6 +248,7 @@ def _loose_block(item: object) -> _Block:
         input=_NO_RAW if arguments is UNSET else Raw(_encode_loose(arguments)),
         tool_use_id=item.get("tool_use_id"),
         is_error=item.get("is_error"),
+        signature=item.get("signature", UNSET),
     )
 
 
@@ -284,6 +298,8 @@ class ClaudeAdapter:
         )
         self.editor = ClaudeEditor()
         self.tracker = PathTracker()
+        self._models: dict[str | None, tuple[int, bool]] = {}
+        """model → its key, and whether its thinking carries Anthropic's signatures."""
 
     decode = staticmethod(_RECORD_DECODER.decode)
     decode_lines = staticmethod(_RECORD_DECODER.decode_lines)
@@ -379,6 +395,9 @@ class ClaudeAdapter:
             invalid = _invalid_tool_names(contents[position])
             if invalid:
                 view.invalid_calls[base + position] = invalid
+            content = contents[position]
+            if type(content) is list and "thinking" in map(_TYPE_OF, content):
+                self._thinking(base + position, messages[position], content)
 
     def add_object(
         self, value: dict[str, Any], data: bytes, row: int, column: int, offset: int
@@ -430,6 +449,9 @@ class ClaudeAdapter:
             invalid = _invalid_tool_names(record.message.content)
             if invalid:
                 view.invalid_calls[index] = invalid
+            content = record.message.content
+            if type(content) is list and "thinking" in map(_TYPE_OF, content):
+                self._thinking(index, record.message, content)
         if record.isCompactSummary is True:
             flags |= Flag.SUMMARY
         if record.isSidechain is True:
@@ -438,6 +460,48 @@ class ClaudeAdapter:
         if type(source) is str and source and source != parent:
             view.adopters[index] = source
         view.add(row, column, offset, size, kind, role, flags, id_key, parent_key)
+
+    def _thinking(self, index: int, message: _Message, content: list[_Block]) -> None:
+        """Note an assistant record's signed thinking. Claude Code sends every thinking
+        block as it is stored; a Claude model's signature is checked (another model's,
+        on an API that speaks Anthropic's, has a shape of its own)."""
+        model = message.model if type(message.model) is str else None
+        known = self._models.get(model)
+        if known is None:
+            name = model_name(model)
+            known = self._models[model] = (
+                NO_MODEL if name is None else key_of(name),
+                writes_anthropic_signatures(model),
+            )
+        key, checked = known
+        signed = False
+        bad: list[BadSignature] | None = None
+        for position, block in enumerate(content):
+            if block.type != "thinking":
+                continue
+            signature = block.signature
+            if checked:
+                fault = signature_fault(signature)
+            elif type(signature) is str and signature.strip():
+                fault = None
+            else:
+                continue
+            if fault is None:
+                signed = True
+                continue
+            if bad is None:
+                bad = []
+            length = len(signature) if type(signature) is str else 0
+            bad.append(BadSignature(position, fault, length))
+        view = self.view
+        if bad is not None:
+            view.broken_thinking[index] = BrokenThinking(key, len(content), tuple(bad))
+        elif not signed:
+            return
+        records = view.signed_thinking.get(key)
+        if records is None:
+            records = view.signed_thinking[key] = array("q")
+        records.append(index)
 
     def replay(self, index: int, data: bytes) -> None:
         """Feed the tracker one chain record's conversation events."""
@@ -478,6 +542,7 @@ class ClaudeAdapter:
         view.result_text_exceeds = partial(_result_text_exceeds, source, view)
         view.copied_bytes = partial(_read_copied_bytes, source, view)
         view.type_name = partial(_read_type_name, source, view)
+        view.model_of = partial(_read_model, source, view)
         view.finish()
 
 
@@ -575,6 +640,40 @@ def _invalid_tool_names(content: object) -> tuple[str, ...]:
         and block.type == "tool_use"
         and (type(block.name) is not str or TOOL_NAME.fullmatch(block.name) is None)
     )
+
+
+SYNTHETIC_MODEL: Final = "<synthetic>"
+"""The model Claude Code names on the assistant records it writes itself."""
+
+
+def model_name(model: object) -> str | None:
+    """The model an assistant record names (None for Claude Code's own records)."""
+    return model if type(model) is str and model and model != SYNTHETIC_MODEL else None
+
+
+class _ModelMessage(Struct, gc=False):
+    role: Any = None
+    model: Any = None
+
+
+class _ModelRecord(Struct, gc=False):
+    type: Any = None
+    message: _ModelMessage | None = None
+
+
+_MODEL_DECODER: Final = ParsingDecoder(_ModelRecord)
+
+
+def _read_model(source: RecordSource, view: SessionView, index: int) -> str | None:
+    """The model an assistant record was written by."""
+    try:
+        record = _MODEL_DECODER.decode(source.read(*view.span(index)))
+    except (ValueError, RecursionError):
+        return None
+    message = record.message
+    if record.type != "assistant" or message is None:
+        return None
+    return model_name(message.model)
 
 
 def _classify(record: _Record) -> tuple[Kind, Role, int]:

@@ -10,6 +10,7 @@ from typing import Any, Final
 import xxhash
 
 from sessionfix.errors import SessionfixError
+from sessionfix.formats.common import without_message_blocks
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
 MISSING_RESULT_TEXT: Final = "[Tool result missing due to internal error]"
@@ -59,7 +60,8 @@ def generate_uuid(
 
 
 class ClaudeEditor:
-    """Changes Claude records; assistant content is never edited (signed thinking)."""
+    """Changes Claude records. Assistant content is signed (thinking): only an unsafe fix
+    takes blocks out of it, never changes one."""
 
     parent_link = "parentUuid"
 
@@ -190,6 +192,9 @@ class ClaudeEditor:
 
     def drop_leaked_partial_json(self, blocks: tuple[int, ...]) -> Callable[[Any], Any]:
         raise SessionfixError("Claude assistant content is never edited")
+
+    def drop_content_blocks(self, blocks: tuple[int, ...]) -> Callable[[Any], Any]:
+        return without_message_blocks(blocks)
 
     def synthetic_tool_result(
         self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str
