@@ -11,6 +11,7 @@ deterministic for a given seed and size.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import random
 from dataclasses import asdict, dataclass, field
@@ -137,6 +138,12 @@ class Text:
         return max(floor, min(cap, int(self.rng.lognormvariate(0, sigma) * median)))
 
 
+def _signature(seed: str) -> str:
+    """A thinking signature as Anthropic's look (padded base64, 320 characters), made
+    from text the generator took anyway: its stream stays as it was."""
+    return base64.b64encode(seed.replace(" ", "").encode()[:40].ljust(40, b"=") * 6).decode()
+
+
 class Writer:
     def __init__(self, out: Path, seed: int) -> None:
         self.handle = open(out, "wb")  # noqa: SIM115 - closed by close()
@@ -221,7 +228,7 @@ class Writer:
                 {
                     "type": "thinking",
                     "thinking": self.text.take(self.text.size(500)),
-                    "thinkingSignature": self.text.take(40).replace(" ", ""),
+                    "thinkingSignature": _signature(self.text.take(40)),
                 }
             )
         if not calls or self.rng.random() < 0.4:

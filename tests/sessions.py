@@ -90,8 +90,14 @@ class Session:
         calls: list[tuple[str, str, dict[str, Any]]],
         stop: str | None = None,
         partial: bool = False,
+        signature: str | None = None,
     ) -> str:
-        content: list[dict[str, Any]] = [{"type": "thinking", "thinking": "hmm"}]
+        """An assistant message; with a `signature`, its thinking is signed and the
+        message a Claude model's on Anthropic's API."""
+        thinking: dict[str, Any] = {"type": "thinking", "thinking": "hmm"}
+        if signature is not None:
+            thinking["thinkingSignature"] = signature
+        content: list[dict[str, Any]] = [thinking]
         for call_id, name, arguments in calls:
             block: dict[str, Any] = {
                 "type": "toolCall",
@@ -104,12 +110,12 @@ class Session:
             content.append(block)
         if not calls:
             content.append({"type": "text", "text": "done"})
-        message = {
-            "role": "assistant",
-            "content": content,
-            "stopReason": stop or ("toolUse" if calls else "stop"),
-            "timestamp": BASE_MS + self.serial * 1000,
-        }
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if signature is not None:
+            message |= {"api": "anthropic-messages", "provider": "anthropic"}
+            message["model"] = "claude-opus-4-5"
+        message["stopReason"] = stop or ("toolUse" if calls else "stop")
+        message["timestamp"] = BASE_MS + self.serial * 1000
         return self._entry("message", {"message": message})
 
     def result(
@@ -168,7 +174,16 @@ DAMAGE = [
 ODD_ARGUMENTS: list[Any] = [{}, {"path": ""}, {"path": 7}, {"path": None}, "a.txt", None]
 """Arguments a file tool call can carry that name no usable path."""
 SETTINGS = ["thinking_level_change", "model_change"]
+WHOLE_SIGNATURE = "EqQB" * 86
+"""A thinking signature as Anthropic's look (ASCII, 344 characters)."""
+CUT_SIGNATURE = WHOLE_SIGNATURE[:201]
+"""One cut short in the stream (SF606)."""
 TEXTS = ["continue", "fix the bug", "Read HEARTBEAT.md", "ok", "x" * 300]
+
+
+def _signatures(corrupt: bool) -> st.SearchStrategy[str | None]:
+    """No signature, a whole one, or (`corrupt`) one cut short."""
+    return st.sampled_from([None, WHOLE_SIGNATURE, *([CUT_SIGNATURE] if corrupt else [])])
 
 
 @st.composite
@@ -212,6 +227,7 @@ def sessions(draw: st.DrawFn, corrupt: bool = True) -> bytes:
                     calls,
                     stop=stop if calls else None,
                     partial=corrupt and draw(st.booleans()) and stop == "aborted",
+                    signature=draw(_signatures(corrupt)),
                 )
                 order = list(calls)
                 if corrupt and draw(st.booleans()):
@@ -230,7 +246,7 @@ def sessions(draw: st.DrawFn, corrupt: bool = True) -> bytes:
                     if draw(st.integers(0, 7)) == 0:
                         session.setting(draw(st.sampled_from(SETTINGS)))
             ended = draw(st.sampled_from(["stop", "stop", "aborted", "error"])) if corrupt else None
-            session.assistant([], stop=ended)
+            session.assistant([], stop=ended, signature=draw(_signatures(corrupt)))
             if draw(st.integers(0, 3)) == 0:
                 session.setting(draw(st.sampled_from(SETTINGS)))
         elif action == "clone" and session.lines:

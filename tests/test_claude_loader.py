@@ -921,6 +921,33 @@ def _spare_results(messages: tuple[LoadedMessage, ...]) -> dict[tuple[int, int],
     return spare
 
 
+_PADDED_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
+def _refused_thinking(messages: tuple[LoadedMessage, ...]) -> dict[tuple[int, int], str]:
+    """The thinking blocks of a loaded chain whose signature Anthropic refuses (position of
+    the message, of the block → why): a Claude model's, with no signature, an empty one,
+    or one that is no whole signature (under 100 characters, or not padded base64). An
+    SF606 fix removes these, and a record left without content with them."""
+    refused: dict[tuple[int, int], str] = {}
+    for position, message in enumerate(messages):
+        model = message.message.get("model") if isinstance(message.message, dict) else None
+        if message.type != "assistant" or not (isinstance(model, str) and "claude" in model):
+            continue
+        for index, block in enumerate(_content({"message": message.message})):
+            if not isinstance(block, dict) or block.get("type") != "thinking":
+                continue
+            signature = block.get("signature")
+            if not (
+                isinstance(signature, str)
+                and len(signature) >= 100
+                and len(signature) % 4 == 0
+                and _PADDED_BASE64.fullmatch(signature)
+            ):
+                refused[(position, index)] = "refused signature"
+    return refused
+
+
 STALE_READ = "[sessionfix: stale read of "
 """How sessionfix's placeholder for a superseded read (SF301) starts."""
 MEDIA_REMOVED = re.compile(r"\[sessionfix: .+ removed - over the limits of ")
@@ -1011,14 +1038,15 @@ def test_a_repair_loses_nothing_from_the_loaded_chain(
 ) -> None:
     """The original's loaded messages are all on the repair's loaded chain, in the same
     order, each with its content; what may go is only what answers nothing: a result
-    block for a call not on the chain before it or already answered (SF401, SF403),
-    and a record with nothing else, which is then gone from the file. A read result may
+    block for a call not on the chain before it or already answered (SF401, SF403), a
+    thinking block whose signature Anthropic refuses (SF606), and a record with nothing
+    else, which is then gone from the file. A read result may
     have its text replaced by sessionfix's placeholder (SF301). And a replay may leave
     the chain whole (`_replays_unhooked`): a copy of earlier history that an SF502 fix
     takes off the chain by re-parenting the record below it."""
     file, repaired = _load(path, mode, versions, before, after)
     original = before[path].messages
-    spare = _spare_results(original)
+    spare = _spare_results(original) | _refused_thinking(original)
     unhooked = _replays_unhooked(path, mode, versions)
     in_file = {r.get("uuid") for r in records(file)}
     kept = {m.uuid: m for m in repaired.messages}
@@ -1122,6 +1150,29 @@ def _changed_otherwise(old: Any, new: Any, replaced: bool) -> bool:
     if not _kept_as_intended(old, new, set()):
         return True
     return not replaced and not any(_blank_text(b) for b in _content({"message": old}))
+
+
+def test_thinking_the_provider_refuses_is_not_loaded_after_the_repair(
+    versions: dict[Path, Versions],
+    before: dict[Path, ClaudeLoad],
+    after: dict[Path, ClaudeLoad],
+) -> None:
+    """SF606 (anthropics/claude-code#21726): the reader loads the three thinking blocks
+    with an empty, a missing and a 24-character signature, which Claude Code sends back
+    and Anthropic refuses; after the unsafe repair their lines are gone from the loaded
+    chain and every other message is loaded as it was. The safe repair changes nothing."""
+    path = FIXTURES / "SF606-claude-empty-missing-and-cut-signatures" / "input.jsonl"
+    original = before[path].messages
+    refused = _refused_thinking(original)
+    signatures = [original[at].message["content"][block].get("signature") for at, block in refused]
+    assert signatures[:2] == ["", None]
+    assert len(signatures) == 3
+    assert len(signatures[2]) == 24
+    gone = {original[at].uuid for at, _ in refused}
+    repaired = after[versions[path].repaired["unsafe"]].messages
+    assert list(repaired) == [m for m in original if m.uuid not in gone]
+    assert _refused_thinking(repaired) == {}
+    assert after[versions[path].repaired["safe"]].messages == original
 
 
 def _applied(path: Path, mode: str, versions: dict[Path, Versions]) -> list[Diagnostic]:

@@ -168,6 +168,7 @@ def _index(path: Path, **options: Any) -> tuple[Any, ...]:
         for name in ("rows", "offsets", "sizes", "kinds", "roles", "flags", "id_keys")
     )
     facts = (view.columns, view.leaked, view.boundaries, view.references, view.notes)
+    facts += (view.signed_thinking, view.broken_thinking)
     derived = (list(view.parents), list(view.active_path), view.leaf, view.linear)
     lines = scanned.lines
     report = (

@@ -300,7 +300,10 @@ def test_a_record_spread_over_lines_with_nested_objects_at_the_left_edge_is_one_
     source = tmp_path / "session.jsonl"
     source.write_text("".join(layout(record) + "\n" for record in records))
     out = tmp_path / "out.jsonl"
-    assert _check_kept(source, out, Settings(quiescence=0.0, unsafe_fixes=unsafe))
+    # Its placeholder thinking signature ("sig-1") is SF606's, whose unsafe fix removes
+    # the block: not what this test is about.
+    settings = Settings(quiescence=0.0, unsafe_fixes=unsafe, ignore=("SF606",))
+    assert _check_kept(source, out, settings)
     assert [json.loads(line) for line in out.read_bytes().splitlines()] == records
 
 

@@ -48,7 +48,7 @@ from .test_pi_loader import SESSIONS, _name, rows_lost_to_json_parse
 
 EXACT_CONTEXT_CODES = frozenset(
     {"SF005", "SF006", "SF007", "SF009", "SF102", "SF104", "SF108", "SF201", "SF202"}
-    | {"SF301", "SF401", "SF403", "SF601"}
+    | {"SF301", "SF401", "SF403", "SF601", "SF606"}
 )
 """Fixes whose effect on pi's context is exactly: records dropped or changed in place."""
 LINE_CODES_PI_SKIPS = frozenset({"SF001", "SF002", "SF003", "SF004", "SF008", "SF101"})
@@ -342,3 +342,67 @@ def test_a_moved_cut_keeps_whole_tool_groups(
             -(len(repaired.messages) - 1) :
         ]
     )
+
+
+@pytest.mark.parametrize(
+    "case", ["SF111-session-info-on-a-stale-branch", "SF111-session-exit-on-a-dead-branch"]
+)
+def test_a_stale_leaf_resumes_on_the_newest_branch_after_the_repair(
+    case: str, repairs: dict[Path, Repaired], loads_of: dict[Path, PiLoad], tmp_path: Path
+) -> None:
+    """SF111: pi resumes the original from its last entry, on the branch that entry hangs
+    on (the SQLite branch, without the newer Postgres work). After the unsafe repair it
+    resumes with the context it has at the newest conversation entry, the last entry
+    still its leaf; the safe repair changes nothing."""
+    path = FIXTURES / case / "input.jsonl"
+    item = repairs[path]
+    original, repaired = loads_of[item.original], loads_of[item.unsafe]
+    lines = path.read_bytes().splitlines(keepends=True)
+    last, newest = loads(lines[-1]), loads(lines[-2])
+    assert original.leaf == repaired.leaf == last["id"]
+    texts = [m["content"][0]["text"] for m in original.messages]
+    assert "SQLite is wired in." in texts
+    assert "Use Postgres instead." not in texts
+    at_newest = tmp_path / "at-newest.jsonl"
+    at_newest.write_bytes(b"".join(lines[:-1]))
+    expected = load_with_pi([at_newest])[at_newest]
+    assert expected.leaf == newest["id"]
+    assert repaired.messages == expected.messages
+    assert item.safe.read_bytes() == path.read_bytes()
+    changed = [
+        (old, new)
+        for old, new in zip(lines, item.unsafe.read_bytes().splitlines(keepends=True), strict=True)
+        if old != new
+    ]
+    assert [loads(new) for _, new in changed] == [{**last, "parentId": newest["id"]}]
+
+
+def _signed_thinking(messages: list[Any]) -> list[str]:
+    """The signatures of the thinking blocks in pi's context, in order."""
+    return [
+        block["thinkingSignature"]
+        for message in messages
+        if message.get("role") == "assistant"
+        for block in message["content"]
+        if block.get("type") == "thinking" and block.get("thinkingSignature")
+    ]
+
+
+@pytest.mark.parametrize(
+    "case", ["SF606-openclaw-signature-cut-short", "SF606-message-of-only-a-broken-thinking-block"]
+)
+def test_a_broken_thinking_signature_leaves_what_pi_sends(
+    case: str, repairs: dict[Path, Repaired], loads_of: dict[Path, PiLoad]
+) -> None:
+    """SF606: pi's context of the original holds the thinking block whose signature is
+    no whole one, for the model it continues with, so pi sends that signature to
+    Anthropic as it is; after the unsafe repair it is gone and every other signature and
+    message is what it was (`test_pi_context_changes_exactly_as_intended` checks the
+    rest of the context)."""
+    item = repairs[FIXTURES / case / "input.jsonl"]
+    before = _signed_thinking(loads_of[item.original].messages)
+    after = _signed_thinking(loads_of[item.unsafe].messages)
+    broken = [s for s in before if len(s) < 100 or len(s) % 4]
+    assert len(broken) == 1
+    assert after == [s for s in before if s not in broken]
+    assert _signed_thinking(loads_of[item.safe].messages) == before

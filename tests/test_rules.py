@@ -42,6 +42,7 @@ CLAUDE_RULES = ["SF203", "SF405", "SF502", "SF602"]
 CODEX_RULES = ["SF109", "SF504"]
 NEW_CODES = {
     "SF110": "foreign-session-record",
+    "SF111": "stale-leaf-metadata",
     "SF112": "empty-message",
     "SF113": "unread-session",
     "SF114": "message-order",
@@ -51,6 +52,8 @@ NEW_CODES = {
     "SF604": "oversized-inline-media",
     "SF605": "empty-text-block",
     "SF206": "repeated-metadata",
+    "SF505": "empty-compaction-summary",
+    "SF606": "invalid-thinking-signature",
 }
 """Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""
 

@@ -53,6 +53,10 @@ class RecordEditor(Protocol):
 
     def drop_leaked_partial_json(self, blocks: tuple[int, ...]) -> Transform: ...
 
+    def drop_content_blocks(self, blocks: tuple[int, ...]) -> Transform:
+        """Remove these blocks (by their place) from a message's content; the rest stay."""
+        ...
+
     def holds_other_content(self, record: Any, call_id: str) -> bool:
         """Whether a tool result record holds more than its answer to `call_id`."""
         ...

@@ -70,6 +70,13 @@ class Capability(enum.Enum):
     """The agent finds a session to offer for resuming by reading parts of its file and
     the files beside it (Claude Code's picker: the file's ends, an index of the folder)."""
     ORDINALS = "records numbered in sequence"
+    THINKING_SIGNATURES = "thinking blocks signed by their provider"
+    """Assistant records keep their thinking with the signature the provider checks when
+    it is sent back (pi, OpenClaw, Claude Code)."""
+    SUMMARIES = "compactions that hold their summary"
+    """The compaction record holds the summary text that replaces the history (pi)."""
+    LAST_ENTRY_LEAF = "a leaf that is the last entry written"
+    """The agent resumes from whatever entry was appended last, of any kind (pi)."""
     CARRIED_HISTORIES = "compactions that carry the whole history they replace"
     INLINE_MEDIA = "images and documents held inline"
     """Base64 media in messages, measured against what the provider accepts."""

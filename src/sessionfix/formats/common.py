@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw
 from msgspec import inspect as types
 
 from sessionfix import jsonutil
-from sessionfix.model.view import MISSING, SessionView
+from sessionfix.model.view import MISSING, SessionView, SignatureFault
 from sessionfix.read.reader import RecordSource
 
 IdsReader = Callable[[RecordSource, SessionView, int], tuple[str | None, object]]
@@ -154,3 +154,46 @@ def text_exceeds(text: str | None, limit: int, prefix: str) -> bool:
     if text is None or text.startswith(prefix):
         return False
     return (len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))) > limit
+
+
+SHORTEST_SIGNATURE: Final = 100
+"""Characters below which a thinking signature cannot be one Anthropic issued: the
+shortest in the sample sessions has 268, and the cut ones users report have 24
+(anthropics/claude-code#21726)."""
+
+
+def signature_fault(signature: object) -> SignatureFault | None:
+    """What makes a thinking block's signature one Anthropic's API refuses ("Invalid
+    `signature` in `thinking` block"), as far as it shows without the key: none, empty,
+    or not a whole signature. Anthropic's are padded base64 (ASCII, a length that is a
+    multiple of 4), and a signature cut short in the stream mostly breaks that
+    (openclaw/openclaw#92201, #97019); a valid one is never found at fault."""
+    if type(signature) is not str:
+        return SignatureFault.MISSING
+    if not signature.strip():
+        return SignatureFault.EMPTY
+    if len(signature) < SHORTEST_SIGNATURE or len(signature) % 4 or not signature.isascii():
+        return SignatureFault.MALFORMED
+    return None
+
+
+def writes_anthropic_signatures(model: object) -> bool:
+    """Whether a model's thinking carries Anthropic's signatures (a Claude model, on
+    Anthropic's API or a cloud's: `claude-opus-4-5`, `us.anthropic.claude-…`); other
+    models' signatures have shapes of their own."""
+    return type(model) is str and "claude" in model.lower()
+
+
+def without_message_blocks(blocks: tuple[int, ...]) -> Callable[[Any], Any]:
+    """A record of a format that holds its message's content in `message.content` (pi,
+    Claude Code), without the content blocks at these places."""
+    dropped = frozenset(blocks)
+
+    def transform(record: Any) -> Any:
+        message = record["message"]
+        message["content"] = [
+            block for place, block in enumerate(message["content"]) if place not in dropped
+        ]
+        return record
+
+    return transform

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import chain, pairwise, repeat
 from operator import add, ge
 from pathlib import Path
-from typing import Final, Protocol, TypeVar, overload
+from typing import Final, NamedTuple, Protocol, TypeVar, overload
 
 from msgspec import Struct, field
 
@@ -114,6 +114,8 @@ MISSING: Final = "\x00missing"
 NO_ORDINAL: Final = -1
 """A record without a sequence number (`SessionView.ordinals`)."""
 """Stands for an absent field where `None` means an explicit null."""
+NO_MODEL: Final = 0
+"""The model key of a record that names no model (`SessionView.signed_thinking`)."""
 
 
 class PreservedSegment(Struct, frozen=True):
@@ -153,6 +155,42 @@ class BoundaryFacts(Struct):
     held_by: int | None = None
     """The record holding the boundary's fields, where it is not the boundary's own
     (opencode: the compaction part of the request message)."""
+    hollow_summary: str | None = None
+    """What the boundary's summary is when it summarises nothing (`"empty"`, or which
+    fallback text its agent writes in place of a summary); None for a summary with
+    content, and for formats that do not hold the summary in the boundary."""
+
+
+class SignatureFault(enum.Enum):
+    """Why a signed thinking block's signature cannot be one its provider issued."""
+
+    MISSING = "no signature"
+    EMPTY = "an empty signature"
+    MALFORMED = "a malformed signature"
+    """Shorter than any the provider issues, or not padded base64 (its signatures always
+    are): what a signature cut short looks like."""
+
+
+class BadSignature(NamedTuple):
+    """A thinking block, by its place in its record's content, whose signature the
+    agent sends as it is and the provider refuses."""
+
+    block: int
+    fault: SignatureFault
+    length: int
+    """The signature's length in characters (0 when it has none)."""
+
+
+class BrokenThinking(Struct):
+    """An assistant record holding thinking blocks whose signatures the agent sends as
+    they are and the provider refuses."""
+
+    model: int
+    """`key_of` the model that wrote it (as `SessionView.model_of` names it), or
+    `NO_MODEL`."""
+    blocks: int
+    """How many content blocks the record holds, thinking and others."""
+    bad: tuple[BadSignature, ...]
 
 
 class MediaKind(enum.Enum):
@@ -555,6 +593,21 @@ class SessionView(Struct):
     """Records stamped with another session's id than the file's own."""
     invalid_calls: dict[int, tuple[str, ...]] = field(default_factory=dict)
     """Records holding tool calls whose names the provider refuses."""
+    signed_thinking: dict[int, array[int]] = field(default_factory=dict)
+    """Assistant records holding thinking whose signature the agent sends, in file order,
+    by the `key_of` the model that wrote them (as `model_of` names it; `NO_MODEL` when
+    the record names none)."""
+    broken_thinking: dict[int, BrokenThinking] = field(default_factory=dict)
+    """Of those, the records whose signatures the provider refuses."""
+    model_of: Callable[[int], str | None] | None = None
+    """The model an assistant record was written by, or a model change sets (the name its
+    format gives it); None for other records (set by formats whose records name one)."""
+    foreign_thinking_as_text: bool = False
+    """The agent sends the thinking of a model other than the one it continues with as
+    plain text, without its signature (pi, OpenClaw); else as it is."""
+    unsigns_kept_before_boundary: bool = False
+    """The agent strips the signatures of the records a compaction keeps from before it
+    (OpenClaw): only thinking after the last boundary is sent signed."""
     adopters: dict[int, str] = field(default_factory=dict)
     """Records that name, besides their parent, the record they answer (Claude tool
     results: `sourceToolAssistantUUID`), where the two differ: the parent to re-link
@@ -716,6 +769,10 @@ class SessionView(Struct):
         _shift_into(self.leaf_hints, other.leaf_hints, base)
         _shift_into(self.foreign_sessions, other.foreign_sessions, base)
         _shift_into(self.invalid_calls, other.invalid_calls, base)
+        _shift_into(self.broken_thinking, other.broken_thinking, base)
+        for model, records in other.signed_thinking.items():
+            held = self.signed_thinking.setdefault(model, array("q"))
+            held.extend(array("q", map(add, records, repeat(base))))
         _shift_into(self.adopters, other.adopters, base)
         _shift_into(self.media, other.media, base)
         _shift_into(self.blank_texts, other.blank_texts, base)

@@ -27,7 +27,13 @@ from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import MainTranscript, main_transcript_of, session_id_of
 from sessionfix.formats.claude.listing import ProjectListing
-from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
+from sessionfix.formats.common import (
+    ParsingDecoder,
+    ids_reader,
+    signature_fault,
+    text_exceeds,
+    writes_anthropic_signatures,
+)
 from sessionfix.formats.content import (
     ANTHROPIC_MEDIA_LIMITS,
     BLANK_TEXT,
@@ -41,10 +47,13 @@ from sessionfix.model.view import (
     MISSING,
     MISSING_KEY,
     NO_ID_KEY,
+    NO_MODEL,
     NULL_KEY,
+    BadSignature,
     Bit,
     BlankText,
     BoundaryFacts,
+    BrokenThinking,
     FileAction,
     Flag,
     InlineMedia,
@@ -57,6 +66,7 @@ from sessionfix.model.view import (
     Role,
     SessionView,
     ToolCall,
+    key_of,
 )
 from sessionfix.read.reader import LineReport, RecordSource
 
@@ -79,6 +89,7 @@ CAPABILITIES: Final = frozenset(
         Capability.SESSION_LISTING,
         Capability.INLINE_MEDIA,
         Capability.BLANK_TEXT,
+        Capability.THINKING_SIGNATURES,
     }
 )
 """What a Claude Code transcript lets rules see."""
@@ -143,8 +154,8 @@ class _Source(Struct, gc=False):
 
 
 class _Block(Struct, gc=False):
-    """A content block: tool calls and tool results, inline media and the raw text of
-    text blocks are looked at, nothing else."""
+    """A content block: tool calls and tool results, thinking, inline media and the raw
+    text of text blocks are looked at, nothing else."""
 
     type: Any = None
     id: Any = None
@@ -156,6 +167,7 @@ class _Block(Struct, gc=False):
     source: _Source | None = None
     content: Raw = _NO_RAW
     """A tool result's content (its blocks are read only when it may hold media)."""
+    signature: Any | UnsetType = UNSET
 
 
 class _Inner(Struct, gc=False):
@@ -168,6 +180,7 @@ class _Inner(Struct, gc=False):
 class _Message(Struct, gc=False):
     id: Any = None
     role: Any = None
+    model: Any = None
     content: str | list[_Block] | None = None
 
 
@@ -232,7 +245,7 @@ def _loose_record(value: dict[str, Any]) -> _Record:
             blocks = content
         elif isinstance(content, list):
             blocks = [_loose_block(item) for item in content]
-        message = _Message(body.get("id"), body.get("role"), blocks)
+        message = _Message(body.get("id"), body.get("role"), body.get("model"), blocks)
     sidecar = value.get("toolUseResult", UNSET)
     return _Record(
         type=value.get("type"),
@@ -275,6 +288,7 @@ def _loose_block(item: object) -> _Block:
         text=_NO_RAW if text is UNSET else Raw(_encode_loose(text)),
         source=_loose_source(item.get("source")),
         content=Raw(_encode_loose(content)) if isinstance(content, list) else _NO_RAW,
+        signature=item.get("signature", UNSET),
     )
 
 
@@ -338,6 +352,8 @@ class ClaudeAdapter:
         )
         self.editor = ClaudeEditor()
         self.tracker = PathTracker()
+        self._models: dict[str | None, tuple[int, bool]] = {}
+        """model → its key, and whether its thinking carries Anthropic's signatures."""
 
     decode = staticmethod(_RECORD_DECODER.decode)
     decode_lines = staticmethod(_RECORD_DECODER.decode_lines)
@@ -433,6 +449,9 @@ class ClaudeAdapter:
             invalid = _invalid_tool_names(contents[position])
             if invalid:
                 view.invalid_calls[base + position] = invalid
+            content = contents[position]
+            if type(content) is list and "thinking" in map(_TYPE_OF, content):
+                self._thinking(base + position, messages[position], content)
         results = list(compress(contents, map(eq, codes, repeat(_CODE_RESULT))))
         if _may_hold_blocks_of_note(contents, results):
             for position, record in enumerate(records):
@@ -489,6 +508,9 @@ class ClaudeAdapter:
             invalid = _invalid_tool_names(record.message.content)
             if invalid:
                 view.invalid_calls[index] = invalid
+            content = record.message.content
+            if type(content) is list and "thinking" in map(_TYPE_OF, content):
+                self._thinking(index, record.message, content)
         if (
             role in _TURN_ROLES
             and record.message is not None
@@ -506,6 +528,48 @@ class ClaudeAdapter:
         if type(source) is str and source and source != parent:
             view.adopters[index] = source
         view.add(row, column, offset, size, kind, role, flags, id_key, parent_key)
+
+    def _thinking(self, index: int, message: _Message, content: list[_Block]) -> None:
+        """Note an assistant record's signed thinking. Claude Code sends every thinking
+        block as it is stored; a Claude model's signature is checked (another model's,
+        on an API that speaks Anthropic's, has a shape of its own)."""
+        model = message.model if type(message.model) is str else None
+        known = self._models.get(model)
+        if known is None:
+            name = model_name(model)
+            known = self._models[model] = (
+                NO_MODEL if name is None else key_of(name),
+                writes_anthropic_signatures(model),
+            )
+        key, checked = known
+        signed = False
+        bad: list[BadSignature] | None = None
+        for position, block in enumerate(content):
+            if block.type != "thinking":
+                continue
+            signature = block.signature
+            if checked:
+                fault = signature_fault(signature)
+            elif type(signature) is str and signature.strip():
+                fault = None
+            else:
+                continue
+            if fault is None:
+                signed = True
+                continue
+            if bad is None:
+                bad = []
+            length = len(signature) if type(signature) is str else 0
+            bad.append(BadSignature(position, fault, length))
+        view = self.view
+        if bad is not None:
+            view.broken_thinking[index] = BrokenThinking(key, len(content), tuple(bad))
+        elif not signed:
+            return
+        records = view.signed_thinking.get(key)
+        if records is None:
+            records = view.signed_thinking[key] = array("q")
+        records.append(index)
 
     def replay(self, index: int, data: bytes) -> None:
         """Feed the tracker one chain record's conversation events."""
@@ -548,6 +612,7 @@ class ClaudeAdapter:
         view.type_name = partial(_read_type_name, source, view)
         view.signed = partial(_read_signed, source, view)
         view.media_limits = ANTHROPIC_MEDIA_LIMITS
+        view.model_of = partial(_read_model, source, view)
         view.finish()
 
 
@@ -645,6 +710,40 @@ def _invalid_tool_names(content: object) -> tuple[str, ...]:
         and block.type == "tool_use"
         and (type(block.name) is not str or TOOL_NAME.fullmatch(block.name) is None)
     )
+
+
+SYNTHETIC_MODEL: Final = "<synthetic>"
+"""The model Claude Code names on the assistant records it writes itself."""
+
+
+def model_name(model: object) -> str | None:
+    """The model an assistant record names (None for Claude Code's own records)."""
+    return model if type(model) is str and model and model != SYNTHETIC_MODEL else None
+
+
+class _ModelMessage(Struct, gc=False):
+    role: Any = None
+    model: Any = None
+
+
+class _ModelRecord(Struct, gc=False):
+    type: Any = None
+    message: _ModelMessage | None = None
+
+
+_MODEL_DECODER: Final = ParsingDecoder(_ModelRecord)
+
+
+def _read_model(source: RecordSource, view: SessionView, index: int) -> str | None:
+    """The model an assistant record was written by."""
+    try:
+        record = _MODEL_DECODER.decode(source.read(*view.span(index)))
+    except (ValueError, RecursionError):
+        return None
+    message = record.message
+    if record.type != "assistant" or message is None:
+        return None
+    return model_name(message.model)
 
 
 def _classify(record: _Record) -> tuple[Kind, Role, int]:

@@ -10,6 +10,7 @@ from typing import Any, Final
 import xxhash
 
 from sessionfix.errors import SessionfixError
+from sessionfix.formats.common import without_message_blocks
 from sessionfix.formats.content import is_blank_text
 from sessionfix.media import digest
 from sessionfix.model.view import InlineMedia, RefRole, SessionView, ToolCall
@@ -61,7 +62,8 @@ def generate_uuid(
 
 
 class ClaudeEditor:
-    """Changes Claude records; assistant content is never edited (signed thinking)."""
+    """Changes Claude records. Assistant content is signed (thinking): only an unsafe fix
+    takes blocks out of it, never changes one."""
 
     parent_link = "parentUuid"
 
@@ -225,6 +227,9 @@ class ClaudeEditor:
             return record
 
         return transform
+
+    def drop_content_blocks(self, blocks: tuple[int, ...]) -> Callable[[Any], Any]:
+        return without_message_blocks(blocks)
 
     def synthetic_tool_result(
         self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str

@@ -50,7 +50,7 @@ class CodexEditor:
         raise SessionfixError("Codex records have no such field to rewrite")
 
     set_field = set_parent = set_first_kept = replace_result_text = _refuse
-    drop_leaked_partial_json = drop_result_blocks = _refuse
+    drop_leaked_partial_json = drop_result_blocks = drop_content_blocks = _refuse
 
     def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
         raise SessionfixError("sessionfix inserts no records into Codex rollouts")

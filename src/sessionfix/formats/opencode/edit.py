@@ -151,6 +151,7 @@ class OpencodeEditor:
 
     set_field = replace_result_text = _refuse
     drop_leaked_partial_json = drop_result_blocks = drop_carried_history = _refuse
+    drop_content_blocks = _refuse
 
     def new_record_id(self, view: SessionView, anchor_id: str, salt: str) -> str:
         raise SessionfixError("sessionfix inserts no rows into an opencode session")

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from functools import partial
 from itertools import accumulate, chain, compress, repeat
-from operator import add, attrgetter, countOf, eq, is_, is_not, mul, sub
+from operator import add, attrgetter, countOf, eq, is_, is_not, mod, mul, sub
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,7 +28,14 @@ from msgspec import UNSET, Raw, Struct, UnsetType, field
 from sessionfix import jsonutil
 from sessionfix.formats import Format
 from sessionfix.formats.capabilities import Capability
-from sessionfix.formats.common import ParsingDecoder, ids_reader, text_exceeds
+from sessionfix.formats.common import (
+    SHORTEST_SIGNATURE,
+    ParsingDecoder,
+    ids_reader,
+    signature_fault,
+    text_exceeds,
+    writes_anthropic_signatures,
+)
 from sessionfix.formats.content import (
     ANTHROPIC_MEDIA_LIMITS,
     EMPTY_TEXT,
@@ -42,9 +49,12 @@ from sessionfix.model.view import (
     MISSING,
     MISSING_KEY,
     NO_ID_KEY,
+    NO_MODEL,
+    BadSignature,
     Bit,
     BlankText,
     BoundaryFacts,
+    BrokenThinking,
     FileAction,
     Flag,
     HeaderFacts,
@@ -55,7 +65,9 @@ from sessionfix.model.view import (
     RefRole,
     Role,
     SessionView,
+    SignatureFault,
     ToolCall,
+    key_of,
 )
 from sessionfix.read.reader import LineReport, RecordSource
 from sessionfix.units import iso_seconds
@@ -64,13 +76,16 @@ _NO_RAW: Final = Raw(b"")
 
 
 class _CallBlock(Struct, gc=False):
-    """A content block of an assistant message: only tool calls are looked at."""
+    """A content block of an assistant message: only tool calls and thinking blocks are
+    looked at."""
 
     type: Any = None
     id: Any = None
     name: Any = None
     arguments: Raw = _NO_RAW
     partialJson: Raw = _NO_RAW
+    thinkingSignature: Any | UnsetType = UNSET
+    redacted: Any = None
 
 
 class _ContentBlock(Struct, gc=False):
@@ -102,6 +117,9 @@ class _UserMessage(_Message, gc=False, tag="user"):
 class _AssistantMessage(_Message, gc=False, tag="assistant"):
     content: str | list[_CallBlock] | None = None
     stopReason: Any = None
+    api: Any = None
+    provider: Any = None
+    model: Any = None
 
 
 class _ToolResultMessage(_Message, gc=False, tag="toolResult"):
@@ -246,7 +264,11 @@ def _loose_message(value: dict[str, Any]) -> _AnyMessage:
         )
     elif cls is _AssistantMessage:
         message = _AssistantMessage(
-            content=_loose_content(value.get("content")), stopReason=value.get("stopReason")
+            content=_loose_content(value.get("content")),
+            stopReason=value.get("stopReason"),
+            api=value.get("api"),
+            provider=value.get("provider"),
+            model=value.get("model"),
         )
     elif cls is _ToolResultMessage:
         message = _ToolResultMessage(
@@ -279,6 +301,9 @@ def _loose_content(content: object) -> str | list[_CallBlock] | None:
             block.arguments = _loose_arguments(item["arguments"])
         if "partialJson" in item:
             block.partialJson = Raw(b'""')
+        if "thinkingSignature" in item:
+            block.thinkingSignature = item["thinkingSignature"]
+        block.redacted = item.get("redacted")
         blocks.append(block)
     return blocks
 
@@ -314,6 +339,7 @@ _PATH_OF: Final = attrgetter("path")
 _TIMESTAMP_OF: Final = attrgetter("timestamp")
 _LIST_TYPE: Final = frozenset({list})
 _STR_TYPE: Final = frozenset({str})
+_STR_SET: Final = {str}
 _PARENT_TYPES: Final = frozenset({str, type(None)})
 _CODE_OF_CLASS: Final[dict[type, str]] = {
     _UserMessage: "u",
@@ -402,6 +428,9 @@ class PiAdapter:
             self._cwd = context.cwd
             self._tree_decided = True
         self._names: dict[str, str] = {}
+        self._models: dict[tuple[str | None, ...], tuple[int, bool]] = {}
+        """(api, provider, model) → the model's key, and whether its thinking carries
+        Anthropic's signatures."""
         self._rows = view.rows.append
         self._offsets = view.offsets.append
         self._sizes = view.sizes.append
@@ -539,6 +568,7 @@ class PiAdapter:
         else:
             view.id_keys.extend(repeat(NO_ID_KEY, count))
             view.parent_keys.extend(repeat(MISSING_KEY, count))
+        self._note_thinking(base, messages, classes)
         if not self._clean_block(base, messages, classes, codes):
             self._clean_turns(base, messages, classes, codes)
         held = list(compress(range(count), map(_HOLDERS.__contains__, classes)))
@@ -641,6 +671,109 @@ class PiAdapter:
         )
         return self.tracker.clean_block(block)
 
+    def _note_thinking(
+        self, base: int, messages: list[_AnyMessage | _SettingEntry], classes: list[type]
+    ) -> None:
+        """The signed thinking of a run's assistant messages: column passes when they are
+        all of one model and every signature is whole (the common case), else message by
+        message."""
+        positions = list(
+            compress(range(len(classes)), map(is_, classes, repeat(_AssistantMessage)))
+        )
+        assistants: list[_AssistantMessage] = list(
+            map(messages.__getitem__, positions)  # type: ignore[arg-type]
+        )
+        contents = list(map(_CONTENT_OF, assistants))
+        if not set(map(type, contents)) <= _LIST_TYPE:
+            self._thinking_each(base, positions, assistants)
+            return
+        blocks = list(chain.from_iterable(contents))
+        is_thinking = list(map(eq, map(_TYPE_OF, blocks), repeat("thinking")))
+        if True not in is_thinking:
+            return
+        try:
+            models = set(map(_MODEL_FIELDS_OF, assistants))
+        except TypeError:  # a field holding an array or an object
+            models = set()
+        thinking = list(compress(blocks, is_thinking))
+        signatures = list(map(_SIGNATURE_OF, thinking))
+        if len(models) != 1 or any(map(_REDACTED_OF, thinking)):
+            self._thinking_each(base, positions, assistants)
+            return
+        key, checked = self._model(*models.pop())
+        if not _all_whole(signatures, checked):
+            self._thinking_each(base, positions, assistants)
+            return
+        made = list(accumulate(is_thinking, initial=0))
+        made_by = list(map(made.__getitem__, accumulate(map(len, contents))))
+        holders = compress(positions, map(sub, made_by, [0, *made_by[:-1]]))
+        records = self.view.signed_thinking.get(key)
+        if records is None:
+            records = self.view.signed_thinking[key] = array("q")
+        records.extend(map(add, holders, repeat(base)))
+
+    def _thinking_each(
+        self, base: int, positions: list[int], assistants: list[_AssistantMessage]
+    ) -> None:
+        for position, message in zip(positions, assistants, strict=True):
+            content = message.content
+            if type(content) is list and "thinking" in map(_TYPE_OF, content):
+                self._thinking(base + position, message, content)
+
+    def _model(self, api: object, provider: object, model: object) -> tuple[int, bool]:
+        """A model's key, and whether its thinking carries Anthropic's signatures."""
+        named = (
+            api if type(api) is str else None,
+            provider if type(provider) is str else None,
+            model if type(model) is str else None,
+        )
+        known = self._models.get(named)
+        if known is None:
+            name = model_name(provider, model)
+            known = self._models[named] = (
+                NO_MODEL if name is None else key_of(name),
+                named[0] in _ANTHROPIC_APIS and writes_anthropic_signatures(model),
+            )
+        return known
+
+    def _thinking(self, index: int, message: _AssistantMessage, content: list[_CallBlock]) -> None:
+        """Note an assistant message's thinking whose signature pi and OpenClaw send: a
+        redacted block's (its opaque data), and a Claude model's on Anthropic's API. They
+        send a thinking block without a signature as plain text."""
+        key, checked = self._model(message.api, message.provider, message.model)
+        signed = False
+        bad: list[BadSignature] | None = None
+        for position, block in enumerate(content):
+            if block.type != "thinking":
+                continue
+            signature = block.thinkingSignature
+            if block.redacted is True:
+                fault = signature_fault(signature)
+                if fault is SignatureFault.MALFORMED:
+                    fault = None
+            elif type(signature) is not str or not signature.strip():
+                continue
+            elif checked and signature != _SIGNATURE_SENTINEL:
+                fault = signature_fault(signature)
+            else:
+                fault = None
+            if fault is None:
+                signed = True
+                continue
+            if bad is None:
+                bad = []
+            length = len(signature) if type(signature) is str else 0
+            bad.append(BadSignature(position, fault, length))
+        view = self.view
+        if bad is not None:
+            view.broken_thinking[index] = BrokenThinking(key, len(content), tuple(bad))
+        elif not signed:
+            return
+        records = view.signed_thinking.get(key)
+        if records is None:
+            records = view.signed_thinking[key] = array("q")
+        records.append(index)
+
     def _message_events(self, base: int, messages: list[_AnyMessage | _SettingEntry]) -> None:
         for index, message in enumerate(messages, base):
             if not isinstance(message, _SettingEntry):
@@ -705,6 +838,9 @@ class PiAdapter:
         view.read_ids = partial(_read_ids, source, view)
         view.result_text_exceeds = partial(_result_text_exceeds, source, view)
         view.copied_bytes = partial(_read_copied_bytes, source, view)
+        view.model_of = partial(_read_model, source, view)
+        view.foreign_thinking_as_text = True
+        view.unsigns_kept_before_boundary = view.format == OPENCLAW.value
         view.finish()
 
     # ---- decoding ----------------------------------------------------------------
@@ -717,9 +853,13 @@ class PiAdapter:
         index = len(view.kinds)
         if record.type == "message":
             kind = _K_MESSAGE
-            role, flags = self._message(index, record.message, replaying=False)
             message = record.message
-            if type(message) in _HOLDERS and _may_hold_images([message.content]):  # type: ignore[union-attr]
+            role, flags = self._message(index, message, replaying=False)
+            if type(message) is _AssistantMessage:
+                content = message.content
+                if type(content) is list and "thinking" in map(_TYPE_OF, content):
+                    self._thinking(index, message, content)
+            elif type(message) in _HOLDERS and _may_hold_images([message.content]):  # type: ignore[union-attr]
                 _note_blocks(view, index, message)  # type: ignore[arg-type]
         else:
             role = 0
@@ -889,6 +1029,7 @@ class PiAdapter:
             identity = None if payload is None else xxhash.xxh3_128_digest(payload)
             written_ms = _written_ms(data)
         facts = BoundaryFacts(
+            hollow_summary=_hollow_summary(record.summary) if kind is Kind.COMPACTION else None,
             first_kept=kept,
             first_kept_index=index
             if isinstance(index, int) and not isinstance(index, bool)
@@ -966,6 +1107,38 @@ def _openclaw_sends(blank_texts: dict[int, BlankText]) -> None:
             blank_texts[index] = BlankText(at, kept, (False,) * len(at))
 
 
+_FALLBACK_SUMMARIES: Final = (
+    (
+        "## Decisions\nNo prior history.\n\n## Open TODOs\nNone.\n\n## Constraints/Rules\n"
+        "None.\n\n## Pending user asks\nNone.\n\n## Exact identifiers\nNone captured.",
+        'OpenClaw\'s fallback skeleton ("No prior history.")',
+    ),
+    (
+        "Summary unavailable due to context limits. Older messages were truncated.",
+        'OpenClaw\'s fallback text ("Summary unavailable")',
+    ),
+)
+"""What OpenClaw's compaction writes in place of a summary: the skeleton of its five
+sections when it had nothing to summarise (`buildStructuredFallbackSummary`, #120663),
+and, before it, a line when the summariser could not run (#6772)."""
+_BOOKKEEPING: Final = ("## Tool Failures", "<read-files>", "<modified-files>")
+"""What may follow a fallback: the failed tools and the files read and written."""
+
+
+def _hollow_summary(summary: object) -> str | None:
+    """What a compaction's summary is when it holds no history: empty, or a fallback
+    OpenClaw writes (with only its bookkeeping after it); None for a real summary."""
+    if type(summary) is not str or not summary.strip():
+        return "empty"
+    text = summary.strip()
+    for fallback, name in _FALLBACK_SUMMARIES:
+        if text.startswith(fallback):
+            rest = text[len(fallback) :].lstrip()
+            if not rest or rest.startswith(_BOOKKEEPING):
+                return name
+    return None
+
+
 class _Copied(Struct, gc=False):
     """The members a copy of a record repeats byte for byte: a message entry's message;
     a compaction's summary payload (without ids, timestamps or tokensAfter, as PR
@@ -1035,6 +1208,75 @@ def _members(record: _Copied) -> zip[tuple[str, Raw]]:
 
 def _read_copied_bytes(source: RecordSource, view: SessionView, index: int) -> bytes | None:
     return _copied_bytes(source.read(*view.span(index)))
+
+
+_ANTHROPIC_APIS: Final = frozenset({"anthropic-messages", "bedrock-converse-stream"})
+"""The APIs whose thinking signatures pi and OpenClaw send back as they are stored."""
+_SIGNATURE_SENTINEL: Final = "reasoning_content"
+"""What OpenClaw stores in place of a signature for thinking a provider sent as
+`reasoning_content` on Anthropic's API (not a signature)."""
+
+
+_MODEL_FIELDS_OF: Final = attrgetter("api", "provider", "model")
+_SIGNATURE_OF: Final = attrgetter("thinkingSignature")
+_REDACTED_OF: Final = attrgetter("redacted")
+_IS_ASCII: Final = str.isascii
+
+
+def _all_whole(signatures: list[Any], checked: bool) -> bool:
+    """Every signature a non-blank string, and (`checked`) as whole as Anthropic's look
+    (`signature_fault`), tested column-wise."""
+    if set(map(type, signatures)) != _STR_SET:
+        return False
+    if not checked:
+        return all(map(str.strip, signatures))
+    lengths = list(map(len, signatures))
+    return (
+        min(lengths) >= SHORTEST_SIGNATURE
+        and not any(map(mod, lengths, repeat(4)))
+        and all(map(_IS_ASCII, signatures))
+        and _SIGNATURE_SENTINEL not in signatures
+    )
+
+
+def model_name(provider: object, model: object) -> str | None:
+    """A model as pi tells models apart: `provider/model` (None without a model)."""
+    if type(model) is not str or not model:
+        return None
+    return f"{provider}/{model}" if type(provider) is str and provider else model
+
+
+class _ModelMessage(Struct, gc=False):
+    role: Any = None
+    provider: Any = None
+    model: Any = None
+
+
+class _ModelRecord(Struct, gc=False):
+    """What names a model: an assistant message's `provider` and `model`, or a model
+    change's `provider` and `modelId`."""
+
+    type: Any = None
+    provider: Any = None
+    modelId: Any = None
+    message: _ModelMessage | None = None
+
+
+_MODEL_DECODER: Final = ParsingDecoder(_ModelRecord)
+
+
+def _read_model(source: RecordSource, view: SessionView, index: int) -> str | None:
+    """The model an assistant message was written by or a model change sets."""
+    try:
+        record = _MODEL_DECODER.decode(source.read(*view.span(index)))
+    except (ValueError, RecursionError):
+        return None
+    if record.type == "model_change":
+        return model_name(record.provider, record.modelId)
+    message = record.message
+    if record.type == "message" and message is not None and message.role == "assistant":
+        return model_name(message.provider, message.model)
+    return None
 
 
 def _path_argument(arguments: Raw) -> str | None:
@@ -1153,6 +1395,8 @@ CAPABILITIES: Final = frozenset(
         Capability.BOUNDARIES,
         Capability.FILE_ACTIONS,
         Capability.STREAMING_STATE,
+        Capability.THINKING_SIGNATURES,
+        Capability.SUMMARIES,
         Capability.FIRST_LINE_BOM_TRIMMED,
         Capability.VALUES_AS_ENTRIES,
         Capability.INLINE_MEDIA,
@@ -1166,6 +1410,7 @@ TREE_CAPABILITIES: Final = CAPABILITIES | {
     Capability.ENTRY_LINKS,
     Capability.RETRY_COPIES,
     Capability.BRANCHES,
+    Capability.LAST_ENTRY_LEAF,
 }
 """What a v2/v3 pi session provides: entries linked by id."""
 

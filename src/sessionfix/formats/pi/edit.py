@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from sessionfix.errors import SessionfixError
+from sessionfix.formats.common import without_message_blocks
 from sessionfix.formats.content import is_blank_text
 from sessionfix.formats.pi.ids import generate_entry_id
 from sessionfix.media import digest
@@ -139,6 +140,9 @@ class PiEditor:
             return record
 
         return transform
+
+    def drop_content_blocks(self, blocks: tuple[int, ...]) -> Callable[[Any], Any]:
+        return without_message_blocks(blocks)
 
     def synthetic_tool_result(
         self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str
