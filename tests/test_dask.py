@@ -188,9 +188,11 @@ def test_a_copy_reports_under_the_name_it_is_given(tmp_path: Path) -> None:
     assert {d["filename"] for d in result["diagnostics"]} == {url}
 
 
-def test_objects_are_checked_from_a_local_copy_and_reported_by_url() -> None:
+def test_objects_are_checked_from_a_local_copy_and_reported_by_url(tmp_path: Path) -> None:
     """The object-store recipe, on fsspec's in-memory filesystem: list the keys under a
-    prefix, check each object, get what checking the same bytes locally gives."""
+    prefix, check each object, get what checking the same bytes locally gives (alone in
+    a folder: an object comes without the files beside it, such as the sessions index
+    of a Claude Code project folder)."""
     fs = fsspec.filesystem("memory")
     local = sorted((ROOT / "examples" / "sessions").glob("*.jsonl"))
     for number, path in enumerate(local):
@@ -204,8 +206,12 @@ def test_objects_are_checked_from_a_local_copy_and_reported_by_url() -> None:
     *found, gone = results
     by_name = {path.name: path for path in local}
     assert len(found) == len(local)
-    for url, result in zip(urls, found, strict=True):
-        [expected] = file_results(by_name[url.rpartition("/")[2]], AT_REST, filename=url)
+    for number, (url, result) in enumerate(zip(urls, found, strict=True)):
+        name = url.rpartition("/")[2]
+        alone = tmp_path / str(number) / name
+        alone.parent.mkdir()
+        shutil.copyfile(by_name[name], alone)
+        [expected] = file_results(alone, AT_REST, filename=url)
         assert result == {**expected, "path": url}
     assert sum(len(result["diagnostics"]) for result in found) > len(local)
     assert gone["path"] == gone["filename"] == "memory://archive/sessions/gone.jsonl"
