@@ -13,7 +13,7 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import apsw
 
@@ -108,3 +108,52 @@ def copy_database(source: Path, output: Path, *, replace: bool) -> Iterator[Path
         for leftover in (temp, Path(f"{temp}-wal"), Path(f"{temp}-shm")):
             with suppress(OSError):
                 leftover.unlink()
+
+
+class HeldWrite(Protocol):
+    """A write into a database held exclusively: the backups it kept, and whether its
+    commit may have been made."""
+
+    kept: list[Path]
+
+    def may_have_committed(self) -> bool: ...
+
+
+@contextmanager
+def settled(db: apsw.Connection, write: HeldWrite, where: str, what: str) -> Iterator[None]:
+    """Run a write on the held database `db` (`what`: the database, in messages). A
+    failure before the commit may have been made rolls back and removes the backups;
+    after it, they stay and the message names them."""
+    try:
+        yield
+    except BaseException as exc:
+        if write.may_have_committed():
+            if isinstance(exc, apsw.Error):
+                backups = (
+                    f"; the rows it replaced are kept in {', '.join(map(str, write.kept))}"
+                    if write.kept
+                    else ""
+                )
+                raise SessionfixError(
+                    f"{where}: the commit failed ({error_reason(exc)}), and the {what} may "
+                    f"hold the write or not{backups}"
+                ) from None
+            raise
+        if db.in_transaction:
+            with suppress(apsw.Error):
+                db.execute("ROLLBACK")
+        for kept in write.kept:
+            with suppress(OSError):
+                kept.unlink()
+        if isinstance(exc, apsw.Error):
+            raise SessionfixError(
+                f"{where}: cannot write the {what} ({error_reason(exc)}); nothing changed"
+            ) from None
+        raise
+
+
+def checkpoint(db: apsw.Connection) -> None:
+    """Move a write held exclusively into the database file: no reader can be waiting
+    (the database is held), so the log empties."""
+    with suppress(apsw.Error):
+        db.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchall()

@@ -42,7 +42,13 @@ from sessionfix.errors import SessionfixError, described
 from sessionfix.escapes import escape_surrogates
 from sessionfix.formats.codex_index.database import KEY, KIND, REQUIRED, TABLE, carried, columns
 from sessionfix.formats.sqlite_liveness import AgentRunning, hold_exclusively
-from sessionfix.formats.sqlite_writes import close_quietly, kill_point, sync_to_disk
+from sessionfix.formats.sqlite_writes import (
+    checkpoint,
+    close_quietly,
+    kill_point,
+    settled,
+    sync_to_disk,
+)
 from sessionfix.interrupts import signals_deferred
 from sessionfix.read.sqlite import (
     connect_read_only,
@@ -221,7 +227,7 @@ def _writing(path: Path, where: str, *, checked: bool) -> Iterator[_Write]:
     db = hold_exclusively(real, path, AGENT, running=CodexRunning)
     try:
         write = _Write(db, real, where)
-        try:
+        with settled(db, write, where, "index"):
             _check_writable(db, version, where)
             if not checked:
                 problem = _integrity_problem(db)
@@ -232,35 +238,10 @@ def _writing(path: Path, where: str, *, checked: bool) -> Iterator[_Write]:
                     )
             kill_point("held")
             yield write
-        except BaseException as exc:
-            if write.may_have_committed():
-                if isinstance(exc, apsw.Error):
-                    raise _commit_failed(where, exc, write.kept) from None
-                raise
-            if db.in_transaction:
-                with suppress(apsw.Error):
-                    db.execute("ROLLBACK")
-            for kept in write.kept:
-                with suppress(OSError):
-                    kept.unlink()
-            if isinstance(exc, apsw.Error):
-                raise SessionfixError(
-                    f"{where}: cannot write the index ({error_reason(exc)}); nothing changed"
-                ) from None
-            raise
-        with suppress(apsw.Error):
-            db.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchall()
+        checkpoint(db)
         kill_point("checkpointed")
     finally:
         close_quietly(db)
-
-
-def _commit_failed(where: str, error: apsw.Error, kept: Sequence[Path]) -> SessionfixError:
-    backups = f"; the rows it replaced are kept in {', '.join(map(str, kept))}" if kept else ""
-    return SessionfixError(
-        f"{where}: the commit failed ({error_reason(error)}), and the index may hold the "
-        f"write or not{backups}"
-    )
 
 
 def _reader_checks(path: Path, where: str) -> int:

@@ -56,9 +56,11 @@ from sessionfix.formats.opencode.database import (
 )
 from sessionfix.formats.opencode.liveness import hold_exclusively
 from sessionfix.formats.sqlite_writes import (
+    checkpoint,
     close_quietly,
     id_in_file_name,
     kill_point,
+    settled,
     sync_to_disk,
 )
 from sessionfix.interrupts import signals_deferred
@@ -380,42 +382,16 @@ def _rewriting(
     db = hold_exclusively(real, path)
     try:
         rewrite = _Rewrite(db, real, where)
-        try:
+        with settled(db, rewrite, where, KIND):
             _check_writable(db, version, where)
             if not checked:
                 _check_sound(db, where)
             kill_point("held")
             yield rewrite
-        except BaseException as exc:
-            if rewrite.may_have_committed():
-                if isinstance(exc, apsw.Error):
-                    raise _commit_failed(where, exc, rewrite.kept) from None
-                raise
-            if db.in_transaction:
-                with suppress(apsw.Error):
-                    db.execute("ROLLBACK")
-            for kept in rewrite.kept:
-                with suppress(OSError):
-                    kept.unlink()
-            if isinstance(exc, apsw.Error):
-                raise SessionfixError(
-                    f"{where}: cannot write the {KIND} ({error_reason(exc)}); nothing changed"
-                ) from None
-            raise
-        with suppress(apsw.Error):
-            # No reader can be waiting (the database is held), so the log empties.
-            db.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchall()
+        checkpoint(db)
         kill_point("checkpointed")
     finally:
         close_quietly(db)
-
-
-def _commit_failed(where: str, error: apsw.Error, kept: Sequence[Path]) -> SessionfixError:
-    backups = f"; the rows it replaced are kept in {', '.join(map(str, kept))}" if kept else ""
-    return SessionfixError(
-        f"{where}: the commit failed ({error_reason(error)}), and the database may hold the "
-        f"write or not{backups}"
-    )
 
 
 def _reader_checks(path: Path, where: str, session_id: str | None) -> int:
