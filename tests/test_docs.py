@@ -1,5 +1,5 @@
 """The documentation site: every command, setting and rule has its page generated from
-the code, and a rule's page is what `sessionfix rule` prints."""
+the code, and a rule's page is what `sessionfix rule` prints and where its URL points."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
+from urllib.parse import urlsplit
 
+import pytest
 from typer.testing import CliRunner
 
 from sessionfix import RULES
 from sessionfix.cli import app
 from sessionfix.config import KEYS
+from sessionfix.rules.base import docs_url
 
 from .conftest import ROOT
 
@@ -65,6 +68,20 @@ def test_a_rule_page_is_what_sessionfix_rule_prints(docs_site: Path) -> None:
         assert article.count("<h1") == 1, rule.code
         headings = set(re.findall(r"<h2 id=\"[^\"]*\">(.*?)<a", article))
         assert SECTIONS <= headings <= {*SECTIONS, "References", "Options"}, rule.code
+
+
+def test_a_rules_url_is_its_page_on_the_site(
+    docs_site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With SESSIONFIX_DOCS_URL naming the site's rule pages, JSON `url` and SARIF
+    `helpUri` lead to the page the site serves for the rule."""
+    monkeypatch.setenv("SESSIONFIX_DOCS_URL", "https://sessionfix.example.org/rules")
+    for rule in RULES:
+        url = docs_url(rule.code, rule.name)
+        assert url is not None
+        assert url == rule.url
+        path = urlsplit(url).path.strip("/")
+        assert (docs_site / path / "index.html").is_file(), url
 
 
 def test_placeholder_pages_hold_the_nav_slots_of_pages_to_come() -> None:
