@@ -1,5 +1,6 @@
-"""The documentation site: every command, setting and rule has its page generated from
-the code, and a rule's page is what `sessionfix rule` prints and where its URL points."""
+"""The documentation site and the README that points into it: every command, setting and
+rule has its page generated from the code, a rule's page is what `sessionfix rule` prints
+and where its URL points, and the README stays short with every page one click away."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from sessionfix.rules.base import docs_url
 from .conftest import ROOT
 
 DOCS = ROOT / "docs"
+README = ROOT / "README.md"
 SECTIONS = {"What it does", "Why is this bad?", "Example", "Use instead", "Fix safety"}
 """Sections every rule page has (some have References and Options too)."""
 
@@ -36,6 +38,16 @@ def _hooks() -> ModuleType:
 def _written_pages() -> list[str]:
     """The pages written by hand, as paths under docs/."""
     return sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+
+
+def test_readme_is_short_and_links_every_page() -> None:
+    """Under 250 lines, and every page of the site written by hand (where the sections the
+    README used to hold now live) is one click from it; no link points at nothing."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 250
+    linked = {target.split("#")[0] for target in re.findall(r"\]\((docs/[^)\s]+)\)", text)}
+    assert {f"docs/{page}" for page in _written_pages()} <= linked
+    assert all((ROOT / target).is_file() for target in linked), linked
 
 
 def test_site_has_a_page_for_every_command_setting_and_rule(docs_site: Path) -> None:
