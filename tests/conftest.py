@@ -1,8 +1,11 @@
-"""Shared test setup: golden-file updates and the location of the shared corpus."""
+"""Shared test setup: golden-file updates, the location of the shared corpus and the
+built documentation site."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,28 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Without the corpus, no run: modules read sample sessions as they are collected."""
     if not CORPUS.is_dir():
         pytest.exit(f"sample corpus not found at {CORPUS}: clone ../shared beside the checkout", 2)
+
+
+@pytest.fixture(scope="session")
+def docs_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documentation site, built once per run as `make docs` builds it (strict, the
+    reference and rule pages generated from this checkout's code), into a private folder."""
+    site = tmp_path_factory.mktemp("site")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, (str(ROOT / "src"), os.environ.get("PYTHONPATH")))
+        ),
+        "NO_MKDOCS_2_WARNING": "1",
+    }
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    assert "WARNING" not in built.stderr, built.stderr
+    return site

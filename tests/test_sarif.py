@@ -90,7 +90,7 @@ def test_a_configured_docs_url_is_linked(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("SESSIONFIX_DOCS_URL", "https://docs.example.org/rules/")
     document = _sarif_of_a_scan(monkeypatch, EXAMPLE)
     rules = {rule["id"]: rule for rule in document["runs"][0]["tool"]["driver"]["rules"]}
-    assert rules["SF009"]["helpUri"] == "https://docs.example.org/rules/no-final-newline.md"
+    assert rules["SF009"]["helpUri"] == "https://docs.example.org/rules/no-final-newline/"
     monkeypatch.setenv("SESSIONFIX_DOCS_URL", "https://docs.example.org/{code}.html")
     jsonschema.Draft4Validator(sarif_schema()).validate(
         document := _sarif_of_a_scan(monkeypatch, EXAMPLE)
@@ -109,7 +109,7 @@ def test_json_urls_follow_the_same_setting(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("SESSIONFIX_DOCS_URL", "https://docs.example.org/rules")
     linked = json.loads(run("check", "--output-format", "json", EXAMPLE).stdout)
     assert [d["url"] for d in linked] == [
-        f"https://docs.example.org/rules/{d['name']}.md" for d in linked
+        f"https://docs.example.org/rules/{d['name']}/" for d in linked
     ]
 
 

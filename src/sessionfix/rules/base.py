@@ -38,9 +38,10 @@ from sessionfix.settings import Settings
 from sessionfix.structs import PartlyCompared
 
 DOCS_URL_ENV = "SESSIONFIX_DOCS_URL"
-"""Where the rule pages are published: a base URL (a rule's page is `<base>/<name>.md`)
-or a template holding `{name}` and/or `{code}`. Unset: rules have no URL, as the pages
-are published nowhere but in the package (`sessionfix rule CODE`)."""
+"""Where the rule pages are published: the base URL of the site's rule pages (a rule's
+page is `<base>/<name>/`, as the documentation site serves `docs/rules/<name>.md`)
+or a template holding `{name}` and/or `{code}`. Unset: rules have no URL, as only the
+publisher knows where the site is (the package ships the pages: `sessionfix rule CODE`)."""
 
 T = TypeVar("T")
 
@@ -165,7 +166,7 @@ def docs_url(code: str, name: str) -> str | None:
         return None
     if "{name}" in base or "{code}" in base:
         return base.replace("{name}", name).replace("{code}", code)
-    return f"{base.rstrip('/')}/{name}.md"
+    return f"{base.rstrip('/')}/{name}/"
 
 
 class RuleContext:
