@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, suppress
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from msgspec import Struct, field
 
@@ -31,6 +31,9 @@ from sessionfix.safety.writing import WriteFailed, set_aside
 from sessionfix.scan.scanner import ProgressCallback, gc_paused, read_session
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
+
+if TYPE_CHECKING:
+    from sessionfix.slim import SlimPlan
 
 WRITE_BUFFER: Final = 1 << 20
 
@@ -81,6 +84,8 @@ class RepairResult(Struct):
     set_aside: list[tuple[Path, Path]] = field(default_factory=list)
     """Files beside the session an in-place repair moved aside (for the agent to build
     them again): each path and the backup name it now has."""
+    slimmed: SlimPlan | None = None
+    """With a budget: what the slim did (`sessionfix.slim`)."""
 
     @property
     def dropped_entries(self) -> int:
@@ -168,6 +173,10 @@ class PlannedRepair:
             self.applied = [d for d in self.found if applies(d, settings)]
             """Fixes applied, including those a later pass applied to the written result."""
             self.source = RecordSource(self.path)
+            self.slimmed: SlimPlan | None = None
+            """With a budget: the slim's plan (its reductions are among `applied`)."""
+            if settings.budget is not None:
+                self._slim()
             self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
             self.tally: Counter[str] = Counter()
             """What the plans of every pass do (see `RepairResult.tally`)."""
@@ -175,6 +184,21 @@ class PlannedRepair:
             if self.scanned.parts is not None:
                 self.scanned.parts = self.scanned.parts.untouched(self.plan.changed_rows())
             self._text = text.pop_all()
+
+    def _slim(self) -> None:
+        """Add the reductions that bring the session under the budget to the applied
+        fixes; under it already, apply nothing (the session stays as it is)."""
+        from sessionfix.slim import measured_after_repair, plan_slim
+
+        changes = any(d.fix is not None and d.fix.changes_session for d in self.applied)
+        repaired = (
+            measured_after_repair(self.origin, self.settings, self.named_as) if changes else None
+        )
+        plan, reductions = plan_slim(
+            self.scanned, self.applied, self.source, self.settings, self.filename, repaired
+        )
+        self.slimmed = plan
+        self.applied = [*self.applied, *reductions] if plan.needed else []
 
     @property
     def compressed(self) -> bool:
@@ -248,6 +272,7 @@ class PlannedRepair:
             input_size=self.scanned.info.size,
             inapplicable=inapplicable(self.settings, self.scanned.view),
             tally=self.tally,
+            slimmed=self.slimmed,
         )
 
     def count(self, plan: RepairPlan) -> None:

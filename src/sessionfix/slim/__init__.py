@@ -1,0 +1,389 @@
+"""Slimming: the reductions that bring what an agent loads from a session under a token
+budget, cheapest loss first, each with the tokens it saves.
+
+A slim is a repair with more fixes: `repair`'s own fixes first (stale reads replaced by
+their placeholder among them), then, oldest first and outside the protected last turns,
+tool outputs cut to a head and a tail around a placeholder, then inline media replaced
+by one. The plan takes reductions until the estimate (`sessionfix.context`'s) is under
+the budget; repair's writer, verification and backups write it, and verification reads
+the result with context's code again. Nothing here knows a format's fields: the
+reductions go through the formats' editors.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final, cast
+
+import msgspec
+from msgspec import Struct, field
+
+from sessionfix.context import IMAGE_TOKENS, context_after_repair
+from sessionfix.diagnostics import Applicability, Diagnostic, Fix, RecordEdit, Severity
+from sessionfix.errors import SessionfixError, UsageError
+from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
+from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.coverage import provided
+from sessionfix.model.loaded import LoadRefused
+from sessionfix.model.view import InlineMedia, Role, SessionView
+from sessionfix.read.reader import RecordSource
+from sessionfix.rules.base import RuleContext
+from sessionfix.scan.scanner import ScannedFile
+from sessionfix.settings import Settings
+from sessionfix.units import BYTES_PER_TOKEN, human_bytes
+
+HEAD_CHARACTERS: Final = 1_000
+"""What a truncated tool output keeps of its start (its first line at least)."""
+TAIL_CHARACTERS: Final = 500
+"""What it keeps of its end (where a command prints its outcome)."""
+MIN_SAVED_BYTES: Final = 2_000
+"""A reduction that saves less than this is not worth its loss."""
+MARKER: Final = "[sessionfix:"
+"""How every placeholder sessionfix writes begins (a result starting so is one)."""
+TRUNCATED: Final = (
+    "\n[sessionfix: {cut} characters of this tool output cut to fit the context budget; "
+    "the original session file, or the backup slim --in-place kept of it, holds them "
+    "(sessionfix restore --list)]\n"
+)
+REPLACED_MEDIA: Final = (
+    "[sessionfix: {what} removed to fit the context budget; the original session file, "
+    "or the backup slim --in-place kept of it, holds it (sessionfix restore --list)]"
+)
+CODE: Final = "slim"
+"""The code of a reduction's diagnostic (no rule's: reductions are no findings)."""
+
+MODEL_WINDOWS: Final = {
+    # Anthropic, "Context windows" (docs.anthropic.com/en/docs/build-with-claude/context-windows):
+    # 200K tokens for every current model (1M for Sonnet 4/4.5 only in a beta).
+    "claude-opus-4": 200_000,
+    "claude-sonnet-4": 200_000,
+    "claude-haiku-4": 200_000,
+    "claude-3-7-sonnet": 200_000,
+    # OpenAI, model pages (platform.openai.com/docs/models): "400,000 context window".
+    "gpt-5": 400_000,
+    "gpt-5-codex": 400_000,
+    "gpt-4.1": 1_047_576,
+    "o3": 200_000,
+    # Google, "Gemini models" (ai.google.dev/gemini-api/docs/models): 1,048,576 input tokens.
+    "gemini-2.5-pro": 1_048_576,
+    "gemini-2.5-flash": 1_048_576,
+}
+"""Published context windows in tokens, by model name prefix (the longest one that a
+model's name starts with counts: `claude-sonnet-4-5-20250929` is `claude-sonnet-4`)."""
+
+_PERCENT: Final = re.compile(r"^(\d+(?:\.\d+)?)%$")
+
+
+def window_of(model: str) -> int:
+    """The published context window of `model`; `UsageError` for a model not listed."""
+    name = model.strip().lower()
+    matches = [prefix for prefix in MODEL_WINDOWS if name.startswith(prefix)]
+    if not matches:
+        known = ", ".join(MODEL_WINDOWS)
+        raise UsageError(f"--model: no published window known for {model!r} (known: {known})")
+    return MODEL_WINDOWS[max(matches, key=len)]
+
+
+def budget_tokens(budget: str, model: str | None) -> int:
+    """Tokens `--budget` allows: a count (`150000`, `150k`), or a share of the window of
+    `model` (`80%`)."""
+    text = budget.strip().lower().replace("_", "").replace(",", "")
+    share = _PERCENT.match(text)
+    if share is not None:
+        if model is None:
+            raise UsageError("--budget as a percentage needs --model (whose window it is of)")
+        percent = float(share.group(1))
+        if not 0 < percent <= 100:
+            raise UsageError("--budget: a percentage must be over 0 and at most 100")
+        return int(window_of(model) * percent / 100)
+    scale = 1
+    if text.endswith("k"):
+        text, scale = text[:-1], 1_000
+    elif text.endswith("m"):
+        text, scale = text[:-1], 1_000_000
+    try:
+        tokens = int(float(text) * scale)
+    except ValueError:
+        raise UsageError(
+            f"--budget: {budget!r} is no number of tokens (150000, 150k) or percentage (80%)"
+        ) from None
+    if tokens <= 0:
+        raise UsageError("--budget must be a positive number of tokens")
+    return tokens
+
+
+class Step(enum.Enum):
+    """A kind of reduction, in the order they are taken (the cheapest loss first)."""
+
+    REPAIR = "repair's own fixes (stale reads replaced by a placeholder)"
+    TOOL_OUTPUT = "old tool outputs cut to a head and a tail"
+    MEDIA = "inline media replaced by a placeholder"
+
+
+class Reduction(Struct, frozen=True):
+    """One record changed to save tokens."""
+
+    step: Step
+    record: int
+    row: int
+    tokens: int
+    """What the estimate loses with it."""
+
+
+class SlimPlan(Struct):
+    """What slimming one session does: the estimate before, each reduction, and after."""
+
+    budget: int
+    before: int
+    """Tokens the agent loads from the session now (`SessionContext.tokens`)."""
+    repaired: int
+    """Tokens after `repair`'s own fixes alone."""
+    reductions: list[Reduction] = field(default_factory=list)
+    after: int = 0
+    """The estimate with every reduction taken (the written result is measured again)."""
+
+    @property
+    def needed(self) -> bool:
+        """The session is over the budget: something is written."""
+        return self.before > self.budget
+
+    @property
+    def fits(self) -> bool:
+        return self.after <= self.budget
+
+    def steps(self) -> Iterator[tuple[Step, int, int]]:
+        """Each step taken: how many records it changes and the tokens it saves."""
+        if self.repaired < self.before:
+            yield Step.REPAIR, 0, self.before - self.repaired
+        for step in (Step.TOOL_OUTPUT, Step.MEDIA):
+            taken = [reduction for reduction in self.reductions if reduction.step is step]
+            if taken:
+                yield step, len(taken), sum(reduction.tokens for reduction in taken)
+
+    def lines(self, name: str) -> list[str]:
+        """The plan in words, a line each."""
+        if not self.needed:
+            return [f"{name}: {self.before:,} tokens, within the budget of {self.budget:,}"]
+        shown = [f"{name}: {self.before:,} tokens, over the budget of {self.budget:,}"]
+        for step, count, tokens in self.steps():
+            records = f" ({count:,} records)" if count else ""
+            shown.append(f"  - {step.value}{records}: saves {tokens:,} tokens")
+        verdict = "within the budget" if self.fits else "still over the budget"
+        shown.append(f"  = {self.after:,} tokens remain, {verdict}")
+        return shown
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "budget": self.budget,
+            "before": self.before,
+            "after": self.after,
+            "fits": self.fits,
+            "steps": [
+                {"step": step.name.lower(), "records": count, "tokens": tokens}
+                for step, count, tokens in self.steps()
+            ],
+        }
+
+
+class DoesNotFit(SessionfixError):
+    """Every reduction taken, the session is still over its budget: nothing is written."""
+
+
+class _Sent(Struct):
+    """What the loader sends of one record."""
+
+    position: int
+    """Its place among the messages sent."""
+    text_bytes: int = 0
+    images: int = 0
+
+
+def plan_slim(
+    scanned: ScannedFile,
+    applied: list[Diagnostic],
+    source: RecordSource,
+    settings: Settings,
+    filename: str,
+    repaired: int | None,
+) -> tuple[SlimPlan, list[Diagnostic]]:
+    """The reductions that bring `scanned` under `settings.budget`, as diagnostics whose
+    fixes repair applies after `applied` (its own); `repaired`: the tokens left after
+    those alone (None: they change nothing sent). Raises `DoesNotFit` when every
+    reduction leaves it over, `SessionfixError` when its agent does not load it."""
+    assert settings.budget is not None, "a slim has a budget"
+    view = scanned.view
+    sent = _sent_records(scanned, source, filename)
+    text_bytes = sum(record.text_bytes for record in sent.values())
+    images = sum(record.images for record in sent.values())
+    before = text_bytes // BYTES_PER_TOKEN + images * IMAGE_TOKENS
+    plan = SlimPlan(budget=settings.budget, before=before, repaired=before)
+    if not plan.needed:
+        plan.after = before
+        return plan, []
+    plan.repaired = before if repaired is None else repaired
+    ctx = RuleContext(
+        view=view,
+        lines=scanned.lines,
+        settings=settings,
+        source=source,
+        info=scanned.info,
+        filename=filename,
+        enabled=frozenset(),
+        editor=scanned.editor,
+        tracking=scanned.tracking,
+        excerpts=False,
+    )
+    touched = {
+        edit.record
+        for diagnostic in applied
+        if diagnostic.fix is not None
+        for edit in diagnostic.fix.edits
+        if isinstance(edit, RecordEdit)
+    }
+    protected = view.last_turns_start(settings.protect_last_turns)
+    open_records = [
+        index
+        for index in sorted(sent, key=lambda index: sent[index].position)
+        if index not in touched
+        and 0 <= view.path_positions[index] < protected
+        and not (view.signed is not None and view.signed(index))
+    ]
+    capabilities = provided(Format(view.format), tree=view.tree)
+    # Bytes of text and images still to lose, from the estimate after repair's fixes.
+    excess_bytes = (plan.repaired - plan.budget) * BYTES_PER_TOKEN
+    chosen: list[Diagnostic] = []
+    saved_text = saved_images = 0
+
+    def over() -> bool:
+        return saved_text + saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN < excess_bytes
+
+    if Capability.SHORTENED_RESULTS in capabilities:
+        for index, saving, diagnostic in _truncations(ctx, open_records):
+            if not over():
+                break
+            chosen.append(diagnostic)
+            saved_text += saving
+            plan.reductions.append(
+                Reduction(Step.TOOL_OUTPUT, index, view.rows[index], saving // BYTES_PER_TOKEN)
+            )
+    if Capability.INLINE_MEDIA in capabilities:
+        for index, (count, added, diagnostic) in _media(ctx, open_records):
+            if not over():
+                break
+            chosen.append(diagnostic)
+            saved_text -= added
+            saved_images += count
+            tokens = count * IMAGE_TOKENS - added // BYTES_PER_TOKEN
+            plan.reductions.append(Reduction(Step.MEDIA, index, view.rows[index], tokens))
+    plan.after = max(
+        0, plan.repaired - (saved_text // BYTES_PER_TOKEN) - saved_images * IMAGE_TOKENS
+    )
+    if not plan.fits:
+        taken = "; ".join(f"{step.value}: {tokens:,}" for step, _, tokens in plan.steps())
+        raise DoesNotFit(
+            f"{filename}: cannot be brought under {plan.budget:,} tokens: {plan.before:,} now, "
+            f"{plan.after:,} with every reduction outside the last "
+            f"{settings.protect_last_turns} turns ({taken or 'none applies'}); nothing written"
+        )
+    return plan, chosen
+
+
+def _sent_records(scanned: ScannedFile, source: RecordSource, filename: str) -> dict[int, _Sent]:
+    """What the format's loader sends of each record, as `sessionfix.context` counts it."""
+    view = scanned.view
+    sent: dict[int, _Sent] = {}
+    load = package_of(Format(view.format)).loaded_messages
+    try:
+        for position, message in enumerate(load(view, source, scanned.lines)):
+            if message.record < 0:
+                continue
+            record = sent.setdefault(message.record, _Sent(position))
+            record.text_bytes += message.size - message.image_bytes
+            record.images += message.images
+    except LoadRefused as refused:
+        raise SessionfixError(f"{filename}: {refused}; repair it before slimming it") from None
+    return sent
+
+
+def _truncations(
+    ctx: RuleContext, records: list[int]
+) -> Iterator[tuple[int, int, Diagnostic]]:
+    """Each tool output worth cutting, oldest first: its record, the bytes saved and the
+    diagnostic whose fix cuts it."""
+    view = ctx.view
+    editor = cast(ResultText, ctx.editor)
+    shortest = HEAD_CHARACTERS + TAIL_CHARACTERS + len(TRUNCATED) + MIN_SAVED_BYTES
+    exceeds = view.result_text_exceeds
+    if exceeds is None:
+        return
+    transform = editor.shorten_result_text(HEAD_CHARACTERS, TAIL_CHARACTERS, TRUNCATED)
+    for index in records:
+        if view.roles[index] != Role.TOOL_RESULT or index in view.media:
+            continue
+        if view.sizes[index] <= shortest or not exceeds(index, shortest, MARKER):
+            continue
+        edit = ctx.rewrite_record(index, transform)
+        assert edit.produce is not None
+        saving = view.sizes[index] - len(edit.produce().encode("utf-8", "surrogatepass"))
+        if saving < MIN_SAVED_BYTES:
+            continue
+        yield index, saving, _reduction(ctx, index, Step.TOOL_OUTPUT, saving, edit)
+
+
+def _media(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, tuple[int, int, Diagnostic]]]:
+    """Each record's inline media, oldest first: its record, the images it sends, the
+    text bytes their placeholders add, and the diagnostic whose fix replaces them."""
+    view = ctx.view
+    editor = cast(ContentBlocks, ctx.editor)
+    for index in records:
+        held = view.media.get(index)
+        if not held:
+            continue
+        texts = tuple(REPLACED_MEDIA.format(what=_what(media)) for media in held)
+        edit = ctx.rewrite_record(index, editor.replace_media(held, texts))
+        added = sum(len(text) + len('{"type":"text","text":""},') for text in texts)
+        saving = sum(media.encoded for media in held)
+        yield index, (len(held), added, _reduction(ctx, index, Step.MEDIA, saving, edit))
+
+
+def _what(media: InlineMedia) -> str:
+    """`image/png image (3024x4032 px, 6.1 MiB)`."""
+    kind = media.media_type or "inline"
+    size = human_bytes(media.decoded)
+    if media.width is not None and media.height is not None:
+        return f"{kind} {media.kind.value} ({media.width}x{media.height} px, {size})"
+    return f"{kind} {media.kind.value} ({size})"
+
+
+def _reduction(
+    ctx: RuleContext, index: int, step: Step, saving: int, edit: RecordEdit
+) -> Diagnostic:
+    view = ctx.view
+    message = f"{step.value}: {human_bytes(saving)} less sent"
+    return Diagnostic(
+        code=CODE,
+        name=step.name.lower().replace("_", "-"),
+        severity=Severity.INFO,
+        message=message,
+        filename=ctx.filename,
+        row=view.rows[index],
+        column=view.column(index),
+        entry_id=view.entry_id(index),
+        fix=Fix(Applicability.SAFE, message, (edit,)),
+        format=view.format,
+        span=view.span(index),
+        source=ctx.info.path,
+    )
+
+
+def unbudgeted(settings: Settings) -> Settings:
+    """`settings` for repair's own fixes alone (what a slim measures them by)."""
+    return msgspec.structs.replace(settings, budget=None)
+
+
+def measured_after_repair(path: Path, settings: Settings, named_as: Path) -> int:
+    """Tokens the agent loads from what `repair` alone writes of `path`."""
+    return context_after_repair(path, unbudgeted(settings), named_as=named_as).tokens
