@@ -28,7 +28,7 @@ from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import provided
 from sessionfix.model.loaded import LoadRefused
-from sessionfix.model.view import InlineMedia, Role, SessionView
+from sessionfix.model.view import InlineMedia, Role
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
@@ -41,8 +41,6 @@ TAIL_CHARACTERS: Final = 500
 """What it keeps of its end (where a command prints its outcome)."""
 MIN_SAVED_BYTES: Final = 2_000
 """A reduction that saves less than this is not worth its loss."""
-MARKER: Final = "[sessionfix:"
-"""How every placeholder sessionfix writes begins (a result starting so is one)."""
 TRUNCATED: Final = (
     "\n[sessionfix: {cut} characters of this tool output cut to fit the context budget; "
     "the original session file, or the backup slim --in-place kept of it, holds them "
@@ -169,7 +167,7 @@ class SlimPlan(Struct):
             return [f"{name}: {self.before:,} tokens, within the budget of {self.budget:,}"]
         shown = [f"{name}: {self.before:,} tokens, over the budget of {self.budget:,}"]
         for step, count, tokens in self.steps():
-            records = f" ({count:,} records)" if count else ""
+            records = f" ({count:,} record{'' if count == 1 else 's'})" if count else ""
             shown.append(f"  - {step.value}{records}: saves {tokens:,} tokens")
         verdict = "within the budget" if self.fits else "still over the budget"
         shown.append(f"  = {self.after:,} tokens remain, {verdict}")
@@ -308,22 +306,15 @@ def _sent_records(scanned: ScannedFile, source: RecordSource, filename: str) -> 
     return sent
 
 
-def _truncations(
-    ctx: RuleContext, records: list[int]
-) -> Iterator[tuple[int, int, Diagnostic]]:
+def _truncations(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, int, Diagnostic]]:
     """Each tool output worth cutting, oldest first: its record, the bytes saved and the
     diagnostic whose fix cuts it."""
     view = ctx.view
     editor = cast(ResultText, ctx.editor)
     shortest = HEAD_CHARACTERS + TAIL_CHARACTERS + len(TRUNCATED) + MIN_SAVED_BYTES
-    exceeds = view.result_text_exceeds
-    if exceeds is None:
-        return
     transform = editor.shorten_result_text(HEAD_CHARACTERS, TAIL_CHARACTERS, TRUNCATED)
     for index in records:
-        if view.roles[index] != Role.TOOL_RESULT or index in view.media:
-            continue
-        if view.sizes[index] <= shortest or not exceeds(index, shortest, MARKER):
+        if view.roles[index] != Role.TOOL_RESULT or view.sizes[index] <= shortest:
             continue
         edit = ctx.rewrite_record(index, transform)
         assert edit.produce is not None
@@ -333,7 +324,9 @@ def _truncations(
         yield index, saving, _reduction(ctx, index, Step.TOOL_OUTPUT, saving, edit)
 
 
-def _media(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, tuple[int, int, Diagnostic]]]:
+def _media(
+    ctx: RuleContext, records: list[int]
+) -> Iterator[tuple[int, tuple[int, int, Diagnostic]]]:
     """Each record's inline media, oldest first: its record, the images it sends, the
     text bytes their placeholders add, and the diagnostic whose fix replaces them."""
     view = ctx.view

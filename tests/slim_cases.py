@@ -1,0 +1,144 @@
+"""Sessions over a token budget for `slim`, in pi's and Claude Code's shapes, small
+enough to slim and load fast: old tool outputs long enough to cut, an old prompt with
+an image, and last turns the slim must leave whole. `slimmed` writes each with its
+slim, for the agents' loaders to load beside the original in their batches."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sessionfix import Settings
+from sessionfix.repair.targets import repair_to
+from sessionfix.settings import SLIM_PROTECTED_TURNS
+
+from .sessions import Session
+from .test_inline_content import claude_session, image, png
+
+TURNS = 10
+OUTPUT_LINES = 160
+CUT_MARK = "[sessionfix: "
+BUDGET = 14_500
+"""Tokens allowed: the sessions load about 48,000 (ten outputs of 18 KB and an image),
+so every old output is cut, and the image goes too."""
+IMAGE = png(640, 480, 30_000)
+
+
+def output(turn: int) -> str:
+    """A command's output: its outcome line, then many lines."""
+    lines = [f"exit 0: turn {turn} built"]
+    lines += [f"{turn:02d}:{line:04d} " + "compiling module " * 6 for line in range(OUTPUT_LINES)]
+    return "\n".join(lines)
+
+
+def pi_session(path: Path) -> Path:
+    """A pi session of `TURNS` turns, each a bash call with a long output."""
+    session = Session()
+    for turn in range(TURNS):
+        content: list[dict[str, Any]] = [{"type": "text", "text": f"build step {turn}"}]
+        if turn == 1:
+            content.append({"type": "image", "data": IMAGE, "mimeType": "image/png"})
+        message = {"role": "user", "content": content, "timestamp": 1_784_874_063_000 + turn}
+        session._entry("message", {"message": message})
+        call = f"toolu_{turn:02d}"
+        session.assistant([(call, "bash", {"command": f"make step{turn}"})])
+        session.result(call, "bash", output(turn))
+        session.assistant([])
+    path.write_text(session.text())
+    return path
+
+
+def claude_lines(path: Path) -> Path:
+    """The same conversation as Claude Code writes it: a tool_use, its tool_result with
+    the `toolUseResult` copy Claude Code keeps for its UI."""
+    prompts: list[list[dict[str, Any]]] = []
+    for turn in range(TURNS):
+        prompt: list[dict[str, Any]] = [{"type": "text", "text": f"build step {turn}"}]
+        if turn == 1:
+            prompt.append(image(IMAGE))
+        prompts.append(prompt)
+    claude_session(path, prompts)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    lines: list[dict[str, Any]] = []
+    for record in records:
+        lines.append(record)
+        if record["type"] != "assistant":
+            continue
+        turn = len([r for r in lines if r["type"] == "assistant"]) - 1
+        call = f"toolu_01Build{turn:014d}"
+        record["message"]["content"] = [
+            {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": f"make {turn}"}}
+        ]
+        record["message"]["stop_reason"] = "tool_use"
+        result = dict(record)
+        result.update(
+            parentUuid=record["uuid"],
+            type="user",
+            message={
+                "role": "user",
+                "content": [{"tool_use_id": call, "type": "tool_result", "content": output(turn)}],
+            },
+            uuid=record["uuid"][:-6] + f"{900 + turn:06d}",
+            toolUseResult={"stdout": output(turn), "stderr": "", "interrupted": False},
+            sourceToolAssistantUUID=record["uuid"],
+        )
+        answer = dict(record)
+        answer.update(
+            parentUuid=result["uuid"],
+            message={
+                **record["message"],
+                "id": record["message"]["id"][:-3] + "ans",
+                "content": [{"type": "text", "text": f"Step {turn} built."}],
+                "stop_reason": "end_turn",
+            },
+            uuid=record["uuid"][:-6] + f"{950 + turn:06d}",
+        )
+        lines += [result, answer]
+    for earlier, later in itertools.pairwise(lines):
+        if later["type"] == "user" and "toolUseResult" not in later:
+            later["parentUuid"] = earlier["uuid"]
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    return path
+
+
+_CUT = re.compile(r"(.*)\n\[sessionfix: (\d+) characters of this tool output cut .*?\]\n(.*)", re.S)
+
+
+def assert_cut(was: str, now: str) -> None:
+    """`now` is `was` cut: its head (the outcome line whole) and its tail around the
+    placeholder, which counts the characters cut."""
+    match = _CUT.fullmatch(now)
+    assert match is not None, now[:200]
+    head, cut, tail = match.group(1), int(match.group(2)), match.group(3)
+    assert len(head) + cut + len(tail) == len(was)
+    assert was.startswith(head)
+    assert was.endswith(tail)
+    assert len(now) < len(was)
+    assert head.startswith(was.partition("\n")[0] + "\n")
+
+
+@dataclass(frozen=True)
+class SlimCase:
+    original: Path
+    slimmed: Path
+    budget: int
+
+
+SETTINGS = Settings(quiescence=0.0, budget=BUDGET, protect_last_turns=SLIM_PROTECTED_TURNS)
+
+
+def slimmed(folder: Path, agent: str) -> SlimCase:
+    """The agent's session over `BUDGET`, written beside its slim."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if agent == "pi":
+        original = pi_session(folder / "session.jsonl")
+    else:
+        original = claude_lines(folder / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl")
+    target = folder / "slimmed" / original.name
+    target.parent.mkdir()
+    repair_to(original, target, SETTINGS)
+    return SlimCase(original, target, BUDGET)
