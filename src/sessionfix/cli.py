@@ -1102,6 +1102,22 @@ def context(
             "what it holds now.",
         ),
     ] = False,
+    after_slim: Annotated[
+        bool,
+        typer.Option(
+            "--after-slim",
+            help="Measure the file slim would write to fit --budget (the session is not "
+            "changed), beside what it holds now.",
+        ),
+    ] = False,
+    budget: Annotated[
+        str | None,
+        typer.Option("--budget", help="With --after-slim: the budget, as slim takes it."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="With --after-slim: the model a --budget % is of."),
+    ] = None,
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -1128,12 +1144,21 @@ def context(
     paths = options.pop("files")
     shown_as = options.pop("output_format")
     after = options.pop("after_repair")
+    slimmed = options.pop("after_slim"), options.pop("budget"), options.pop("model")
+    if slimmed[0] and options["protect_last_turns"] is None:
+        options["protect_last_turns"] = SLIM_PROTECTED_TURNS
     options.update(fail_on=None, quiescence=None, output_format=None)
-    raise typer.Exit(_guard(lambda: _context_command(paths, shown_as, after, _configured(options))))
+    raise typer.Exit(
+        _guard(lambda: _context_command(paths, shown_as, after, _configured(options), slimmed))
+    )
 
 
 def _context_command(
-    paths: list[Path], output_format: RuleOutput, after_repair: bool, options: dict[str, Any]
+    paths: list[Path],
+    output_format: RuleOutput,
+    after_repair: bool,
+    options: dict[str, Any],
+    slimmed: tuple[bool, str | None, str | None] = (False, None, None),
 ) -> int:
     from sessionfix.context import SessionContext, contexts
     from sessionfix.report import context as report
@@ -1142,6 +1167,16 @@ def _context_command(
         options.pop(name, None)
     options["quiescence"] = 0.0
     settings = _settings(**options)
+    after_slim, budget, model = slimmed
+    if (budget is not None) != after_slim:
+        raise UsageError("--after-slim and --budget go together")
+    if budget is not None:
+        from sessionfix.slim import budget_tokens
+
+        if after_repair:
+            raise UsageError("choose one of --after-repair and --after-slim")
+        settings = msgspec.structs.replace(settings, budget=budget_tokens(budget, model))
+        after_repair = True
     out = _stdout()
     measured: list[tuple[SessionContext, SessionContext | None]] = []
     failed = 0

@@ -84,6 +84,8 @@ class SessionContext(Struct):
     """Why the agent does not load the session at all (it throws, hangs, refuses it)."""
     repaired: bool = False
     """This is what `repair` would write, not the file as it is."""
+    budget: int | None = None
+    """With `repaired`: the token budget the repair slimmed the session under (`slim`)."""
 
     @property
     def tokens(self) -> int:
@@ -96,6 +98,7 @@ class SessionContext(Struct):
             "filename": escape_surrogates(self.filename),
             "format": self.format,
             "repaired": self.repaired,
+            "budget": self.budget,
             "refused": None if self.refused is None else escape_surrogates(self.refused),
             "messages": self.messages,
             "by_role": {sent.value: count for sent, count in self.by_sent.items()},
@@ -255,7 +258,8 @@ def context_after_repair(
     loader: Loader | None = None,
 ) -> SessionContext:
     """`context_of` the file `repair` would write for `path` (written to a private
-    temporary folder, never beside the session); `measured`: `context_of(path)`, when
+    temporary folder, never beside the session; slimmed when `settings` has a budget);
+    `measured`: `context_of(path)`, when
     already known (the copy is read as the same format, which its folder may decide);
     `named_as`, `loader`: as for `context_of`."""
     from sessionfix.repair.targets import repair_to
@@ -275,6 +279,7 @@ def context_after_repair(
             target, settings, filename=filename or str(path), named_as=named, loader=loader
         )
     result.repaired = True
+    result.budget = settings.budget
     return result
 
 
