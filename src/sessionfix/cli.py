@@ -1028,6 +1028,7 @@ def slim(
         ),
     ] = SLIM_PROTECTED_TURNS,
     session_format: FormatOpt = None,
+    quiescence: QuiescenceOpt = None,
     output_format: OutputFormatOpt = None,
     output_file: OutputFileOpt = None,
     backup: Annotated[
@@ -1062,7 +1063,6 @@ def slim(
         unsafe_fixes=None,
         extend_safe_fixes=None,
         extend_unsafe_fixes=None,
-        quiescence=None,
         max_record_size=None,
         cwd=None,
         statistics=False,
