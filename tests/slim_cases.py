@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from sessionfix import Settings
 from sessionfix.repair.targets import repair_to
 from sessionfix.settings import SLIM_PROTECTED_TURNS
@@ -121,6 +123,63 @@ def assert_cut(was: str, now: str) -> None:
     assert head.startswith(was.partition("\n")[0] + "\n")
 
 
+def _codex_line(second: int, line_type: str, payload: dict[str, Any]) -> str:
+    stamp = f"2026-10-01T09:{second // 60:02d}:{second % 60:02d}.000Z"
+    return json.dumps({"timestamp": stamp, "type": line_type, "payload": payload})
+
+
+def codex_rollout(path: Path) -> Path:
+    """The same conversation as a Codex rollout (no image: Codex's decoder measures no
+    inline media), each turn its context, prompt, call, output and answer."""
+    meta = {
+        "id": "019f8e4a-1c2d-7e3f-8a4b-5c6d7e8f9a0c",
+        "timestamp": "2026-10-01T09:00:00.000Z",
+        "cwd": "/home/me/app",
+        "originator": "codex_cli_rs",
+        "cli_version": "0.169.0",
+        "source": "cli",
+        "model_provider": "openai",
+    }
+    lines = [_codex_line(0, "session_meta", meta)]
+    for turn in range(TURNS):
+        at, call = 1 + 5 * turn, f"call_build{turn:02d}"
+        prompt = {"type": "input_text", "text": f"build step {turn}"}
+        answer = {"type": "output_text", "text": f"Step {turn} built."}
+        command = json.dumps({"cmd": f"make step{turn}"})
+        lines += [
+            _codex_line(at, "turn_context", {"turn_id": f"turn-{turn}", "cwd": "/home/me/app"}),
+            _codex_line(
+                at + 1, "response_item", {"type": "message", "role": "user", "content": [prompt]}
+            ),
+            _codex_line(
+                at + 2,
+                "response_item",
+                {
+                    "type": "function_call",
+                    "name": "exec_command",
+                    "arguments": command,
+                    "call_id": call,
+                },
+            ),
+            _codex_line(
+                at + 3,
+                "response_item",
+                {"type": "function_call_output", "call_id": call, "output": output(turn)},
+            ),
+            _codex_line(
+                at + 4,
+                "response_item",
+                {"type": "message", "role": "assistant", "content": [answer]},
+            ),
+        ]
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+CODEX_BUDGET = 18_000
+"""The rollout loads about 50,000 tokens: every old output is cut."""
+
+
 @dataclass(frozen=True)
 class SlimCase:
     original: Path
@@ -134,11 +193,15 @@ SETTINGS = Settings(quiescence=0.0, budget=BUDGET, protect_last_turns=SLIM_PROTE
 def slimmed(folder: Path, agent: str) -> SlimCase:
     """The agent's session over `BUDGET`, written beside its slim."""
     folder.mkdir(parents=True, exist_ok=True)
+    budget = BUDGET
     if agent == "pi":
         original = pi_session(folder / "session.jsonl")
+    elif agent == "codex":
+        original = codex_rollout(folder / "rollout.jsonl")
+        budget = CODEX_BUDGET
     else:
         original = claude_lines(folder / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl")
     target = folder / "slimmed" / original.name
     target.parent.mkdir()
-    repair_to(original, target, SETTINGS)
-    return SlimCase(original, target, BUDGET)
+    repair_to(original, target, msgspec.structs.replace(SETTINGS, budget=budget))
+    return SlimCase(original, target, budget)
