@@ -176,6 +176,90 @@ def codex_rollout(path: Path) -> Path:
     return path
 
 
+OPENCODE_SESSION = "ses_19b7a5000000SlimLongOutputs"
+_OPENCODE_START = 1767229200000
+
+
+def _opencode_id(kind: str, number: int) -> str:
+    """An id of opencode's shape: its time in 12 hex digits, then a name."""
+    return f"{kind}_{(_OPENCODE_START + number) << 12:012x}SlimCase{number:06d}"
+
+
+def _opencode_part(message: str, number: int, fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **fields,
+        "id": _opencode_id("prt", number),
+        "sessionID": OPENCODE_SESSION,
+        "messageID": message,
+    }
+
+
+def opencode_description(path: Path) -> Path:
+    """The same conversation in opencode's export format (no image), for `opencode
+    import`: each turn a prompt, an assistant step with a completed bash call, and one
+    with the answer."""
+    tokens = {"input": 10, "output": 5, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+    messages: list[dict[str, Any]] = []
+    number = 0
+
+    def message(role: str, parts: list[dict[str, Any]], **info: Any) -> None:
+        nonlocal number
+        number += 1
+        ident = _opencode_id("msg", number)
+        at = _OPENCODE_START + number * 1000
+        base: dict[str, Any] = {"id": ident, "sessionID": OPENCODE_SESSION, "role": role}
+        if role == "user":
+            base |= {"time": {"created": at}, "agent": "build"}
+            base["model"] = {"providerID": "mock", "modelID": "m1"}
+        else:
+            base |= {"time": {"created": at, "completed": at + 500}, **info}
+            base |= {"modelID": "m1", "providerID": "mock", "mode": "build", "agent": "build"}
+            base |= {"path": {"cwd": "/work/project", "root": "/work/project"}}
+            base |= {"cost": 0, "tokens": tokens}
+        made = []
+        for offset, part in enumerate(parts):
+            made.append(_opencode_part(ident, number * 10 + offset, part))
+        messages.append({"info": base, "parts": made})
+
+    for turn in range(TURNS):
+        message("user", [{"type": "text", "text": f"build step {turn}"}])
+        prompt = _opencode_id("msg", number)
+        start = _OPENCODE_START + number * 1000 + 1100
+        call = {
+            "type": "tool",
+            "callID": f"call_build_{turn}",
+            "tool": "bash",
+            "state": {
+                "status": "completed",
+                "input": {"command": f"make step{turn}", "description": f"Build step {turn}"},
+                "output": output(turn),
+                "title": f"make step{turn}",
+                "metadata": {"exit": 0, "truncated": False},
+                "time": {"start": start, "end": start + 100},
+            },
+        }
+        step_end = {"type": "step-finish", "reason": "tool-calls", "cost": 0, "tokens": tokens}
+        steps = [{"type": "step-start"}, call, step_end]
+        message("assistant", steps, parentID=prompt, finish="tool-calls")
+        answer = [
+            {"type": "step-start"},
+            {"type": "text", "text": f"Step {turn} built."},
+            {"type": "step-finish", "reason": "stop", "cost": 0, "tokens": tokens},
+        ]
+        message("assistant", answer, parentID=prompt, finish="stop")
+    info = {
+        "id": OPENCODE_SESSION,
+        "slug": "slim-case",
+        "projectID": "global",
+        "directory": "/work/project",
+        "title": "long outputs",
+        "version": "1.18.33",
+        "time": {"created": _OPENCODE_START, "updated": _OPENCODE_START + number * 1000},
+    }
+    path.write_text(json.dumps({"info": info, "messages": messages}, indent=1))
+    return path
+
+
 CODEX_BUDGET = 18_000
 """The rollout loads about 50,000 tokens: every old output is cut."""
 

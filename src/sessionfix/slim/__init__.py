@@ -27,8 +27,8 @@ from sessionfix.errors import SessionfixError, UsageError
 from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import provided
-from sessionfix.model.loaded import LoadRefused
-from sessionfix.model.view import InlineMedia, Role
+from sessionfix.model.loaded import LoadRefused, Sent
+from sessionfix.model.view import InlineMedia
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
@@ -197,6 +197,8 @@ class _Sent(Struct):
     """Its place among the messages sent."""
     text_bytes: int = 0
     images: int = 0
+    result: bool = False
+    """It sends a tool's result (perhaps with its call: opencode keeps both in a part)."""
 
 
 def plan_slim(
@@ -259,7 +261,8 @@ def plan_slim(
         return saved_text + saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN < excess_bytes
 
     if Capability.SHORTENED_RESULTS in capabilities:
-        for index, saving, diagnostic in _truncations(ctx, open_records):
+        results = [index for index in open_records if sent[index].result]
+        for index, saving, diagnostic in _truncations(ctx, results):
             if not over():
                 break
             chosen.append(diagnostic)
@@ -301,20 +304,21 @@ def _sent_records(scanned: ScannedFile, source: RecordSource, filename: str) -> 
             record = sent.setdefault(message.record, _Sent(position))
             record.text_bytes += message.size - message.image_bytes
             record.images += message.images
+            record.result = record.result or message.sent is Sent.TOOL_RESULT
     except LoadRefused as refused:
         raise SessionfixError(f"{filename}: {refused}; repair it before slimming it") from None
     return sent
 
 
 def _truncations(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, int, Diagnostic]]:
-    """Each tool output worth cutting, oldest first: its record, the bytes saved and the
-    diagnostic whose fix cuts it."""
+    """Each of the tool results `records` worth cutting, oldest first: its record, the
+    bytes saved and the diagnostic whose fix cuts it."""
     view = ctx.view
     editor = cast(ResultText, ctx.editor)
     shortest = HEAD_CHARACTERS + TAIL_CHARACTERS + len(TRUNCATED) + MIN_SAVED_BYTES
     transform = editor.shorten_result_text(HEAD_CHARACTERS, TAIL_CHARACTERS, TRUNCATED)
     for index in records:
-        if view.roles[index] != Role.TOOL_RESULT or view.sizes[index] <= shortest:
+        if view.sizes[index] <= shortest:
             continue
         edit = ctx.rewrite_record(index, transform)
         assert edit.produce is not None
