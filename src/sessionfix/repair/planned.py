@@ -190,10 +190,9 @@ class PlannedRepair:
         fixes; under it already, apply nothing (the session stays as it is)."""
         from sessionfix.slim import measured_after_repair, plan_slim
 
-        changes = any(d.fix is not None and d.fix.changes_session for d in self.applied)
-        repaired = (
-            measured_after_repair(self.origin, self.settings, self.named_as) if changes else None
-        )
+        def repaired() -> int:
+            return measured_after_repair(self.origin, self.settings, self.named_as)
+
         plan, reductions = plan_slim(
             self.scanned, self.applied, self.source, self.settings, self.filename, repaired
         )

@@ -145,27 +145,30 @@ def verify(
         left = [d for d in diagnostics if applies(d, settings) and _changes_session(d)]
         if not left:
             _check_records_kept(planned, scanned, written)
-            _check_budget(planned, written, filename, named)
+            _check_budget(planned, scanned, written, filename)
             return diagnostics
         rewritten |= _repair_again(planned, written, scanned, left)
     raise _failed(planned, _described(left[0]))
 
 
-def _check_budget(planned: PlannedRepair, written: Path, filename: str, name: Path) -> None:
-    """A slim's result, read as `context` reads a session, is within its budget."""
+def _check_budget(
+    planned: PlannedRepair, result: ScannedFile, written: Path, filename: str
+) -> None:
+    """A slim's result, loaded as `context` loads a session, is within its budget."""
     plan = planned.slimmed
     if plan is None or not plan.needed:
         return
-    from sessionfix.context import context_of
+    from sessionfix.slim import loaded_tokens
 
-    measured = context_of(written, planned.settings, filename=filename, named_as=name)
-    plan.after = measured.tokens
-    if measured.refused is not None:
-        raise _failed(planned, f"the slimmed session is not loaded: {measured.refused}")
-    if measured.tokens > plan.budget:
+    with RecordSource(written) as source:
+        try:
+            plan.after = loaded_tokens(result, source, filename)
+        except SessionfixError as refused:
+            raise _failed(planned, f"the slimmed session is not loaded: {refused}") from None
+    if plan.after > plan.budget:
         raise _failed(
             planned,
-            f"the slimmed session still loads {measured.tokens:,} tokens, over the budget "
+            f"the slimmed session still loads {plan.after:,} tokens, over the budget "
             f"of {plan.budget:,}",
         )
 

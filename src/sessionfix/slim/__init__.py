@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final, cast
 
@@ -189,6 +189,11 @@ class SlimPlan(Struct):
 class DoesNotFit(SessionfixError):
     """Every reduction taken, the session is still over its budget: nothing is written."""
 
+    def __init__(self, message: str, plan: SlimPlan) -> None:
+        super().__init__(message)
+        self.plan = plan
+        """What every reduction would bring it to (`SlimPlan.after`)."""
+
 
 class _Sent(Struct):
     """What the loader sends of one record."""
@@ -207,23 +212,30 @@ def plan_slim(
     source: RecordSource,
     settings: Settings,
     filename: str,
-    repaired: int | None,
+    repaired: Callable[[], int],
 ) -> tuple[SlimPlan, list[Diagnostic]]:
     """The reductions that bring `scanned` under `settings.budget`, as diagnostics whose
-    fixes repair applies after `applied` (its own); `repaired`: the tokens left after
-    those alone (None: they change nothing sent). Raises `DoesNotFit` when every
-    reduction leaves it over, `SessionfixError` when its agent does not load it."""
+    fixes repair applies after `applied` (its own); `repaired` measures the tokens left
+    after those alone (asked only when they change a record the agent sends). Raises
+    `DoesNotFit` when every reduction leaves it over, `SessionfixError` when its agent
+    does not load it."""
     assert settings.budget is not None, "a slim has a budget"
     view = scanned.view
     sent = _sent_records(scanned, source, filename)
-    text_bytes = sum(record.text_bytes for record in sent.values())
-    images = sum(record.images for record in sent.values())
-    before = text_bytes // BYTES_PER_TOKEN + images * IMAGE_TOKENS
+    before = tokens_of(sent.values())
     plan = SlimPlan(budget=settings.budget, before=before, repaired=before)
     if not plan.needed:
         plan.after = before
         return plan, []
-    plan.repaired = before if repaired is None else repaired
+    touched = {
+        edit.record
+        for diagnostic in applied
+        if diagnostic.fix is not None
+        for edit in diagnostic.fix.edits
+        if isinstance(edit, RecordEdit)
+    }
+    if any(index in sent for index in touched):
+        plan.repaired = repaired()
     ctx = RuleContext(
         view=view,
         lines=scanned.lines,
@@ -236,13 +248,6 @@ def plan_slim(
         tracking=scanned.tracking,
         excerpts=False,
     )
-    touched = {
-        edit.record
-        for diagnostic in applied
-        if diagnostic.fix is not None
-        for edit in diagnostic.fix.edits
-        if isinstance(edit, RecordEdit)
-    }
     protected = view.last_turns_start(settings.protect_last_turns)
     open_records = [
         index
@@ -287,9 +292,22 @@ def plan_slim(
         raise DoesNotFit(
             f"{filename}: cannot be brought under {plan.budget:,} tokens: {plan.before:,} now, "
             f"{plan.after:,} with every reduction outside the last "
-            f"{settings.protect_last_turns} turns ({taken or 'none applies'}); nothing written"
+            f"{settings.protect_last_turns} turns ({taken or 'none applies'}); nothing written",
+            plan,
         )
     return plan, chosen
+
+
+def tokens_of(sent: Iterable[_Sent]) -> int:
+    """The estimate of `sessionfix.context` (`SessionContext.tokens`) for these records."""
+    records = list(sent)
+    text_bytes = sum(record.text_bytes for record in records)
+    return text_bytes // BYTES_PER_TOKEN + sum(record.images for record in records) * IMAGE_TOKENS
+
+
+def loaded_tokens(scanned: ScannedFile, source: RecordSource, filename: str) -> int:
+    """What the agent loads of a read session, in tokens as `sessionfix.context` counts."""
+    return tokens_of(_sent_records(scanned, source, filename).values())
 
 
 def _sent_records(scanned: ScannedFile, source: RecordSource, filename: str) -> dict[int, _Sent]:
@@ -321,8 +339,9 @@ def _truncations(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, in
         if view.sizes[index] <= shortest:
             continue
         edit = ctx.rewrite_record(index, transform)
-        assert edit.produce is not None
-        saving = view.sizes[index] - len(edit.produce().encode("utf-8", "surrogatepass"))
+        assert edit.changed is not None
+        start, end, text = edit.changed()
+        saving = end - start - len(text.encode("utf-8", "surrogatepass"))
         if saving < MIN_SAVED_BYTES:
             continue
         yield index, saving, _reduction(ctx, index, Step.TOOL_OUTPUT, saving, edit)

@@ -172,7 +172,9 @@ class ClaudeEditor:
         `toolUseResult` copy Claude Code keeps for its UI, never sent, stays."""
 
         def transform(record: Any) -> Any:
-            for block in record["message"]["content"]:
+            message = record.get("message")
+            blocks = message.get("content") if isinstance(message, dict) else None
+            for block in blocks if isinstance(blocks, list) else ():
                 if not isinstance(block, dict) or block.get("type") != "tool_result":
                     continue
                 content = block.get("content")

@@ -105,7 +105,9 @@ class PiEditor:
         """Each text block of a tool result's content is shortened (`shortened`)."""
 
         def transform(record: Any) -> Any:
-            for block in record["message"]["content"]:
+            message = record.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else ():
                 if isinstance(block, dict) and isinstance(block.get("text"), str):
                     block["text"] = shortened(block["text"], head, tail, note)
             return record
