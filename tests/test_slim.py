@@ -3,6 +3,7 @@ proof in the agents' own loaders is in test_pi_loader.py and test_claude_loader.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from sessionfix.errors import UsageError
 from sessionfix.formats.content import shortened
 from sessionfix.slim import TRUNCATED, budget_tokens, window_of
 
-from .slim_cases import BUDGET, assert_cut, claude_lines, pi_session
+from .slim_cases import BUDGET, assert_cut, claude_lines, output, pi_session
 
 ENV = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
 LONG_AGO = 1_700_000_000
@@ -139,3 +140,37 @@ def test_context_after_slim_shows_before_and_after(tmp_path: Path) -> None:
     assert "pi loads 40 messages (now 40), about 13,896 tokens (now 47,922)" in result.stdout
     assert session.read_bytes() == before
     assert run("context", "--budget", str(BUDGET), session).exit_code == 2
+
+
+def test_a_result_without_content_blocks_is_left_alone(tmp_path: Path) -> None:
+    """A pi `bashExecution` (a `!` command's output, sent as a user message) holds its
+    output in no content block: slim cuts the tool outputs around it and leaves it."""
+    session = pi_session(tmp_path / "s.jsonl")
+    lines = session.read_text().splitlines()
+    first = json.loads(lines[1])
+    bash = {
+        "type": "message",
+        "id": "b0000001",
+        "parentId": first["id"],
+        "timestamp": first["timestamp"],
+        "message": {
+            "role": "bashExecution",
+            "command": "make all",
+            "output": output(99),
+            "exitCode": 0,
+            "cancelled": False,
+            "truncated": False,
+            "timestamp": first["message"]["timestamp"],
+        },
+    }
+    second = json.loads(lines[2])
+    second["parentId"] = bash["id"]
+    lines[2] = json.dumps(second, separators=(",", ":"))
+    lines.insert(2, json.dumps(bash, separators=(",", ":")))
+    _at_rest(session)
+    session.write_text("".join(line + "\n" for line in lines))
+    result = run("slim", "-o", tmp_path / "out.jsonl", "--budget", str(BUDGET + 4_500), session)
+    assert result.exit_code == 0, result.stderr
+    written = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert written[2] == lines[2]
+    assert "(8 records)" in result.stderr
