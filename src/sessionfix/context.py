@@ -31,11 +31,8 @@ from sessionfix.rules import RULES
 from sessionfix.rules.base import Weight
 from sessionfix.scratch import private_folder
 from sessionfix.settings import Settings
-from sessionfix.units import BYTES_PER_TOKEN
+from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS
 
-IMAGE_TOKENS: Final = 1_600
-"""Tokens an inline image is counted as: about what Claude and GPT models charge for an
-image at the size they scale larger ones down to (around 1.15 megapixels)."""
 TOKEN_METHOD: Final = (
     f"UTF-8 bytes of each message's JSON / {BYTES_PER_TOKEN}, inline images "
     f"{IMAGE_TOKENS:,} tokens each"

@@ -21,7 +21,13 @@ from sessionfix.diagnostics import Applicability, Diagnostic
 from sessionfix.engine import Inapplicable, inapplicable, run_rules
 from sessionfix.errors import SessionfixError, described
 from sessionfix.location import FILE_NAMES, RecordNames
-from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
+from sessionfix.read.compressed import (
+    is_compressed,
+    plain_name,
+    scaled_progress,
+    session_name,
+    session_text,
+)
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair.plan import CopiedRange, RepairPlan
 from sessionfix.repair.rowmap import RepairTrace
@@ -29,6 +35,7 @@ from sessionfix.rules import rule_of
 from sessionfix.rules.base import Counted
 from sessionfix.safety.writing import WriteFailed, set_aside
 from sessionfix.scan.scanner import ProgressCallback, gc_paused, read_session
+from sessionfix.scratch import private_folder
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
 
@@ -188,10 +195,21 @@ class PlannedRepair:
     def _slim(self) -> None:
         """Add the reductions that bring the session under the budget to the applied
         fixes; under it already, apply nothing (the session stays as it is)."""
-        from sessionfix.slim import measured_after_repair, plan_slim
+        from sessionfix.slim import loaded_tokens, plan_slim
 
         def repaired() -> int:
-            return measured_after_repair(self.origin, self.settings, self.named_as)
+            """Tokens the agent loads of what repair's own fixes write (their first pass,
+            in a private temporary folder)."""
+            plan = RepairPlan(self.scanned, self.applied, self.source)
+            with private_folder(f"{self.origin}: cannot write the repaired copy") as folder:
+                target = folder / plain_name(self.origin.name)
+                write_new(target, plan.pieces(), source=self.source)
+                settings = self.settings
+                scanned = read_session(
+                    target, settings.format, None, settings.jobs, named_as=self.named_as
+                )
+                with RecordSource(target) as source:
+                    return loaded_tokens(scanned, source, self.filename)
 
         plan, reductions = plan_slim(
             self.scanned, self.applied, self.source, self.settings, self.filename, repaired

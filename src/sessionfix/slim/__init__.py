@@ -15,13 +15,10 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import Final, cast
 
-import msgspec
 from msgspec import Struct, field
 
-from sessionfix.context import IMAGE_TOKENS, context_after_repair
 from sessionfix.diagnostics import Applicability, Diagnostic, Fix, RecordEdit, Severity
 from sessionfix.errors import SessionfixError, UsageError
 from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
@@ -33,7 +30,7 @@ from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
 from sessionfix.settings import Settings
-from sessionfix.units import BYTES_PER_TOKEN, human_bytes
+from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS, human_bytes
 
 HEAD_CHARACTERS: Final = 1_000
 """What a truncated tool output keeps of its start (its first line at least)."""
@@ -393,13 +390,3 @@ def _reduction(
         span=view.span(index),
         source=ctx.info.path,
     )
-
-
-def unbudgeted(settings: Settings) -> Settings:
-    """`settings` for repair's own fixes alone (what a slim measures them by)."""
-    return msgspec.structs.replace(settings, budget=None)
-
-
-def measured_after_repair(path: Path, settings: Settings, named_as: Path) -> int:
-    """Tokens the agent loads from what `repair` alone writes of `path`."""
-    return context_after_repair(path, unbudgeted(settings), named_as=named_as).tokens
