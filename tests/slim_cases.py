@@ -54,6 +54,31 @@ def pi_session(path: Path) -> Path:
     return path
 
 
+PASTE = "".join(f"pasted line {line:03d}: " + "lorem ipsum dolor " * 4 + "\n" for line in range(64))
+"""A prompt's pasted text (5.8 KB): nothing slim may cut."""
+COMPACTED_BUDGET = 20_000
+"""Tokens allowed the compacted session: it loads about 50,000 (eight turns of a pasted
+prompt and a long output after the summary); cutting every old output leaves about
+25,000, so the oldest turns the compaction keeps must go too."""
+
+
+def pi_compacted_session(path: Path) -> Path:
+    """A pi session of `TURNS` turns, each a pasted prompt and a bash call with a long
+    output, compacted after the sixth turn keeping from the third."""
+    session = Session()
+    prompts: list[str] = []
+    for turn in range(TURNS):
+        if turn == 6:
+            session.compaction(prompts[2], 50_000)
+        prompts.append(session.user(f"build step {turn}\n{PASTE}"))
+        call = f"toolu_{turn:02d}"
+        session.assistant([(call, "bash", {"command": f"make step{turn}"})])
+        session.result(call, "bash", output(turn))
+        session.assistant([])
+    path.write_text(session.text())
+    return path
+
+
 def claude_lines(path: Path) -> Path:
     """The same conversation as Claude Code writes it: a tool_use, its tool_result with
     the `toolUseResult` copy Claude Code keeps for its UI."""
@@ -280,6 +305,9 @@ def slimmed(folder: Path, agent: str) -> SlimCase:
     budget = BUDGET
     if agent == "pi":
         original = pi_session(folder / "session.jsonl")
+    elif agent == "pi-compacted":
+        original = pi_compacted_session(folder / "session.jsonl")
+        budget = COMPACTED_BUDGET
     elif agent == "codex":
         original = codex_rollout(folder / "rollout.jsonl")
         budget = CODEX_BUDGET

@@ -44,8 +44,14 @@ def slim_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
 
 
 @pytest.fixture(scope="module")
-def pi_loads(slim_case: SlimCase) -> dict[Path, PiLoad]:
-    return load_with_pi([*SESSIONS, slim_case.original, slim_case.slimmed])
+def compacted_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    return slimmed(tmp_path_factory.mktemp("slim-compacted"), "pi-compacted")
+
+
+@pytest.fixture(scope="module")
+def pi_loads(slim_case: SlimCase, compacted_case: SlimCase) -> dict[Path, PiLoad]:
+    cases = (slim_case, compacted_case)
+    return load_with_pi([*SESSIONS, *(p for c in cases for p in (c.original, c.slimmed))])
 
 
 def _name(path: Path) -> str:
@@ -283,3 +289,33 @@ def test_pi_loads_the_slimmed_session_as_context_predicts(
             replaced += 1
     assert (cut, replaced) == (8, 1)
     assert before.messages[-8:] == after.messages[-8:]
+
+
+def test_pi_loads_a_slimmed_compacted_session_from_a_later_kept_turn(
+    compacted_case: SlimCase, pi_loads: dict[Path, PiLoad]
+) -> None:
+    """Cutting every old output is not enough: the compaction keeps fewer of the turns
+    before it, the oldest whole turns left out. pi loads the summary, then the turns
+    from the new first kept one on, which `context` counts, under the budget; every
+    record stays in the file."""
+    before, after = pi_loads[compacted_case.original], pi_loads[compacted_case.slimmed]
+    assert after.error is None
+    assert not after.hang
+    context = context_of(compacted_case.slimmed)
+    assert context.tokens <= compacted_case.budget
+    assert context.messages == len(after.messages)
+    assert context.by_sent == _by_sent(after.messages)
+    assert after.messages[0] == before.messages[0]
+    assert before.messages[0]["role"] == "compactionSummary"
+    prompts = [m["content"][0]["text"] for m in before.messages if m["role"] == "user"]
+    kept = [m["content"][0]["text"] for m in after.messages if m["role"] == "user"]
+    assert len(kept) < len(prompts)
+    assert kept == prompts[len(prompts) - len(kept) :]
+    assert after.messages[-8:] == before.messages[-8:]
+    for old, new in zip(
+        before.messages[-len(after.messages) + 1 :], after.messages[1:], strict=True
+    ):
+        if old != new:
+            assert_cut(old["content"][0]["text"], new["content"][0]["text"])
+    original = compacted_case.original.read_text().splitlines()
+    assert len(compacted_case.slimmed.read_text().splitlines()) == len(original)

@@ -18,7 +18,15 @@ from sessionfix.errors import UsageError
 from sessionfix.formats.content import shortened
 from sessionfix.slim import TRUNCATED, budget_tokens, window_of
 
-from .slim_cases import BUDGET, assert_cut, claude_lines, output, pi_session
+from .slim_cases import (
+    BUDGET,
+    COMPACTED_BUDGET,
+    assert_cut,
+    claude_lines,
+    output,
+    pi_compacted_session,
+    pi_session,
+)
 
 ENV = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
 LONG_AGO = 1_700_000_000
@@ -174,3 +182,21 @@ def test_a_result_without_content_blocks_is_left_alone(tmp_path: Path) -> None:
     written = (tmp_path / "out.jsonl").read_text().splitlines()
     assert written[2] == lines[2]
     assert "(8 records)" in result.stderr
+
+
+def test_the_oldest_kept_turns_go_last_and_what_was_cut_of_them_goes_with_them(
+    tmp_path: Path,
+) -> None:
+    """Cutting outputs is not enough for the compacted session: the compaction keeps
+    fewer turns; the outputs of the turns it no longer keeps are not cut as well."""
+    session = _at_rest(pi_compacted_session(tmp_path / "s.jsonl"))
+    result = run("slim", "--diff", "--budget", str(COMPACTED_BUDGET), session)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[1].startswith("  - old tool outputs cut to a head and a tail (3 records)")
+    assert lines[2].startswith(
+        "  - the oldest turns the last compaction keeps left out of the context (3 turns)"
+    )
+    changed = [line for line in result.stdout.splitlines() if line.startswith("+{")]
+    assert len(changed) == 4
+    assert sum('"type":"compaction"' in line for line in changed) == 1

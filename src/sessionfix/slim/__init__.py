@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final, cast
+from typing import Final, NamedTuple, cast
 
 from msgspec import Struct, field
 
@@ -25,7 +25,7 @@ from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import provided
 from sessionfix.model.loaded import LoadRefused, Sent
-from sessionfix.model.view import InlineMedia
+from sessionfix.model.view import InlineMedia, Kind, Role
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
@@ -116,6 +116,12 @@ class Step(enum.Enum):
     REPAIR = "repair's own fixes (stale reads replaced by a placeholder)"
     TOOL_OUTPUT = "old tool outputs cut to a head and a tail"
     MEDIA = "inline media replaced by a placeholder"
+    OLD_TURNS = "the oldest turns the last compaction keeps left out of the context"
+
+    @property
+    def counts(self) -> str:
+        """What its count counts."""
+        return "turn" if self is Step.OLD_TURNS else "record"
 
 
 class Reduction(Struct, frozen=True):
@@ -126,6 +132,8 @@ class Reduction(Struct, frozen=True):
     row: int
     tokens: int
     """What the estimate loses with it."""
+    turns: int = 0
+    """`Step.OLD_TURNS`: the turns it leaves out."""
 
 
 class SlimPlan(Struct):
@@ -153,10 +161,11 @@ class SlimPlan(Struct):
         """Each step taken: how many records it changes and the tokens it saves."""
         if self.repaired < self.before:
             yield Step.REPAIR, 0, self.before - self.repaired
-        for step in (Step.TOOL_OUTPUT, Step.MEDIA):
+        for step in (Step.TOOL_OUTPUT, Step.MEDIA, Step.OLD_TURNS):
             taken = [reduction for reduction in self.reductions if reduction.step is step]
             if taken:
-                yield step, len(taken), sum(reduction.tokens for reduction in taken)
+                count = sum(r.turns for r in taken) if step is Step.OLD_TURNS else len(taken)
+                yield step, count, sum(reduction.tokens for reduction in taken)
 
     def lines(self, name: str) -> list[str]:
         """The plan in words, a line each."""
@@ -164,7 +173,8 @@ class SlimPlan(Struct):
             return [f"{name}: {self.before:,} tokens, within the budget of {self.budget:,}"]
         shown = [f"{name}: {self.before:,} tokens, over the budget of {self.budget:,}"]
         for step, count, tokens in self.steps():
-            records = f" ({count:,} record{'' if count == 1 else 's'})" if count else ""
+            noun = step.counts + ("" if count == 1 else "s")
+            records = f" ({count:,} {noun})" if count else ""
             shown.append(f"  - {step.value}{records}: saves {tokens:,} tokens")
         verdict = "within the budget" if self.fits else "still over the budget"
         shown.append(f"  = {self.after:,} tokens remain, {verdict}")
@@ -258,6 +268,8 @@ def plan_slim(
     excess_bytes = (plan.repaired - plan.budget) * BYTES_PER_TOKEN
     chosen: list[Diagnostic] = []
     saved_text = saved_images = 0
+    saved: dict[int, tuple[int, int]] = {}
+    """Per record, the text bytes and images a reduction already took off it."""
 
     def over() -> bool:
         return saved_text + saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN < excess_bytes
@@ -269,6 +281,7 @@ def plan_slim(
                 break
             chosen.append(diagnostic)
             saved_text += saving
+            saved[index] = (saving, 0)
             plan.reductions.append(
                 Reduction(Step.TOOL_OUTPUT, index, view.rows[index], saving // BYTES_PER_TOKEN)
             )
@@ -279,8 +292,33 @@ def plan_slim(
             chosen.append(diagnostic)
             saved_text -= added
             saved_images += count
+            before_text, before_images = saved.get(index, (0, 0))
+            saved[index] = (before_text - added, before_images + count)
             tokens = count * IMAGE_TOKENS - added // BYTES_PER_TOKEN
             plan.reductions.append(Reduction(Step.MEDIA, index, view.rows[index], tokens))
+    if Capability.SUMMARIES in capabilities and view.tree and over():
+        need = excess_bytes - saved_text - saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN
+        cut = _old_turns(ctx, sent, touched, protected, saved, need)
+        if cut is not None:
+            # What other reductions took off the records it leaves out goes with them.
+            kept = [
+                n
+                for n, reduction in enumerate(plan.reductions)
+                if reduction.record not in cut.left_out
+            ]
+            chosen = [chosen[n] for n in kept]
+            plan.reductions = [plan.reductions[n] for n in kept]
+            text_bytes, images = cut.text_bytes, cut.images
+            for index in cut.left_out & saved.keys():
+                text_bytes += saved[index][0]
+                images += saved[index][1]
+            chosen.append(cut.diagnostic)
+            saved_text += cut.text_bytes
+            saved_images += cut.images
+            tokens = text_bytes // BYTES_PER_TOKEN + images * IMAGE_TOKENS
+            plan.reductions.append(
+                Reduction(Step.OLD_TURNS, cut.boundary, view.rows[cut.boundary], tokens, cut.turns)
+            )
     plan.after = max(
         0, plan.repaired - (saved_text // BYTES_PER_TOKEN) - saved_images * IMAGE_TOKENS
     )
@@ -342,6 +380,67 @@ def _truncations(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, in
         if saving < MIN_SAVED_BYTES:
             continue
         yield index, saving, _reduction(ctx, index, Step.TOOL_OUTPUT, saving, edit)
+
+
+class _Cut(NamedTuple):
+    boundary: int
+    turns: int
+    text_bytes: int
+    images: int
+    diagnostic: Diagnostic
+    left_out: frozenset[int]
+    """The records it leaves out of the context."""
+
+
+def _old_turns(
+    ctx: RuleContext,
+    sent: dict[int, _Sent],
+    skip: set[int],
+    protected: int,
+    saved: dict[int, tuple[int, int]],
+    need: int,
+) -> _Cut | None:
+    """The last compaction made to keep fewer of the turns before it, the oldest whole
+    turns first (a turn starts at a user message: a call and its result go together),
+    until `need` bytes are off the context, or as many as lie outside the protected
+    turns. The records stay in the file; what other reductions took off them counts
+    once. None when the compaction keeps no whole turn to leave out."""
+    view = ctx.view
+    at = view.boundary_position
+    if at is None:
+        return None
+    path = view.active_path
+    boundary = path[at]
+    facts = view.boundaries.get(boundary)
+    if boundary in skip or facts is None or not isinstance(facts.first_kept, str):
+        return None
+    first = view.resolve(facts.first_kept)
+    start = -1 if first is None else view.path_positions[first]
+    if not 0 <= start < at:
+        return None
+    text = images = turns = 0
+    best: tuple[int, int, int, int] | None = None
+    for position in range(start, min(at, protected)):
+        index = path[position]
+        starts_turn = view.kinds[index] == Kind.MESSAGE and view.roles[index] == Role.USER
+        if position > start and starts_turn:
+            turns += 1
+            best = (index, turns, text, images)
+            if text + images * IMAGE_TOKENS * BYTES_PER_TOKEN >= need:
+                break
+        record = sent.get(index)
+        if record is not None and index not in skip:
+            taken_text, taken_images = saved.get(index, (0, 0))
+            text += record.text_bytes - taken_text
+            images += record.images - taken_images
+    entry_id = None if best is None else view.entry_id(best[0])
+    if best is None or entry_id is None:
+        return None
+    new_first, turns, text, images = best
+    edit = ctx.move_cut(boundary, entry_id, None)
+    left_out = frozenset(path[start : view.path_positions[new_first]])
+    diagnostic = _reduction(ctx, boundary, Step.OLD_TURNS, text, edit)
+    return _Cut(boundary, turns, text, images, diagnostic, left_out)
 
 
 def _media(
