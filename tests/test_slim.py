@@ -8,16 +8,19 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from sessionfix import Settings
 from sessionfix.cli import app
 from sessionfix.context import context_of
 from sessionfix.errors import UsageError
 from sessionfix.formats.content import shortened
-from sessionfix.slim import TRUNCATED, budget_tokens, window_of
+from sessionfix.repair.targets import repair_to
+from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, window_of
 
+from .sessions import sessions
 from .slim_cases import (
     BUDGET,
     COMPACTED_BUDGET,
@@ -200,3 +203,39 @@ def test_the_oldest_kept_turns_go_last_and_what_was_cut_of_them_goes_with_them(
     changed = [line for line in result.stdout.splitlines() if line.startswith("+{")]
     assert len(changed) == 4
     assert sum('"type":"compaction"' in line for line in changed) == 1
+
+
+LONG_OUTPUT = json.dumps(output(7))[1:-1].encode()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=sessions(), share=st.sampled_from([2, 3, 4]))
+def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
+    tmp_path: Path, data: bytes, share: int
+) -> None:
+    """On generated pi sessions, damaged ones too, with long outputs: a slim to a share
+    of what the agent loads either leaves the result within the budget, where a second
+    slim leaves it byte for byte, or refuses and writes nothing."""
+    source = tmp_path / "s.jsonl"
+    source.write_bytes(data.replace(b"file contents " * 20, LONG_OUTPUT))
+    measured = context_of(source)
+    if measured.refused is not None or measured.tokens < 2:
+        return
+    budget = measured.tokens * (share - 1) // share
+    chosen = Settings(quiescence=0.0, budget=budget, protect_last_turns=1)
+    target = tmp_path / "out.jsonl"
+    target.unlink(missing_ok=True)
+    try:
+        repair_to(source, target, chosen)
+    except DoesNotFit:
+        assert not target.exists()
+        return
+    assert context_of(target).tokens <= budget
+    again = tmp_path / "again.jsonl"
+    again.unlink(missing_ok=True)
+    result = repair_to(target, again, chosen)
+    assert result.slimmed is not None
+    assert not result.slimmed.needed
+    assert again.read_bytes() == target.read_bytes()
