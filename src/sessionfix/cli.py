@@ -1046,12 +1046,13 @@ def slim(
     isolated: IsolatedOpt = False,
 ) -> None:
     """Bring what the agent loads from each session FILE under a token budget: repair it,
-    then cut old tool outputs to a head and a tail and replace old inline media, the
-    oldest first, until it fits; to a new file (-o), in place (--in-place) or as a diff.
+    then cut old tool outputs to a head and a tail, replace old inline media and, last,
+    leave out the oldest turns a compaction keeps, until it fits; to a new file (-o), in
+    place (--in-place) or as a diff.
 
-    The plan (each step and the tokens it saves) goes to stderr. The result is read
-    again as `context` reads it and must be under the budget, or nothing is written. A
-    session already under it is left as it is.
+    The plan (each step and the tokens it saves) goes to stderr.
+    The result is counted again and must be within the budget, or nothing is written.
+    A session already within it is left as it is.
     """
     options = locals()
     budget_text, model_name = options.pop("budget"), options.pop("model")
