@@ -21,6 +21,7 @@ from sessionfix.diagnostics import Applicability, Diagnostic
 from sessionfix.engine import Inapplicable, inapplicable, run_rules
 from sessionfix.errors import SessionfixError, described
 from sessionfix.location import FILE_NAMES, RecordNames
+from sessionfix.model.loaded import Loader
 from sessionfix.read.compressed import (
     is_compressed,
     plain_name,
@@ -140,8 +141,12 @@ class PlannedRepair:
         *,
         trace: bool = False,
         result_names: RecordNames = FILE_NAMES,
+        loader: Loader | None = None,
     ) -> None:
         self.origin = path
+        self.loader = loader
+        """What the session's agent sends of it, where its container loads it otherwise
+        than its format says (a store's session): what a slim counts."""
         """The session as given (compressed if its name ends in `.zst`)."""
         self.path = path
         """Where its text is read: `origin`, or a decompressed copy of it."""
@@ -209,10 +214,16 @@ class PlannedRepair:
                     target, settings.format, None, settings.jobs, named_as=self.named_as
                 )
                 with RecordSource(target) as source:
-                    return loaded_tokens(scanned, source, self.filename)
+                    return loaded_tokens(scanned, source, self.filename, self.loader)
 
         plan, reductions = plan_slim(
-            self.scanned, self.applied, self.source, self.settings, self.filename, repaired
+            self.scanned,
+            self.applied,
+            self.source,
+            self.settings,
+            self.filename,
+            repaired,
+            self.loader,
         )
         self.slimmed = plan
         self.applied = [*self.applied, *reductions] if plan.needed else []
@@ -310,9 +321,11 @@ def plan_repair(
     *,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
+    loader: Loader | None = None,
 ) -> PlannedRepair:
-    """Read a file and decide its fixes. Raises `InputError` when it cannot be read."""
-    return PlannedRepair(Path(path), settings or Settings(), filename, progress)
+    """Read a file and decide its fixes (`loader`: as `PlannedRepair` takes it). Raises
+    `InputError` when it cannot be read."""
+    return PlannedRepair(Path(path), settings or Settings(), filename, progress, loader=loader)
 
 
 def check_input_unchanged(planned: PlannedRepair) -> None:

@@ -162,7 +162,7 @@ def _check_budget(
 
     with RecordSource(written) as source:
         try:
-            plan.after = loaded_tokens(result, source, filename)
+            plan.after = loaded_tokens(result, source, filename, planned.loader)
         except SessionfixError as refused:
             raise _failed(planned, f"the slimmed session is not loaded: {refused}") from None
     if plan.after > plan.budget:

@@ -24,7 +24,7 @@ from sessionfix.errors import SessionfixError, UsageError
 from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import provided
-from sessionfix.model.loaded import LoadRefused, Sent
+from sessionfix.model.loaded import Loader, LoadRefused, Sent
 from sessionfix.model.view import InlineMedia, Kind, Role
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
@@ -220,15 +220,17 @@ def plan_slim(
     settings: Settings,
     filename: str,
     repaired: Callable[[], int],
+    loader: Loader | None = None,
 ) -> tuple[SlimPlan, list[Diagnostic]]:
     """The reductions that bring `scanned` under `settings.budget`, as diagnostics whose
     fixes repair applies after `applied` (its own); `repaired` measures the tokens left
-    after those alone (asked only when they change a record the agent sends). Raises
+    after those alone (asked only when they change a record the agent sends); `loader`:
+    what the agent sends, where not what the format's package says (a store's). Raises
     `DoesNotFit` when every reduction leaves it over, `SessionfixError` when its agent
     does not load it."""
     assert settings.budget is not None, "a slim has a budget"
     view = scanned.view
-    sent = _sent_records(scanned, source, filename)
+    sent = _sent_records(scanned, source, filename, loader)
     before = tokens_of(sent.values())
     plan = SlimPlan(budget=settings.budget, before=before, repaired=before)
     if not plan.needed:
@@ -340,16 +342,21 @@ def tokens_of(sent: Iterable[_Sent]) -> int:
     return text_bytes // BYTES_PER_TOKEN + sum(record.images for record in records) * IMAGE_TOKENS
 
 
-def loaded_tokens(scanned: ScannedFile, source: RecordSource, filename: str) -> int:
-    """What the agent loads of a read session, in tokens as `sessionfix.context` counts."""
-    return tokens_of(_sent_records(scanned, source, filename).values())
+def loaded_tokens(
+    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None = None
+) -> int:
+    """What the agent loads of a read session (by `loader` where not by its format's
+    package), in tokens as `sessionfix.context` counts them."""
+    return tokens_of(_sent_records(scanned, source, filename, loader).values())
 
 
-def _sent_records(scanned: ScannedFile, source: RecordSource, filename: str) -> dict[int, _Sent]:
-    """What the format's loader sends of each record, as `sessionfix.context` counts it."""
+def _sent_records(
+    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None
+) -> dict[int, _Sent]:
+    """What the loader sends of each record, as `sessionfix.context` counts it."""
     view = scanned.view
     sent: dict[int, _Sent] = {}
-    load = package_of(Format(view.format)).loaded_messages
+    load = loader or package_of(Format(view.format)).loaded_messages
     try:
         for position, message in enumerate(load(view, source, scanned.lines)):
             if message.record < 0:
