@@ -50,7 +50,8 @@ def test_a_budget_is_tokens_or_a_share_of_a_published_window() -> None:
     assert budget_tokens("80%", "claude-sonnet-4-5-20250929") == 160_000
     assert budget_tokens("50%", "gpt-5-codex") == 200_000
     assert window_of("claude-opus-4-1") == 200_000
-    for text, model in (("80%", None), ("0", None), ("lots", None), ("120%", "gpt-5")):
+    bad = (("80%", None), ("0", None), ("lots", None), ("inf", None), ("120%", "gpt-5"))
+    for text, model in bad:
         with pytest.raises(UsageError):
             budget_tokens(text, model)
     with pytest.raises(UsageError, match="no published window"):

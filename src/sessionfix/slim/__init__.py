@@ -3,11 +3,12 @@ budget, cheapest loss first, each with the tokens it saves.
 
 A slim is a repair with more fixes: `repair`'s own fixes first (stale reads replaced by
 their placeholder among them), then, oldest first and outside the protected last turns,
-tool outputs cut to a head and a tail around a placeholder, then inline media replaced
-by one. The plan takes reductions until the estimate (`sessionfix.context`'s) is under
-the budget; repair's writer, verification and backups write it, and verification reads
-the result with context's code again. Nothing here knows a format's fields: the
-reductions go through the formats' editors.
+tool outputs cut to a head and a tail around a placeholder, inline media replaced by
+one, and last the oldest turns a compaction keeps left out of the context. The plan
+takes reductions until the estimate (`sessionfix.context`'s) is within the budget;
+repair's writer, verification and backups write it, and verification counts the result
+as context does again. Nothing here knows a format's fields: the reductions go through
+the formats' editors.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def budget_tokens(budget: str, model: str | None) -> int:
         text, scale = text[:-1], 1_000_000
     try:
         tokens = int(float(text) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise UsageError(
             f"--budget: {budget!r} is no number of tokens (150000, 150k) or percentage (80%)"
         ) from None
