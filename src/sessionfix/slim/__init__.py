@@ -181,18 +181,6 @@ class SlimPlan(Struct):
         shown.append(f"  = {self.after:,} tokens remain, {verdict}")
         return shown
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "budget": self.budget,
-            "before": self.before,
-            "after": self.after,
-            "fits": self.fits,
-            "steps": [
-                {"step": step.name.lower(), "records": count, "tokens": tokens}
-                for step, count, tokens in self.steps()
-            ],
-        }
-
 
 class DoesNotFit(SessionfixError):
     """Every reduction taken, the session is still over its budget: nothing is written."""
@@ -271,8 +259,8 @@ def plan_slim(
     excess_bytes = (plan.repaired - plan.budget) * BYTES_PER_TOKEN
     chosen: list[Diagnostic] = []
     saved_text = saved_images = 0
+    # Per record, the text bytes and images a reduction already took off it.
     saved: dict[int, tuple[int, int]] = {}
-    """Per record, the text bytes and images a reduction already took off it."""
 
     def over() -> bool:
         return saved_text + saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN < excess_bytes
