@@ -31,7 +31,7 @@ from sessionfix.rules import RULES
 from sessionfix.rules.base import Weight
 from sessionfix.scratch import private_folder
 from sessionfix.settings import Settings
-from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS
+from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS, estimated_tokens
 
 TOKEN_METHOD: Final = (
     f"UTF-8 bytes of each message's JSON / {BYTES_PER_TOKEN}, inline images "
@@ -87,8 +87,7 @@ class SessionContext(Struct):
     @property
     def tokens(self) -> int:
         """The estimate (`TOKEN_METHOD`)."""
-        text = self.message_bytes - self.image_bytes
-        return text // BYTES_PER_TOKEN + self.images * IMAGE_TOKENS
+        return estimated_tokens(self.message_bytes - self.image_bytes, self.images)
 
     def as_json(self) -> dict[str, Any]:
         return {

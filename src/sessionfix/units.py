@@ -12,6 +12,12 @@ IMAGE_TOKENS: Final = 1_600
 image at the size they scale larger ones down to (around 1.15 megapixels)."""
 
 
+def estimated_tokens(text_bytes: int, images: int) -> int:
+    """The token estimate of messages of `text_bytes` UTF-8 bytes of JSON besides the
+    data of their `images` inline images."""
+    return text_bytes // BYTES_PER_TOKEN + images * IMAGE_TOKENS
+
+
 def human_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(count) < 1024 or unit == "GiB":

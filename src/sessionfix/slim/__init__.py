@@ -31,7 +31,7 @@ from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
 from sessionfix.settings import Settings
-from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS, human_bytes
+from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS, estimated_tokens, human_bytes
 
 HEAD_CHARACTERS: Final = 1_000
 """What a truncated tool output keeps of its start (its first line at least)."""
@@ -327,8 +327,9 @@ def plan_slim(
 def tokens_of(sent: Iterable[_Sent]) -> int:
     """The estimate of `sessionfix.context` (`SessionContext.tokens`) for these records."""
     records = list(sent)
-    text_bytes = sum(record.text_bytes for record in records)
-    return text_bytes // BYTES_PER_TOKEN + sum(record.images for record in records) * IMAGE_TOKENS
+    return estimated_tokens(
+        sum(record.text_bytes for record in records), sum(record.images for record in records)
+    )
 
 
 def loaded_tokens(
