@@ -1,5 +1,7 @@
 """`make bench`: sessionfix scan and repair on a generated >= 1 GiB pi session and on
->= 300 MiB Claude Code, Codex and pi sessions built from the real samples, next to a floor.
+>= 300 MiB Claude Code, Codex and pi sessions built from the real samples, next to a floor;
+beside repair, `slim -o` to a budget halfway between what the agent loads and what every
+reduction leaves (no row where no reduction applies).
 
 Sizes and throughput are binary, as sessionfix prints them (MiB, MiB/s; sizes given
 as `--…-mb` are MiB too).
@@ -78,6 +80,10 @@ from generate_pi import SAMPLES as PI_SAMPLES
 from generate_pi import fingerprint as pi_fingerprint
 from generate_pi import generate_pi
 
+from sessionfix import Settings
+from sessionfix.repair.planned import plan_repair
+from sessionfix.settings import SLIM_PROTECTED_TURNS
+from sessionfix.slim import DoesNotFit
 from sessionfix.units import human_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -247,10 +253,23 @@ def compile_package() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True)
 
 
+def slim_budget(session: Path) -> int | None:
+    """A budget `slim` must take several reductions to meet: halfway from what the
+    agent loads of `session` to what every reduction leaves (None: none applies)."""
+    settings = Settings(budget=1, protect_last_turns=SLIM_PROTECTED_TURNS, quiescence=0.0)
+    try:
+        plan_repair(session, settings).close()
+    except DoesNotFit as unreachable:
+        plan = unreachable.plan
+        return (plan.before + plan.after) // 2 if plan.after < plan.before else None
+    return None
+
+
 def measured_commands(
     session: Path, repaired: Path, *, one_job: bool = False
 ) -> dict[str, list[str]]:
-    """The floor, scan (also on one core with `one_job`) and `repair -o` of one file."""
+    """The floor, scan (also on one core with `one_job`), `repair -o` and `slim -o` of
+    one file (the slim to `slim_budget`, when a reduction applies)."""
     sessionfix = str(Path(sys.executable).with_name("sessionfix"))
     scan = [sessionfix, "scan", str(session), "--statistics", "--no-progress"]
     commands = {FLOOR_NAME: [sys.executable, "-c", FLOOR, str(session)], "sessionfix scan": scan}
@@ -267,6 +286,19 @@ def measured_commands(
         "--output-format",
         "concise",
     ]
+    budget = slim_budget(session)
+    if budget is not None:
+        commands["sessionfix slim -o"] = [
+            sessionfix,
+            "slim",
+            str(session),
+            "-o",
+            str(repaired),
+            "--budget",
+            str(budget),
+            "--no-progress",
+            "--quiet",
+        ]
     return commands
 
 

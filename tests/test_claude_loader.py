@@ -110,6 +110,7 @@ from .claude_loader import (
     require_claude_at_collection,
 )
 from .conftest import CORPUS, FIXTURES, ROOT
+from .slim_cases import CUT_MARK, SlimCase, assert_cut, slimmed
 from .test_fixtures import _settings, place_case
 
 require_claude_at_collection()
@@ -763,22 +764,30 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Versions]:
 
 
 @pytest.fixture(scope="session")
-def before(versions: dict[Path, Versions]) -> dict[Path, ClaudeLoad]:
-    """The originals, loaded in one Node.js run."""
-    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
-    return load_with_claude([v.original for v in versions.values()], places)
+def slim_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    """A session over its budget and its slim (`tests/slim_cases.py`)."""
+    return slimmed(tmp_path_factory.mktemp("claude-slim"), "claude")
 
 
 @pytest.fixture(scope="session")
-def after(versions: dict[Path, Versions]) -> dict[Path, ClaudeLoad]:
-    """All repairs, loaded in one Node.js run."""
+def before(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, ClaudeLoad]:
+    """The originals, loaded in one Node.js run (the slim case's too)."""
+    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
+    originals = [v.original for v in versions.values()]
+    return load_with_claude([*originals, slim_case.original], places)
+
+
+@pytest.fixture(scope="session")
+def after(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, ClaudeLoad]:
+    """All repairs, loaded in one Node.js run (the slim too)."""
     places = {
         repaired: v.subagent
         for v in versions.values()
         if v.subagent is not None
         for repaired in v.repaired.values()
     }
-    return load_with_claude([p for v in versions.values() for p in v.repaired.values()], places)
+    repairs = [p for v in versions.values() for p in v.repaired.values()]
+    return load_with_claude([*repairs, slim_case.slimmed], places)
 
 
 def _load(
@@ -1542,3 +1551,42 @@ def test_context_counts_what_the_reader_returns_of_parallel_results_it_cannot_re
     assert context.messages == len(loaded.messages) == 8
     expected = Counter(_sent(message) for message in loaded.messages)
     assert context.by_sent == {sent: count for sent, count in expected.items() if count}
+
+
+def test_the_reader_loads_the_slimmed_session_as_context_predicts(
+    slim_case: SlimCase, before: dict[Path, ClaudeLoad], after: dict[Path, ClaudeLoad]
+) -> None:
+    """`slim` brings the session under its budget: Claude Code's reader returns every
+    record it returned before, in order, which `context` counts; the old tool outputs
+    keep their head and tail around the placeholder (the `toolUseResult` copy for the UI
+    stays whole), the old prompt's image is a placeholder, the last two turns are as
+    they were."""
+    old_load, new_load = before[slim_case.original], after[slim_case.slimmed]
+    assert new_load.error is None
+    context = context_of(slim_case.slimmed)
+    assert context.tokens <= slim_case.budget < context_of(slim_case.original).tokens
+    assert context.messages == len(new_load.messages)
+    assert context.by_sent == dict(Counter(_sent(message) for message in new_load.messages))
+    cut = replaced = 0
+    for old, new in zip(old_load.messages, new_load.messages, strict=True):
+        assert (old.uuid, old.type) == (new.uuid, new.type)
+        if old.message == new.message:
+            continue
+        was, now = old.message["content"][-1], new.message["content"][-1]
+        if was["type"] == "tool_result":
+            assert_cut(was["content"], now["content"])
+            cut += 1
+        else:
+            assert (was["type"], now["type"]) == ("image", "text")
+            assert now["text"].startswith(CUT_MARK)
+            replaced += 1
+    assert (cut, replaced) == (8, 1)
+    assert old_load.messages[-8:] == new_load.messages[-8:]
+    sidecars = [
+        json.loads(line).get("toolUseResult") for line in slim_case.slimmed.read_text().splitlines()
+    ]
+    originals = [
+        json.loads(line).get("toolUseResult")
+        for line in slim_case.original.read_text().splitlines()
+    ]
+    assert sidecars == originals

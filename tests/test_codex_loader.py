@@ -80,9 +80,16 @@ from sessionfix.context import context_of
 from sessionfix.model.loaded import Sent
 from sessionfix.repair.targets import repair_to
 
-from .codex_loader import CodexLoad, _private_copy, load_with_codex, require_codex_at_collection
+from .codex_loader import (
+    PROBE,
+    CodexLoad,
+    _private_copy,
+    load_with_codex,
+    require_codex_at_collection,
+)
 from .conftest import CORPUS, FIXTURES, ROOT
 from .sessions import rollouts
+from .slim_cases import SlimCase, assert_cut, slimmed
 from .test_fixtures import _settings
 
 require_codex_at_collection()
@@ -679,10 +686,18 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Versions]:
 
 
 @pytest.fixture(scope="session")
-def loads(versions: dict[str, Versions]) -> dict[tuple[Path, bool], CodexLoad]:
+def slim_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    """A rollout over its budget and its slim (`tests/slim_cases.py`)."""
+    return slimmed(tmp_path_factory.mktemp("codex-slim"), "codex")
+
+
+@pytest.fixture(scope="session")
+def loads(versions: dict[str, Versions], slim_case: SlimCase) -> dict[tuple[Path, bool], CodexLoad]:
     """Every original and repair loaded in Codex (by path and stand-in), the ones whose
-    thread id is no UUID a second time with a UUID standing in."""
+    thread id is no UUID a second time with a UUID standing in; the slim case's rollout
+    and its slim too."""
     files = [p for v in versions.values() for p in (v.original, v.ideal, *v.repaired.values())]
+    files += [slim_case.original, slim_case.slimmed]
     found = {(path, False): load for path, load in load_with_codex(files).items()}
     stand_ins = [p for p in files if _needs_stand_in(p.read_bytes())]
     found.update(
@@ -884,3 +899,44 @@ def test_context_counts_what_codex_sends(
         expected = {kind: kinds.count(kind) for kind in Sent if kind in kinds}
         assert context.messages == len(load.history), stand_in
         assert context.by_sent == expected, stand_in
+
+
+def test_codex_resumes_the_slimmed_rollout_as_context_predicts(
+    slim_case: SlimCase, loads: dict[tuple[Path, bool], CodexLoad]
+) -> None:
+    """`slim` brings the rollout under its budget: Codex resumes it with every item of
+    the history it had, which `context` counts, and the mock provider takes the probe
+    turn after it; the old outputs keep their head and tail around the placeholder, the
+    last two turns are as they were."""
+    before, after = loads[slim_case.original, False], loads[slim_case.slimmed, False]
+    assert after.error is None
+    assert PROBE in json.dumps(after.request[len(after.history) :])
+    context = context_of(slim_case.slimmed)
+    assert context.tokens <= slim_case.budget < context_of(slim_case.original).tokens
+    assert context.messages == len(after.history) == len(before.history)
+    written = iter(
+        record["payload"]["output"]
+        for record in map(json.loads, slim_case.original.read_text().splitlines())
+        if record["payload"].get("type") == "function_call_output"
+    )
+    cut = 0
+    unnamed = [
+        (_without(old, "id"), _without(new, "id"))
+        for old, new in zip(before.history, after.history, strict=True)
+    ]
+    for old, new in unnamed:
+        if old.get("type") == "function_call_output":
+            output = next(written)
+        if old == new:
+            continue
+        assert _without(old, "output") == _without(new, "output")
+        # Codex sends a long output cut in its own way; the slim's, shorter, whole.
+        assert_cut(output, new["output"])
+        cut += 1
+    assert cut == 8
+    assert [old for old, _ in unnamed[-8:]] == [new for _, new in unnamed[-8:]]
+
+
+def _without(item: dict[str, Any], key: str) -> dict[str, Any]:
+    """An item without `key` (the ids Codex gives messages differ from load to load)."""
+    return {k: v for k, v in item.items() if k != key}

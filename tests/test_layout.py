@@ -42,6 +42,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
     ("scan",),
     ("rules",),
     ("engine",),
+    ("slim",),
     ("repair",),
     ("context",),
     ("report",),
@@ -57,7 +58,8 @@ signals, JSON, record classes, units, inline media measured from their base64, t
 of format packages) at the bottom,
 private temporary folders just above it; findings and discovery above the formats they
 name, the containers that hold sessions and locate their findings above them; the safety
-layer below the scan and below the rules, which ask it whether a writer holds a file; what
+layer below the scan and below the rules, which ask it whether a writer holds a file; the
+reductions a slim plans below the repair that applies them; what
 the agent loads above the repair it measures the result of; the configuration files above
 the report, whose output formats they name; the cluster check beside them, above the
 report whose JSON diagnostics its results carry."""

@@ -40,7 +40,8 @@ from sessionfix.safety.restoring import BackupListing, RestoreDone, RestoreReque
 from sessionfix.stores import open_store, transcript_of
 
 from .conftest import FIXTURES, ROOT
-from .openclaw_loader import build_store, require_openclaw_at_collection
+from .openclaw_loader import build_store, require_openclaw_at_collection, store_digest
+from .slim_cases import BUDGET, pi_session
 from .store_fixtures import (
     NAVIGATION,
     add_session,
@@ -1827,3 +1828,21 @@ def test_the_library_lists_and_restores_a_stores_session(damaged: tuple[Path, st
     assert restore_note(done) == (
         f"Restored session {session_id} of {store} from {listing.stored[0].path.name}."
     )
+
+
+def test_slim_counts_a_store_session_as_openclaw_loads_it(
+    template_store: Path, tmp_path: Path
+) -> None:
+    """A session whose header is version 2 pi's file reader loads, and OpenClaw's store
+    refuses until its doctor migrates it: slim counts what OpenClaw loads, nothing, and
+    so writes nothing and says why."""
+    lines = pi_session(tmp_path / "s.jsonl").read_bytes().split(b"\n", 1)
+    data = lines[0].replace(b'"version":3', b'"version":2') + b"\n" + lines[1]
+    store, _ = _store_for(template_store, tmp_path, data)
+    before = store_digest(store)
+    args = ["slim", "--in-place", "--quiescence", "0", "--budget", str(BUDGET), str(store)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert "OpenClaw refuses a session whose header is version 2" in result.stderr
+    assert "repair it before slimming it" in result.stderr
+    assert store_digest(store) == before

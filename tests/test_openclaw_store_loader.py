@@ -49,6 +49,7 @@ from .openclaw_loader import (
     renamed,
     require_openclaw_at_collection,
 )
+from .slim_cases import BUDGET, CUT_MARK, assert_cut, pi_session
 
 require_openclaw_at_collection()
 
@@ -290,6 +291,19 @@ CASES = (
 
 
 @dataclass
+class SlimRun:
+    """The slim case's session (`tests/slim_cases.py`) in the store, slimmed in place."""
+
+    session: str
+    before: OpenClawLoad
+    after: OpenClawLoad
+    exit: int
+    stderr: str
+    measured: tuple[int, int]
+    """`sessionfix context` of it after the slim: messages, tokens."""
+
+
+@dataclass
 class Run:
     build: StoreBuild
     ids: dict[str, str]
@@ -310,6 +324,7 @@ class Run:
     shapes: dict[str, tuple[OpenClawLoad, int, str | None]]
     """Each shape's session as OpenClaw loaded it, and as `sessionfix context` measured
     it (messages, why it loads nothing), by shape name."""
+    slim: SlimRun
 
 
 def _load(build: StoreBuild) -> dict[str, OpenClawLoad]:
@@ -340,13 +355,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         renamed(SHAPE_SOURCE.read_bytes(), str(uuid.uuid5(uuid.NAMESPACE_URL, shape.name)))
         for shape in SHAPES
     ]
-    build = build_store(work, [*originals, *intended_files, *shaped])
+    slim_session = str(uuid.uuid5(uuid.NAMESPACE_URL, "slim"))
+    slimmed = renamed(pi_session(work / "slim.jsonl").read_bytes(), slim_session)
+    build = build_store(work, [*originals, *intended_files, *shaped, slimmed])
     sessions = [session.session_id for session in build.sessions]
+    assert sessions[-1] == slim_session
     ids = dict(zip((case.name for case in CASES), sessions, strict=False))
     intended_ids = dict(
         zip((case.name for case in CASES), sessions[len(CASES) : 2 * len(CASES)], strict=True)
     )
-    shape_ids = dict(zip((shape.name for shape in SHAPES), sessions[2 * len(CASES) :], strict=True))
+    shape_ids = dict(
+        zip((shape.name for shape in SHAPES), sessions[2 * len(CASES) : -1], strict=True)
+    )
     before = _load(build)
     lint_before = doctor_lint(build.home)
     db = apsw.Connection(str(build.store))
@@ -373,8 +393,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     outcome = CliRunner().invoke(
         app, [*repair, *_sessions(ids, [c for c in CASES if not c.unsafe])], env=ENV
     )
+    slim = [*repair[:-1], "--budget", str(BUDGET), "--session", slim_session, str(build.store)]
+    slim_outcome = CliRunner().invoke(app, ["slim", *slim[1:]], env=ENV)
     after = _load(build)
     repaired_counts = _context_counts(build.store)
+    slim_measured = next(
+        now for now, _ in contexts([build.store], Settings(sessions=(slim_session,)))
+    )
     lint_after = doctor_lint(build.home)
 
     def by_case(loads: dict[str, OpenClawLoad], which: dict[str, str]) -> dict[str, OpenClawLoad]:
@@ -393,6 +418,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         compressed,
         {name: (damaged_counts[i][0], repaired_counts[i][0]) for name, i in ids.items()},
         {name: (damaged[i], *damaged_counts[i]) for name, i in shape_ids.items()},
+        SlimRun(
+            slim_session,
+            before[slim_session],
+            after[slim_session],
+            slim_outcome.exit_code,
+            slim_outcome.stderr,
+            (slim_measured.messages, slim_measured.tokens),
+        ),
     )
 
 
@@ -459,3 +492,31 @@ def test_store_stays_consistent_and_doctor_finds_nothing_new(run: Run) -> None:
     finally:
         db.close()
     assert run.lint_after == run.lint_before
+
+
+def test_a_slimmed_store_session_loads_as_context_predicts(run: Run) -> None:
+    """`slim --in-place STORE --session ID` brings the session under its budget in the
+    store: OpenClaw loads every message it loaded before, which `context STORE` counts;
+    the old tool outputs keep their head and tail around the placeholder, the old
+    prompt's image is a placeholder, the last two turns are as they were."""
+    slim = run.slim
+    assert slim.exit == 0, slim.stderr
+    assert "tokens remain, within the budget" in slim.stderr
+    before, after = slim.before.open.messages, slim.after.open.messages
+    assert slim.after.open.error is None
+    assert slim.after.model_context.error is None
+    assert slim.measured[0] == len(after) == len(before)
+    assert slim.measured[1] <= BUDGET
+    cut = replaced = 0
+    for old, new in zip(before, after, strict=True):
+        assert old["role"] == new["role"]
+        if old == new:
+            continue
+        if old["role"] == "toolResult":
+            assert_cut(old["content"][0]["text"], new["content"][0]["text"])
+            cut += 1
+        else:
+            assert new["content"][1]["text"].startswith(CUT_MARK)
+            replaced += 1
+    assert (cut, replaced) == (8, 1)
+    assert before[-8:] == after[-8:]

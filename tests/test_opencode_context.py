@@ -10,7 +10,10 @@ from typing import Any
 
 import orjson
 import pytest
+from typer.testing import CliRunner
 
+from sessionfix.cli import app
+from sessionfix.context import contexts
 from sessionfix.formats.opencode.context import chat_message, model_messages
 from sessionfix.formats.opencode.database import OpencodeDatabase
 from sessionfix.formats.opencode.decode import decode_session
@@ -19,7 +22,8 @@ from sessionfix.model.loaded import LoadRefused
 
 from .opencode_damages import DAMAGES, DESCRIPTIONS, SESSIONS
 from .opencode_loader import load_with_opencode, require_opencode_at_collection
-from .opencode_sessions import built_database, damaged
+from .opencode_sessions import build_database, built_database, copy_database, damaged
+from .slim_cases import BUDGET, OPENCODE_SESSION, assert_cut, opencode_description
 
 require_opencode_at_collection()
 
@@ -80,3 +84,40 @@ def test_context_is_what_opencode_sends(database: Path, tmp_path: Path) -> None:
         f"{name} {session}:\n context: {expected}\n opencode: {actual}"
         for name, session, expected, actual in mismatches
     )
+
+
+@pytest.fixture(scope="module")
+def slim_databases(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The slim case's session imported by opencode, and a copy slimmed in place."""
+    folder = tmp_path_factory.mktemp("opencode-slim")
+    original = build_database(folder / "opencode.db", [opencode_description(folder / "slim.json")])
+    slimmed = copy_database(original, folder / "slimmed.db")
+    args = ["slim", "--in-place", "--quiescence", "0", "--budget", str(BUDGET), str(slimmed)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return original, slimmed
+
+
+def test_a_slimmed_session_is_what_opencode_sends(slim_databases: tuple[Path, Path]) -> None:
+    """`slim --in-place DB` brings the session under its budget: opencode sends exactly
+    the messages `context` says, as many as before, and takes the probe prompt after
+    them; the old tool outputs keep their head and tail around the placeholder, the
+    last two turns are as they were."""
+    original, slimmed = slim_databases
+    loads = load_with_opencode([(original, OPENCODE_SESSION), (slimmed, OPENCODE_SESSION)])
+    before, after = loads[original, OPENCODE_SESSION], loads[slimmed, OPENCODE_SESSION]
+    assert after.error is None
+    assert after.request
+    expected = predicted(slimmed, OPENCODE_SESSION)
+    assert [(m, len(orjson.dumps(m))) for m in after.messages] == expected
+    measured = next(now for now, _ in contexts([slimmed]))
+    assert measured.tokens <= BUDGET < next(now for now, _ in contexts([original])).tokens
+    cut = 0
+    for old, new in zip(before.messages, after.messages, strict=True):
+        if old == new:
+            continue
+        assert old["role"] == new["role"] == "tool"
+        assert_cut(old["content"], new["content"])
+        cut += 1
+    assert cut == 8
+    assert before.messages[-8:] == after.messages[-8:]

@@ -20,6 +20,7 @@ from sessionfix.scan.scanner import read_session
 
 from .conftest import CORPUS, FIXTURES, ROOT
 from .pi_loader import PiLoad, load_with_pi
+from .slim_cases import CUT_MARK, SlimCase, assert_cut, slimmed
 from .test_fixtures import _settings, place_case
 
 _LOST = {LineIssue.GLUED, LineIssue.TORN, LineIssue.UNDEFINED, LineIssue.NUL, LineIssue.SPREAD}
@@ -38,8 +39,19 @@ SESSIONS = _pi_sessions()
 
 
 @pytest.fixture(scope="module")
-def pi_loads() -> dict[Path, PiLoad]:
-    return load_with_pi(SESSIONS)
+def slim_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    return slimmed(tmp_path_factory.mktemp("slim"), "pi")
+
+
+@pytest.fixture(scope="module")
+def compacted_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    return slimmed(tmp_path_factory.mktemp("slim-compacted"), "pi-compacted")
+
+
+@pytest.fixture(scope="module")
+def pi_loads(slim_case: SlimCase, compacted_case: SlimCase) -> dict[Path, PiLoad]:
+    cases = (slim_case, compacted_case)
+    return load_with_pi([*SESSIONS, *(p for c in cases for p in (c.original, c.slimmed))])
 
 
 def _name(path: Path) -> str:
@@ -247,3 +259,63 @@ def test_pi_sends_no_refused_block_after_the_repair(
         assert any(_blank(b) for m in before if m["role"] == "toolResult" for b in m["content"])
     elif "-info" not in path.parent.name:
         assert replaced
+
+
+def test_pi_loads_the_slimmed_session_as_context_predicts(
+    slim_case: SlimCase, pi_loads: dict[Path, PiLoad]
+) -> None:
+    """`slim` brings the session under its budget: pi loads every message it loaded
+    before, in order, which `context` counts; the old tool outputs keep their head and
+    tail around the placeholder, the old prompt's image is a placeholder, the last two
+    turns are as they were."""
+    before, after = pi_loads[slim_case.original], pi_loads[slim_case.slimmed]
+    assert after.error is None
+    assert not after.hang
+    context = context_of(slim_case.slimmed)
+    assert context.tokens <= slim_case.budget < context_of(slim_case.original).tokens
+    assert context.messages == len(after.messages)
+    assert context.by_sent == _by_sent(after.messages) == _by_sent(before.messages)
+    cut = replaced = 0
+    for old, new in zip(before.messages, after.messages, strict=True):
+        assert old["role"] == new["role"]
+        if old == new:
+            continue
+        if old["role"] == "toolResult":
+            assert_cut(old["content"][0]["text"], new["content"][0]["text"])
+            cut += 1
+        else:
+            assert [b["type"] for b in old["content"]] == ["text", "image"]
+            assert new["content"][1]["text"].startswith(CUT_MARK)
+            replaced += 1
+    assert (cut, replaced) == (8, 1)
+    assert before.messages[-8:] == after.messages[-8:]
+
+
+def test_pi_loads_a_slimmed_compacted_session_from_a_later_kept_turn(
+    compacted_case: SlimCase, pi_loads: dict[Path, PiLoad]
+) -> None:
+    """Cutting every old output is not enough: the compaction keeps fewer of the turns
+    before it, the oldest whole turns left out. pi loads the summary, then the turns
+    from the new first kept one on, which `context` counts, under the budget; every
+    record stays in the file."""
+    before, after = pi_loads[compacted_case.original], pi_loads[compacted_case.slimmed]
+    assert after.error is None
+    assert not after.hang
+    context = context_of(compacted_case.slimmed)
+    assert context.tokens <= compacted_case.budget
+    assert context.messages == len(after.messages)
+    assert context.by_sent == _by_sent(after.messages)
+    assert after.messages[0] == before.messages[0]
+    assert before.messages[0]["role"] == "compactionSummary"
+    prompts = [m["content"][0]["text"] for m in before.messages if m["role"] == "user"]
+    kept = [m["content"][0]["text"] for m in after.messages if m["role"] == "user"]
+    assert len(kept) < len(prompts)
+    assert kept == prompts[len(prompts) - len(kept) :]
+    assert after.messages[-8:] == before.messages[-8:]
+    for old, new in zip(
+        before.messages[-len(after.messages) + 1 :], after.messages[1:], strict=True
+    ):
+        if old != new:
+            assert_cut(old["content"][0]["text"], new["content"][0]["text"])
+    original = compacted_case.original.read_text().splitlines()
+    assert len(compacted_case.slimmed.read_text().splitlines()) == len(original)

@@ -39,11 +39,13 @@ from sessionfix.formats import Format, format_named
 from sessionfix.report import render
 from sessionfix.report.render import OutputFormat
 from sessionfix.rules import RULES, get_rule
-from sessionfix.settings import DEFAULT_QUIESCENCE, Settings
+from sessionfix.settings import DEFAULT_QUIESCENCE, SLIM_PROTECTED_TURNS, Settings
 from sessionfix.version import __version__
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from sessionfix.repair.planned import RepairResult
 
 
 app = typer.Typer(
@@ -836,6 +838,7 @@ def _repair_command(
     no_progress: bool,
     exit_zero: bool,
     prune_to_leaf: bool,
+    budget: int | None = None,
     **rule_options: Any,
 ) -> int:
     chosen = (output is not None) + in_place + diff
@@ -848,7 +851,9 @@ def _repair_command(
     if diff_context < 0:
         raise UsageError("--diff-context must be 0 or more")
     diff_context = min(diff_context, MAX_DIFF_CONTEXT)
-    settings = msgspec.structs.replace(_settings(**rule_options), prune_to_leaf=prune_to_leaf)
+    settings = msgspec.structs.replace(
+        _settings(**rule_options), prune_to_leaf=prune_to_leaf, budget=budget
+    )
     if output_file is None or diff or output == "-":
         _stdout()
     presentation = Presentation(
@@ -872,9 +877,10 @@ def _repair_command(
         diff_full_lines=diff_full_lines,
         exit_non_zero_on_fix=exit_non_zero_on_fix,
     )
+    command = "repair" if budget is None else "slim"
     for path in files:
         if is_directory(path):
-            raise UsageError(f"{path}: is a directory (repair takes session files)")
+            raise UsageError(f"{path}: is a directory ({command} takes session files)")
     from sessionfix.safety.writing import same_file
 
     if output not in (None, "-") and same_file(Path(output), files[0]):
@@ -898,6 +904,7 @@ def _run_diff(
     with PreviewRun(files, settings) as run:
         if presentation.output_format.is_human:
             for preview in run.diffs():
+                _show_slim(preview.result, presentation)
                 with _writing("to standard output"):
                     write_diff(
                         preview,
@@ -943,8 +950,12 @@ def _run_repair(
         break_stale_lock=target.break_stale_lock,
         keep_stopped=True,
     )
+    for result in run.results:
+        _show_slim(result, presentation)
     fixed = msgspec.structs.replace(presentation, fixed=run.fixed)
-    if not run.ended_early or run.results or run.errors:
+    # A slim's findings are repair's; in words it shows its plan instead.
+    shows_findings = settings.budget is None or not presentation.output_format.is_human
+    if shows_findings and (not run.ended_early or run.results or run.errors):
         _write_report(run.remaining, fixed, settings, len(run.errors))
     for line in run.notices:
         _warning(line)
@@ -967,9 +978,111 @@ def _run_repair(
     )
 
 
+def _show_slim(result: "RepairResult", presentation: Presentation) -> None:
+    """A slim's plan, to stderr: what goes, what each step saves, what remains."""
+    if result.slimmed is None or presentation.quiet:
+        return
+    for line in result.slimmed.lines(result.filename):
+        _note(line)
+
+
 def _note(message: str) -> None:
     """A summary line, plain: importing rich to print it took longer than some scans."""
     _to_stderr(f"{escape(message)}\n")
+
+
+@app.command()
+def slim(
+    files: Annotated[list[Path], typer.Argument(help="Session files to slim.", readable=False)],
+    budget: Annotated[
+        str,
+        typer.Option(
+            "--budget",
+            help="Tokens the agent may load: a count (150000, 150k) or a share of --model's "
+            "context window (80%).",
+        ),
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="The model whose published context window --budget % is of."),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", help="Write the slimmed copy here (- for stdout); one input file."
+        ),
+    ] = None,
+    in_place: Annotated[
+        bool,
+        typer.Option("--in-place", help="Rewrite each file atomically, keeping a backup."),
+    ] = False,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Change nothing; print the plan and a unified diff.")
+    ] = False,
+    protect: ProtectOpt = None,
+    protect_last_turns: Annotated[
+        int,
+        typer.Option(
+            "--protect-last-turns",
+            help="Leave the last N user turns whole (stale reads in them too).",
+        ),
+    ] = SLIM_PROTECTED_TURNS,
+    session_format: FormatOpt = None,
+    quiescence: QuiescenceOpt = None,
+    output_format: OutputFormatOpt = None,
+    output_file: OutputFileOpt = None,
+    backup: Annotated[
+        bool,
+        typer.Option("--backup/--no-backup", help="Keep the original as NAME.sessionfix-bak-*."),
+    ] = True,
+    force: ForceOpt = False,
+    follow_symlinks: FollowSymlinksOpt = False,
+    break_stale_lock: BreakStaleLockOpt = False,
+    quiet: QuietOpt = False,
+    no_progress: NoProgressOpt = False,
+    session: SessionOpt = None,
+    jobs: JobsOpt = None,
+    config: ConfigOpt = None,
+    isolated: IsolatedOpt = False,
+) -> None:
+    """Bring what the agent loads from each session FILE under a token budget: repair it,
+    then cut old tool outputs to a head and a tail, replace old inline media and, last,
+    leave out the oldest turns a compaction keeps, until it fits; to a new file (-o), in
+    place (--in-place) or as a diff.
+
+    The plan (each step and the tokens it saves) goes to stderr.
+    The result is counted again and must be within the budget, or nothing is written.
+    A session already within it is left as it is.
+    """
+    options = locals()
+    budget_text, model_name = options.pop("budget"), options.pop("model")
+    options.update(
+        select=None,
+        extend_select=None,
+        ignore=None,
+        fail_on=None,
+        unsafe_fixes=None,
+        extend_safe_fixes=None,
+        extend_unsafe_fixes=None,
+        max_record_size=None,
+        cwd=None,
+        statistics=False,
+        exit_zero=True,
+    )
+
+    def run() -> int:
+        from sessionfix.slim import budget_tokens
+
+        return _repair_command(
+            **_configured(options),
+            diff_context=3,
+            diff_full_lines=False,
+            exit_non_zero_on_fix=False,
+            prune_to_leaf=False,
+            budget=budget_tokens(budget_text, model_name),
+        )
+
+    raise typer.Exit(_guard(run))
 
 
 @app.command()
@@ -990,6 +1103,22 @@ def context(
             "what it holds now.",
         ),
     ] = False,
+    after_slim: Annotated[
+        bool,
+        typer.Option(
+            "--after-slim",
+            help="Measure the file slim would write to fit --budget (the session is not "
+            "changed), beside what it holds now.",
+        ),
+    ] = False,
+    budget: Annotated[
+        str | None,
+        typer.Option("--budget", help="With --after-slim: the budget, as slim takes it."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="With --after-slim: the model a --budget % is of."),
+    ] = None,
     select: SelectOpt = None,
     extend_select: ExtendSelectOpt = None,
     ignore: IgnoreOpt = None,
@@ -1016,12 +1145,21 @@ def context(
     paths = options.pop("files")
     shown_as = options.pop("output_format")
     after = options.pop("after_repair")
+    slimmed = options.pop("after_slim"), options.pop("budget"), options.pop("model")
+    if slimmed[0] and options["protect_last_turns"] is None:
+        options["protect_last_turns"] = SLIM_PROTECTED_TURNS
     options.update(fail_on=None, quiescence=None, output_format=None)
-    raise typer.Exit(_guard(lambda: _context_command(paths, shown_as, after, _configured(options))))
+    raise typer.Exit(
+        _guard(lambda: _context_command(paths, shown_as, after, _configured(options), slimmed))
+    )
 
 
 def _context_command(
-    paths: list[Path], output_format: RuleOutput, after_repair: bool, options: dict[str, Any]
+    paths: list[Path],
+    output_format: RuleOutput,
+    after_repair: bool,
+    options: dict[str, Any],
+    slimmed: tuple[bool, str | None, str | None] = (False, None, None),
 ) -> int:
     from sessionfix.context import SessionContext, contexts
     from sessionfix.report import context as report
@@ -1030,6 +1168,16 @@ def _context_command(
         options.pop(name, None)
     options["quiescence"] = 0.0
     settings = _settings(**options)
+    after_slim, budget, model = slimmed
+    if (budget is not None) != after_slim:
+        raise UsageError("--after-slim and --budget go together")
+    if budget is not None:
+        from sessionfix.slim import budget_tokens
+
+        if after_repair:
+            raise UsageError("choose one of --after-repair and --after-slim")
+        settings = msgspec.structs.replace(settings, budget=budget_tokens(budget, model))
+        after_repair = True
     out = _stdout()
     measured: list[tuple[SessionContext, SessionContext | None]] = []
     failed = 0

@@ -31,11 +31,8 @@ from sessionfix.rules import RULES
 from sessionfix.rules.base import Weight
 from sessionfix.scratch import private_folder
 from sessionfix.settings import Settings
-from sessionfix.units import BYTES_PER_TOKEN
+from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS, estimated_tokens
 
-IMAGE_TOKENS: Final = 1_600
-"""Tokens an inline image is counted as: about what Claude and GPT models charge for an
-image at the size they scale larger ones down to (around 1.15 megapixels)."""
 TOKEN_METHOD: Final = (
     f"UTF-8 bytes of each message's JSON / {BYTES_PER_TOKEN}, inline images "
     f"{IMAGE_TOKENS:,} tokens each"
@@ -84,18 +81,20 @@ class SessionContext(Struct):
     """Why the agent does not load the session at all (it throws, hangs, refuses it)."""
     repaired: bool = False
     """This is what `repair` would write, not the file as it is."""
+    budget: int | None = None
+    """With `repaired`: the token budget the repair slimmed the session under (`slim`)."""
 
     @property
     def tokens(self) -> int:
         """The estimate (`TOKEN_METHOD`)."""
-        text = self.message_bytes - self.image_bytes
-        return text // BYTES_PER_TOKEN + self.images * IMAGE_TOKENS
+        return estimated_tokens(self.message_bytes - self.image_bytes, self.images)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "filename": escape_surrogates(self.filename),
             "format": self.format,
             "repaired": self.repaired,
+            "budget": self.budget,
             "refused": None if self.refused is None else escape_surrogates(self.refused),
             "messages": self.messages,
             "by_role": {sent.value: count for sent, count in self.by_sent.items()},
@@ -255,7 +254,8 @@ def context_after_repair(
     loader: Loader | None = None,
 ) -> SessionContext:
     """`context_of` the file `repair` would write for `path` (written to a private
-    temporary folder, never beside the session); `measured`: `context_of(path)`, when
+    temporary folder, never beside the session; slimmed when `settings` has a budget);
+    `measured`: `context_of(path)`, when
     already known (the copy is read as the same format, which its folder may decide);
     `named_as`, `loader`: as for `context_of`."""
     from sessionfix.repair.targets import repair_to
@@ -275,6 +275,7 @@ def context_after_repair(
             target, settings, filename=filename or str(path), named_as=named, loader=loader
         )
     result.repaired = True
+    result.budget = settings.budget
     return result
 
 

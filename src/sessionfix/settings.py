@@ -15,6 +15,8 @@ from sessionfix.formats import Format
 
 DEFAULT_QUIESCENCE = 10.0
 DEFAULT_MAX_RECORD_SIZE = 256 * 1024
+SLIM_PROTECTED_TURNS = 2
+"""User turns at the end of a session that `slim` leaves whole unless told otherwise."""
 _SELECTOR = re.compile(r"^(ALL|SF\d{0,3})$")
 
 
@@ -43,6 +45,9 @@ class Settings(Struct, frozen=True):
     """Worker processes for reading a large file; None picks by file size and cores."""
     sessions: tuple[str, ...] = ()
     """In a session store: the sessions to read (all when empty)."""
+    budget: int | None = None
+    """Tokens the agent may load from a repaired session: a repair also slims it under
+    them (`sessionfix.slim`); None: no budget."""
 
     def __post_init__(self) -> None:
         for selector in (
@@ -63,6 +68,8 @@ class Settings(Struct, frozen=True):
             raise UsageError("--quiescence must be a number of seconds, 0 or more")
         if self.jobs is not None and self.jobs < 1:
             raise UsageError("--jobs must be 1 or more")
+        if self.budget is not None and self.budget <= 0:
+            raise UsageError("--budget must be a positive number of tokens")
         if self.max_record_size <= 0:
             raise UsageError("--max-record-size must be positive")
 

@@ -7,6 +7,15 @@ from typing import Final
 
 BYTES_PER_TOKEN: Final = 4
 """Rough size of a token in JSON session text, for estimates."""
+IMAGE_TOKENS: Final = 1_600
+"""Tokens an inline image is counted as: about what Claude and GPT models charge for an
+image at the size they scale larger ones down to (around 1.15 megapixels)."""
+
+
+def estimated_tokens(text_bytes: int, images: int) -> int:
+    """The token estimate of messages of `text_bytes` UTF-8 bytes of JSON besides the
+    data of their `images` inline images."""
+    return text_bytes // BYTES_PER_TOKEN + images * IMAGE_TOKENS
 
 
 def human_bytes(count: float) -> str:

@@ -114,6 +114,18 @@ class ContentBlocks(Protocol):
         ...
 
 
+class ResultText(Protocol):
+    """The editor of a format whose tool results' text can be shortened in place
+    (`Capability.SHORTENED_RESULTS`)."""
+
+    def shorten_result_text(self, head: int, tail: int, note: str) -> Transform:
+        """Keep the first `head` and last `tail` characters of the record's tool result
+        text (the first line whole: a mutation's outcome) with `note` between them, its
+        `{cut}` the number of characters cut; a text no longer than that stays. What the
+        agent keeps beside the message for its UI is left as it was."""
+        ...
+
+
 class TimedRecords(Protocol):
     """The editor of a format whose agent orders messages by a time stamped on them
     (`Capability.TIME_ORDER`)."""

@@ -86,6 +86,9 @@ class Capability(enum.Enum):
     """The loader reads the first line without one (pi); a line reader still fails on it."""
     VALUES_AS_ENTRIES = "any JSON value on a line kept as an entry"
     """What `JSON.parse` accepts is an entry to the loader, an object or not (pi)."""
+    SHORTENED_RESULTS = "tool results whose text sessionfix can shorten"
+    """A tool result's text can be cut to a head and a tail around a placeholder, the
+    message it is part of otherwise as it was (`ResultText`; what `slim` does)."""
 
 
 def listed(capabilities: Iterable[Capability]) -> str:

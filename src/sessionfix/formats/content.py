@@ -65,3 +65,17 @@ def inline_media(kind: MediaKind, media_type: object, data: Raw | bytes) -> Inli
         height=None if size is None else size[1],
         digest=digest(text),
     )
+
+
+def shortened(text: str, head: int, tail: int, note: str) -> str:
+    """`text` cut to its first `head` characters (at least its first line, which states
+    a mutation's outcome) and its last `tail`, `note` between them with `{cut}` the
+    number of characters cut; `text` itself when cutting would not shorten it."""
+    line_end = text.find("\n")
+    head = max(head, len(text) if line_end < 0 else line_end + 1)
+    end = max(head, len(text) - tail)
+    cut = end - head
+    if cut <= 0:
+        return text
+    shorter = text[:head] + note.format(cut=cut) + text[end:]
+    return shorter if len(shorter) < len(text) else text

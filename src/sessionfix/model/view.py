@@ -884,6 +884,21 @@ class SessionView(Struct):
         positions = self.path_positions
         return self.active_path[positions[first] + 1 : positions[second]]
 
+    def last_turns_start(self, turns: int) -> int:
+        """Path position where the last `turns` user turns of the active path begin
+        (the path's length for none, 0 when it holds no more)."""
+        path = self.active_path
+        if turns <= 0:
+            return len(path)
+        seen = 0
+        for position in range(len(path) - 1, -1, -1):
+            index = path[position]
+            if self.kinds[index] == Kind.MESSAGE and self.roles[index] == Role.USER:
+                seen += 1
+                if seen == turns:
+                    return position
+        return 0
+
     def ancestors(self, index: int) -> Iterator[int]:
         """Parents of `index`, nearest first, stopping at a root, a break or a cycle."""
         seen = {index}

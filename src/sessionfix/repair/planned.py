@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, suppress
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from msgspec import Struct, field
 
@@ -21,7 +21,14 @@ from sessionfix.diagnostics import Applicability, Diagnostic
 from sessionfix.engine import Inapplicable, inapplicable, run_rules
 from sessionfix.errors import SessionfixError, described
 from sessionfix.location import FILE_NAMES, RecordNames
-from sessionfix.read.compressed import is_compressed, scaled_progress, session_name, session_text
+from sessionfix.model.loaded import Loader
+from sessionfix.read.compressed import (
+    is_compressed,
+    plain_name,
+    scaled_progress,
+    session_name,
+    session_text,
+)
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair.plan import CopiedRange, RepairPlan
 from sessionfix.repair.rowmap import RepairTrace
@@ -29,8 +36,12 @@ from sessionfix.rules import rule_of
 from sessionfix.rules.base import Counted
 from sessionfix.safety.writing import WriteFailed, set_aside
 from sessionfix.scan.scanner import ProgressCallback, gc_paused, read_session
+from sessionfix.scratch import private_folder
 from sessionfix.settings import Settings
 from sessionfix.units import BYTES_PER_TOKEN
+
+if TYPE_CHECKING:
+    from sessionfix.slim import SlimPlan
 
 WRITE_BUFFER: Final = 1 << 20
 
@@ -81,6 +92,8 @@ class RepairResult(Struct):
     set_aside: list[tuple[Path, Path]] = field(default_factory=list)
     """Files beside the session an in-place repair moved aside (for the agent to build
     them again): each path and the backup name it now has."""
+    slimmed: SlimPlan | None = None
+    """With a budget: what the slim did (`sessionfix.slim`)."""
 
     @property
     def dropped_entries(self) -> int:
@@ -128,8 +141,12 @@ class PlannedRepair:
         *,
         trace: bool = False,
         result_names: RecordNames = FILE_NAMES,
+        loader: Loader | None = None,
     ) -> None:
         self.origin = path
+        self.loader = loader
+        """What the session's agent sends of it, where its container loads it otherwise
+        than its format says (a store's session): what a slim counts."""
         """The session as given (compressed if its name ends in `.zst`)."""
         self.path = path
         """Where its text is read: `origin`, or a decompressed copy of it."""
@@ -168,6 +185,10 @@ class PlannedRepair:
             self.applied = [d for d in self.found if applies(d, settings)]
             """Fixes applied, including those a later pass applied to the written result."""
             self.source = RecordSource(self.path)
+            self.slimmed: SlimPlan | None = None
+            """With a budget: the slim's plan (its reductions are among `applied`)."""
+            if settings.budget is not None:
+                self._slim()
             self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
             self.tally: Counter[str] = Counter()
             """What the plans of every pass do (see `RepairResult.tally`)."""
@@ -175,6 +196,37 @@ class PlannedRepair:
             if self.scanned.parts is not None:
                 self.scanned.parts = self.scanned.parts.untouched(self.plan.changed_rows())
             self._text = text.pop_all()
+
+    def _slim(self) -> None:
+        """Add the reductions that bring the session under the budget to the applied
+        fixes; under it already, apply nothing (the session stays as it is)."""
+        from sessionfix.slim import loaded_tokens, plan_slim
+
+        def repaired() -> int:
+            """Tokens the agent loads of what repair's own fixes write (their first pass,
+            in a private temporary folder)."""
+            plan = RepairPlan(self.scanned, self.applied, self.source)
+            with private_folder(f"{self.origin}: cannot write the repaired copy") as folder:
+                target = folder / plain_name(self.origin.name)
+                write_new(target, plan.pieces(), source=self.source)
+                settings = self.settings
+                scanned = read_session(
+                    target, settings.format, None, settings.jobs, named_as=self.named_as
+                )
+                with RecordSource(target) as source:
+                    return loaded_tokens(scanned, source, self.filename, self.loader)
+
+        plan, reductions = plan_slim(
+            self.scanned,
+            self.applied,
+            self.source,
+            self.settings,
+            self.filename,
+            repaired,
+            self.loader,
+        )
+        self.slimmed = plan
+        self.applied = [*self.applied, *reductions] if plan.needed else []
 
     @property
     def compressed(self) -> bool:
@@ -248,6 +300,7 @@ class PlannedRepair:
             input_size=self.scanned.info.size,
             inapplicable=inapplicable(self.settings, self.scanned.view),
             tally=self.tally,
+            slimmed=self.slimmed,
         )
 
     def count(self, plan: RepairPlan) -> None:
@@ -268,9 +321,11 @@ def plan_repair(
     *,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
+    loader: Loader | None = None,
 ) -> PlannedRepair:
-    """Read a file and decide its fixes. Raises `InputError` when it cannot be read."""
-    return PlannedRepair(Path(path), settings or Settings(), filename, progress)
+    """Read a file and decide its fixes (`loader`: as `PlannedRepair` takes it). Raises
+    `InputError` when it cannot be read."""
+    return PlannedRepair(Path(path), settings or Settings(), filename, progress, loader=loader)
 
 
 def check_input_unchanged(planned: PlannedRepair) -> None:

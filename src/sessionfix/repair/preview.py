@@ -20,6 +20,7 @@ from sessionfix.diagnostics import (
     WrittenLine,
 )
 from sessionfix.location import FILE_NAMES, RecordNames
+from sessionfix.model.loaded import Loader
 from sessionfix.read.reader import RecordSource
 from sessionfix.repair.planned import PlannedRepair, RepairResult
 from sessionfix.repair.rowmap import PREFIX_ROW
@@ -185,10 +186,12 @@ def preview_repair(
     filename: str | None = None,
     progress: ProgressCallback | None = None,
     result_names: RecordNames = FILE_NAMES,
+    loader: Loader | None = None,
 ) -> RepairPreview:
     """Repair `path` into a temporary file and verify it, as `repair_to` would, without
     writing anywhere else; close the preview to remove the file. A refusal names the
-    result's records as `result_names` does (where the result is to go)."""
+    result's records as `result_names` does (where the result is to go); `loader`: as
+    `PlannedRepair` takes it."""
     planned = PlannedRepair(
         Path(path),
         settings or Settings(),
@@ -196,6 +199,7 @@ def preview_repair(
         progress,
         trace=True,
         result_names=result_names,
+        loader=loader,
     )
     try:
         result = planned.result()

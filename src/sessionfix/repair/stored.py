@@ -132,14 +132,17 @@ def _repair_session(
     force: bool,
 ) -> RepairResult:
     shown = _shown(container.path, held.session)
+    loader = container.loader(held)
     if stream is not None:
-        result = repair_to_stream(held.text, stream, settings, filename=shown)
+        result = repair_to_stream(held.text, stream, settings, filename=shown, loader=loader)
         return _located(result, container, held, rewritten=False)
     if output is not None and not container.store.copies_as_store:
-        result = repair_to(held.text, output, settings, replace=force, filename=shown)
+        result = repair_to(
+            held.text, output, settings, replace=force, filename=shown, loader=loader
+        )
         return _located(result, container, held, rewritten=False)
     names = container.rewritten(held).names
-    preview = preview_repair(held.text, settings, filename=shown, result_names=names)
+    preview = preview_repair(held.text, settings, filename=shown, result_names=names, loader=loader)
     try:
         result = preview.result
         if output is not None:
@@ -201,6 +204,7 @@ def preview_store(path: Path, settings: Settings) -> Iterator[StoredPreview | Se
                     settings,
                     filename=_shown(path, session.id),
                     result_names=container.rewritten(held).names,
+                    loader=container.loader(held),
                 )
             except SessionfixError as exc:
                 stack.close()

@@ -21,6 +21,7 @@ from msgspec import Struct
 from sessionfix.containers import SessionFile
 from sessionfix.diagnostics import SORT_KEY, Diagnostic
 from sessionfix.errors import SessionfixError, described
+from sessionfix.model.loaded import Loader
 from sessionfix.read.compressed import (
     session_name,
 )
@@ -71,6 +72,7 @@ def repair_to(
     filename: str | None = None,
     progress: ProgressCallback | None = None,
     named_as: Path | None = None,
+    loader: Loader | None = None,
 ) -> RepairResult:
     """Write the repaired copy of `path` to `output`, a new file (or, if `replace`, a
     file that exists and is replaced); zstd-compressed when its name ends in `.zst`.
@@ -97,10 +99,12 @@ def repair_to(
         raise WriteRefused(f"{output}: exists (--force to replace it)")
     if st is not None and not stat.S_ISREG(st.st_mode):
         with _open_special(output) as stream:
-            result = repair_to_stream(path, stream, settings, filename=filename, progress=progress)
+            result = repair_to_stream(
+                path, stream, settings, filename=filename, progress=progress, loader=loader
+            )
         result.output = output
         return result
-    planned = plan_repair(path, settings, filename=filename, progress=progress)
+    planned = plan_repair(path, settings, filename=filename, progress=progress, loader=loader)
     try:
         if st is not None and os.path.samefile(target, planned.origin):
             raise SessionfixError(f"{output}: is the input file (use --in-place to rewrite it)")
@@ -150,9 +154,11 @@ def repair_to_stream(
     *,
     filename: str | None = None,
     progress: ProgressCallback | None = None,
+    loader: Loader | None = None,
 ) -> RepairResult:
-    """Write the repaired copy of `path` to a stream, after verifying it in a temp file."""
-    planned = plan_repair(path, settings, filename=filename, progress=progress)
+    """Write the repaired copy of `path` to a stream, after verifying it in a temp file
+    (`loader`: as `PlannedRepair` takes it)."""
+    planned = plan_repair(path, settings, filename=filename, progress=progress, loader=loader)
     try:
         result = planned.result()
         temp = verified_in_temp(planned, result, filename or str(path))

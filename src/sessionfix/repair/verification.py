@@ -145,9 +145,32 @@ def verify(
         left = [d for d in diagnostics if applies(d, settings) and _changes_session(d)]
         if not left:
             _check_records_kept(planned, scanned, written)
+            _check_budget(planned, scanned, written, filename)
             return diagnostics
         rewritten |= _repair_again(planned, written, scanned, left)
     raise _failed(planned, _described(left[0]))
+
+
+def _check_budget(
+    planned: PlannedRepair, result: ScannedFile, written: Path, filename: str
+) -> None:
+    """A slim's result, loaded as `context` loads a session, is within its budget."""
+    plan = planned.slimmed
+    if plan is None or not plan.needed:
+        return
+    from sessionfix.slim import loaded_tokens
+
+    with RecordSource(written) as source:
+        try:
+            plan.after = loaded_tokens(result, source, filename, planned.loader)
+        except SessionfixError as refused:
+            raise _failed(planned, f"the slimmed session is not loaded: {refused}") from None
+    if plan.after > plan.budget:
+        raise _failed(
+            planned,
+            f"the slimmed session still loads {plan.after:,} tokens, over the budget "
+            f"of {plan.budget:,}",
+        )
 
 
 def _changes_session(diagnostic: Diagnostic) -> bool:

@@ -36,7 +36,9 @@ def render_text(context: SessionContext, before: SessionContext | None = None) -
     shows what it was."""
     agent = agent_of(Format(context.format))
     title = f"{escape(context.filename)}  ({context.format}, {human_bytes(context.file_bytes)})"
-    if context.repaired:
+    if context.budget is not None:
+        title += f"  after slim to {context.budget:,} tokens"
+    elif context.repaired:
         title += "  after repair"
     if before is not None:
         title += f" (now {human_bytes(before.file_bytes)})"

@@ -12,7 +12,7 @@ from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats import ResultMarks
 from sessionfix.formats.capabilities import Capability
 from sessionfix.location import on_line, said
-from sessionfix.model.view import Bit, Kind, Role, SessionView
+from sessionfix.model.view import Bit, SessionView
 from sessionfix.rules.base import Counted, Rule, RuleContext, Weight, safe
 from sessionfix.rules.paths import matches_glob, normalize
 
@@ -137,18 +137,7 @@ def _worth_replacing(view: SessionView, result: int, placeholder: str) -> bool:
 
 def _protected_position(ctx: RuleContext) -> int:
     """Path position from which reads are protected by --protect-last-turns."""
-    turns = ctx.settings.protect_last_turns
-    view = ctx.view
-    if turns <= 0:
-        return len(view.active_path)
-    seen = 0
-    for position in range(len(view.active_path) - 1, -1, -1):
-        index = view.active_path[position]
-        if view.kinds[index] == Kind.MESSAGE and view.roles[index] == Role.USER:
-            seen += 1
-            if seen == turns:
-                return position
-    return 0
+    return ctx.view.last_turns_start(ctx.settings.protect_last_turns)
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:

@@ -90,6 +90,7 @@ CAPABILITIES: Final = frozenset(
         Capability.INLINE_MEDIA,
         Capability.BLANK_TEXT,
         Capability.THINKING_SIGNATURES,
+        Capability.SHORTENED_RESULTS,
     }
 )
 """What a Claude Code transcript lets rules see."""

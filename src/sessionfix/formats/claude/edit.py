@@ -11,7 +11,7 @@ import xxhash
 
 from sessionfix.errors import SessionfixError
 from sessionfix.formats.common import without_message_blocks
-from sessionfix.formats.content import is_blank_text
+from sessionfix.formats.content import is_blank_text, shortened
 from sessionfix.media import digest
 from sessionfix.model.view import InlineMedia, RefRole, SessionView, ToolCall
 
@@ -163,6 +163,27 @@ class ClaudeEditor:
             read = sidecar.get("file") if isinstance(sidecar, dict) else None
             if isinstance(read, dict) and "content" in read:
                 read["content"] = text
+            return record
+
+        return transform
+
+    def shorten_result_text(self, head: int, tail: int, note: str) -> Callable[[Any], Any]:
+        """The text of each `tool_result` block is shortened (`shortened`); the
+        `toolUseResult` copy Claude Code keeps for its UI, never sent, stays."""
+
+        def transform(record: Any) -> Any:
+            message = record.get("message")
+            blocks = message.get("content") if isinstance(message, dict) else None
+            for block in blocks if isinstance(blocks, list) else ():
+                if not isinstance(block, dict) or block.get("type") != "tool_result":
+                    continue
+                content = block.get("content")
+                if isinstance(content, str):
+                    block["content"] = shortened(content, head, tail, note)
+                    continue
+                for part in content if isinstance(content, list) else ():
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        part["text"] = shortened(part["text"], head, tail, note)
             return record
 
         return transform

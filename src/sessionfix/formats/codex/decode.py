@@ -49,6 +49,7 @@ CAPABILITIES: Final = frozenset(
         Capability.TOOL_NAMES,
         Capability.ORDINALS,
         Capability.CARRIED_HISTORIES,
+        Capability.SHORTENED_RESULTS,
     }
 )
 """What a Codex rollout lets rules see."""

@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Transform
+from sessionfix.formats.content import shortened
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
 CARRIED_HISTORY: Final = "replacement_history"
@@ -42,6 +43,24 @@ class CodexEditor:
             if isinstance(payload, dict):
                 payload.pop(CARRIED_HISTORY, None)
                 payload.pop(CARRIED_HISTORY_METADATA, None)
+            return record
+
+        return transform
+
+    def shorten_result_text(self, head: int, tail: int, note: str) -> Transform:
+        """A call output's `output` text, or each text item of an output given as
+        content items, is shortened (`shortened`)."""
+
+        def transform(record: Any) -> Any:
+            payload = record.get("payload") if isinstance(record, dict) else None
+            if not isinstance(payload, dict):
+                return record
+            output = payload.get("output")
+            if isinstance(output, str):
+                payload["output"] = shortened(output, head, tail, note)
+            for item in output if isinstance(output, list) else ():
+                if isinstance(item, dict) and isinstance(item.get("text"), str):
+                    item["text"] = shortened(item["text"], head, tail, note)
             return record
 
         return transform

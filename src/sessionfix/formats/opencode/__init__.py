@@ -57,6 +57,7 @@ CAPABILITIES: Final = frozenset(
         Capability.MESSAGE_PARTS,
         Capability.PRUNE_MARKS,
         Capability.RESULTS_IN_CALLS,
+        Capability.SHORTENED_RESULTS,
     }
 )
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"

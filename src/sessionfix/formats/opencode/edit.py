@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from sessionfix.errors import SessionfixError
 from sessionfix.formats import Transform
+from sessionfix.formats.content import shortened
 from sessionfix.formats.opencode.context import INTERRUPTED
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
@@ -71,6 +72,18 @@ class OpencodeEditor:
             if not isinstance(time, dict):
                 time = state["time"] = {}
             time["compacted"] = at
+            return record
+
+        return transform
+
+    def shorten_result_text(self, head: int, tail: int, note: str) -> Transform:
+        """A completed tool part's `state.output` is shortened (`shortened`); what its
+        `metadata` keeps for opencode's UI stays."""
+
+        def transform(record: Any) -> Any:
+            state = _state(record)
+            if state is not None and isinstance(state.get("output"), str):
+                state["output"] = shortened(state["output"], head, tail, note)
             return record
 
         return transform

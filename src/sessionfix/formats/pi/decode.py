@@ -1401,6 +1401,7 @@ CAPABILITIES: Final = frozenset(
         Capability.VALUES_AS_ENTRIES,
         Capability.INLINE_MEDIA,
         Capability.BLANK_TEXT,
+        Capability.SHORTENED_RESULTS,
     }
 )
 """What every pi session provides (v1 links its entries by position)."""

@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from sessionfix.errors import SessionfixError
 from sessionfix.formats.common import without_message_blocks
-from sessionfix.formats.content import is_blank_text
+from sessionfix.formats.content import is_blank_text, shortened
 from sessionfix.formats.pi.ids import generate_entry_id
 from sessionfix.media import digest
 from sessionfix.model.view import InlineMedia, RefRole, SessionView, ToolCall
@@ -97,6 +97,19 @@ class PiEditor:
     def replace_result_text(self, text: str) -> Callable[[Any], Any]:
         def transform(record: Any) -> Any:
             record["message"]["content"] = [{"type": "text", "text": text}]
+            return record
+
+        return transform
+
+    def shorten_result_text(self, head: int, tail: int, note: str) -> Callable[[Any], Any]:
+        """Each text block of a tool result's content is shortened (`shortened`)."""
+
+        def transform(record: Any) -> Any:
+            message = record.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    block["text"] = shortened(block["text"], head, tail, note)
             return record
 
         return transform

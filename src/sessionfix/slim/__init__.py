@@ -1,0 +1,488 @@
+"""Slimming: the reductions that bring what an agent loads from a session under a token
+budget, cheapest loss first, each with the tokens it saves.
+
+A slim is a repair with more fixes: `repair`'s own fixes first (stale reads replaced by
+their placeholder among them), then, oldest first and outside the protected last turns,
+tool outputs cut to a head and a tail around a placeholder, inline media replaced by
+one, and last the oldest turns a compaction keeps left out of the context. The plan
+takes reductions until the estimate (`sessionfix.context`'s) is within the budget;
+repair's writer, verification and backups write it, and verification counts the result
+as context does again. Nothing here knows a format's fields: the reductions go through
+the formats' editors.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Final, NamedTuple, cast
+
+from msgspec import Struct, field
+
+from sessionfix.diagnostics import Applicability, Diagnostic, Fix, RecordEdit, Severity
+from sessionfix.errors import SessionfixError, UsageError
+from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
+from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.coverage import provided
+from sessionfix.model.loaded import Loader, LoadRefused, Sent
+from sessionfix.model.view import InlineMedia, Kind, Role
+from sessionfix.read.reader import RecordSource
+from sessionfix.rules.base import RuleContext
+from sessionfix.scan.scanner import ScannedFile
+from sessionfix.settings import Settings
+from sessionfix.units import BYTES_PER_TOKEN, IMAGE_TOKENS, estimated_tokens, human_bytes
+
+HEAD_CHARACTERS: Final = 1_000
+"""What a truncated tool output keeps of its start (its first line at least)."""
+TAIL_CHARACTERS: Final = 500
+"""What it keeps of its end (where a command prints its outcome)."""
+MIN_SAVED_BYTES: Final = 2_000
+"""A reduction that saves less than this is not worth its loss."""
+TRUNCATED: Final = (
+    "\n[sessionfix: {cut} characters of this tool output cut to fit the context budget; "
+    "the original session file, or the backup slim --in-place kept of it, holds them "
+    "(sessionfix restore --list)]\n"
+)
+REPLACED_MEDIA: Final = (
+    "[sessionfix: {what} removed to fit the context budget; the original session file, "
+    "or the backup slim --in-place kept of it, holds it (sessionfix restore --list)]"
+)
+CODE: Final = "slim"
+"""The code of a reduction's diagnostic (no rule's: reductions are no findings)."""
+
+MODEL_WINDOWS: Final = {
+    # Anthropic, "Context windows" (docs.anthropic.com/en/docs/build-with-claude/context-windows):
+    # 200K tokens for every current model (1M for Sonnet 4/4.5 only in a beta).
+    "claude-opus-4": 200_000,
+    "claude-sonnet-4": 200_000,
+    "claude-haiku-4": 200_000,
+    "claude-3-7-sonnet": 200_000,
+    # OpenAI, model pages (platform.openai.com/docs/models): "400,000 context window".
+    "gpt-5": 400_000,
+    "gpt-5-codex": 400_000,
+    "gpt-4.1": 1_047_576,
+    "o3": 200_000,
+    # Google, "Gemini models" (ai.google.dev/gemini-api/docs/models): 1,048,576 input tokens.
+    "gemini-2.5-pro": 1_048_576,
+    "gemini-2.5-flash": 1_048_576,
+}
+"""Published context windows in tokens, by model name prefix (the longest one that a
+model's name starts with counts: `claude-sonnet-4-5-20250929` is `claude-sonnet-4`)."""
+
+_PERCENT: Final = re.compile(r"^(\d+(?:\.\d+)?)%$")
+
+
+def window_of(model: str) -> int:
+    """The published context window of `model`; `UsageError` for a model not listed."""
+    name = model.strip().lower()
+    matches = [prefix for prefix in MODEL_WINDOWS if name.startswith(prefix)]
+    if not matches:
+        known = ", ".join(MODEL_WINDOWS)
+        raise UsageError(f"--model: no published window known for {model!r} (known: {known})")
+    return MODEL_WINDOWS[max(matches, key=len)]
+
+
+def budget_tokens(budget: str, model: str | None) -> int:
+    """Tokens `--budget` allows: a count (`150000`, `150k`), or a share of the window of
+    `model` (`80%`)."""
+    text = budget.strip().lower().replace("_", "").replace(",", "")
+    share = _PERCENT.match(text)
+    if share is not None:
+        if model is None:
+            raise UsageError("--budget as a percentage needs --model (whose window it is of)")
+        percent = float(share.group(1))
+        if not 0 < percent <= 100:
+            raise UsageError("--budget: a percentage must be over 0 and at most 100")
+        return int(window_of(model) * percent / 100)
+    scale = 1
+    if text.endswith("k"):
+        text, scale = text[:-1], 1_000
+    elif text.endswith("m"):
+        text, scale = text[:-1], 1_000_000
+    try:
+        tokens = int(float(text) * scale)
+    except (ValueError, OverflowError):
+        raise UsageError(
+            f"--budget: {budget!r} is no number of tokens (150000, 150k) or percentage (80%)"
+        ) from None
+    if tokens <= 0:
+        raise UsageError("--budget must be a positive number of tokens")
+    return tokens
+
+
+class Step(enum.Enum):
+    """A kind of reduction, in the order they are taken (the cheapest loss first)."""
+
+    REPAIR = "repair's own fixes (stale reads replaced by a placeholder)"
+    TOOL_OUTPUT = "old tool outputs cut to a head and a tail"
+    MEDIA = "inline media replaced by a placeholder"
+    OLD_TURNS = "the oldest turns the last compaction keeps left out of the context"
+
+    @property
+    def counts(self) -> str:
+        """What its count counts."""
+        return "turn" if self is Step.OLD_TURNS else "record"
+
+
+class Reduction(Struct, frozen=True):
+    """One record changed to save tokens."""
+
+    step: Step
+    record: int
+    row: int
+    tokens: int
+    """What the estimate loses with it."""
+    turns: int = 0
+    """`Step.OLD_TURNS`: the turns it leaves out."""
+
+
+class SlimPlan(Struct):
+    """What slimming one session does: the estimate before, each reduction, and after."""
+
+    budget: int
+    before: int
+    """Tokens the agent loads from the session now (`SessionContext.tokens`)."""
+    repaired: int
+    """Tokens after `repair`'s own fixes alone."""
+    reductions: list[Reduction] = field(default_factory=list)
+    after: int = 0
+    """The estimate with every reduction taken (the written result is measured again)."""
+
+    @property
+    def needed(self) -> bool:
+        """The session is over the budget: something is written."""
+        return self.before > self.budget
+
+    @property
+    def fits(self) -> bool:
+        return self.after <= self.budget
+
+    def steps(self) -> Iterator[tuple[Step, int, int]]:
+        """Each step taken: how many records it changes and the tokens it saves."""
+        if self.repaired < self.before:
+            yield Step.REPAIR, 0, self.before - self.repaired
+        for step in (Step.TOOL_OUTPUT, Step.MEDIA, Step.OLD_TURNS):
+            taken = [reduction for reduction in self.reductions if reduction.step is step]
+            if taken:
+                count = sum(r.turns for r in taken) if step is Step.OLD_TURNS else len(taken)
+                yield step, count, sum(reduction.tokens for reduction in taken)
+
+    def lines(self, name: str) -> list[str]:
+        """The plan in words, a line each."""
+        if not self.needed:
+            return [f"{name}: {self.before:,} tokens, within the budget of {self.budget:,}"]
+        shown = [f"{name}: {self.before:,} tokens, over the budget of {self.budget:,}"]
+        for step, count, tokens in self.steps():
+            noun = step.counts + ("" if count == 1 else "s")
+            records = f" ({count:,} {noun})" if count else ""
+            shown.append(f"  - {step.value}{records}: saves {tokens:,} tokens")
+        verdict = "within the budget" if self.fits else "still over the budget"
+        shown.append(f"  = {self.after:,} tokens remain, {verdict}")
+        return shown
+
+
+class DoesNotFit(SessionfixError):
+    """Every reduction taken, the session is still over its budget: nothing is written."""
+
+    def __init__(self, message: str, plan: SlimPlan) -> None:
+        super().__init__(message)
+        self.plan = plan
+        """What every reduction would bring it to (`SlimPlan.after`)."""
+
+
+class _Sent(Struct):
+    """What the loader sends of one record."""
+
+    position: int
+    """Its place among the messages sent."""
+    text_bytes: int = 0
+    images: int = 0
+    result: bool = False
+    """It sends a tool's result (perhaps with its call: opencode keeps both in a part)."""
+
+
+def plan_slim(
+    scanned: ScannedFile,
+    applied: list[Diagnostic],
+    source: RecordSource,
+    settings: Settings,
+    filename: str,
+    repaired: Callable[[], int],
+    loader: Loader | None = None,
+) -> tuple[SlimPlan, list[Diagnostic]]:
+    """The reductions that bring `scanned` under `settings.budget`, as diagnostics whose
+    fixes repair applies after `applied` (its own); `repaired` measures the tokens left
+    after those alone (asked only when they change a record the agent sends); `loader`:
+    what the agent sends, where not what the format's package says (a store's). Raises
+    `DoesNotFit` when every reduction leaves it over, `SessionfixError` when its agent
+    does not load it."""
+    assert settings.budget is not None, "a slim has a budget"
+    view = scanned.view
+    sent = _sent_records(scanned, source, filename, loader)
+    before = tokens_of(sent.values())
+    plan = SlimPlan(budget=settings.budget, before=before, repaired=before)
+    if not plan.needed:
+        plan.after = before
+        return plan, []
+    touched = {
+        edit.record
+        for diagnostic in applied
+        if diagnostic.fix is not None
+        for edit in diagnostic.fix.edits
+        if isinstance(edit, RecordEdit)
+    }
+    if any(index in sent for index in touched):
+        plan.repaired = repaired()
+    ctx = RuleContext(
+        view=view,
+        lines=scanned.lines,
+        settings=settings,
+        source=source,
+        info=scanned.info,
+        filename=filename,
+        enabled=frozenset(),
+        editor=scanned.editor,
+        tracking=scanned.tracking,
+        excerpts=False,
+    )
+    protected = view.last_turns_start(settings.protect_last_turns)
+    open_records = [
+        index
+        for index in sorted(sent, key=lambda index: sent[index].position)
+        if index not in touched
+        and 0 <= view.path_positions[index] < protected
+        and not (view.signed is not None and view.signed(index))
+    ]
+    capabilities = provided(Format(view.format), tree=view.tree)
+    # Bytes of text and images still to lose, from the estimate after repair's fixes.
+    excess_bytes = (plan.repaired - plan.budget) * BYTES_PER_TOKEN
+    chosen: list[Diagnostic] = []
+    saved_text = saved_images = 0
+    # Per record, the text bytes and images a reduction already took off it.
+    saved: dict[int, tuple[int, int]] = {}
+
+    def over() -> bool:
+        return saved_text + saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN < excess_bytes
+
+    if Capability.SHORTENED_RESULTS in capabilities:
+        results = [index for index in open_records if sent[index].result]
+        for index, saving, diagnostic in _truncations(ctx, results):
+            if not over():
+                break
+            chosen.append(diagnostic)
+            saved_text += saving
+            saved[index] = (saving, 0)
+            plan.reductions.append(
+                Reduction(Step.TOOL_OUTPUT, index, view.rows[index], saving // BYTES_PER_TOKEN)
+            )
+    if Capability.INLINE_MEDIA in capabilities:
+        for index, (count, added, diagnostic) in _media(ctx, open_records):
+            if not over():
+                break
+            chosen.append(diagnostic)
+            saved_text -= added
+            saved_images += count
+            before_text, before_images = saved.get(index, (0, 0))
+            saved[index] = (before_text - added, before_images + count)
+            tokens = count * IMAGE_TOKENS - added // BYTES_PER_TOKEN
+            plan.reductions.append(Reduction(Step.MEDIA, index, view.rows[index], tokens))
+    if Capability.SUMMARIES in capabilities and view.tree and over():
+        need = excess_bytes - saved_text - saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN
+        cut = _old_turns(ctx, sent, touched, protected, saved, need)
+        if cut is not None:
+            # What other reductions took off the records it leaves out goes with them.
+            kept = [
+                n
+                for n, reduction in enumerate(plan.reductions)
+                if reduction.record not in cut.left_out
+            ]
+            chosen = [chosen[n] for n in kept]
+            plan.reductions = [plan.reductions[n] for n in kept]
+            text_bytes, images = cut.text_bytes, cut.images
+            for index in cut.left_out & saved.keys():
+                text_bytes += saved[index][0]
+                images += saved[index][1]
+            chosen.append(cut.diagnostic)
+            saved_text += cut.text_bytes
+            saved_images += cut.images
+            tokens = text_bytes // BYTES_PER_TOKEN + images * IMAGE_TOKENS
+            plan.reductions.append(
+                Reduction(Step.OLD_TURNS, cut.boundary, view.rows[cut.boundary], tokens, cut.turns)
+            )
+    plan.after = max(
+        0, plan.repaired - (saved_text // BYTES_PER_TOKEN) - saved_images * IMAGE_TOKENS
+    )
+    if not plan.fits:
+        taken = "; ".join(f"{step.value}: {tokens:,}" for step, _, tokens in plan.steps())
+        raise DoesNotFit(
+            f"{filename}: cannot be brought under {plan.budget:,} tokens: {plan.before:,} now, "
+            f"{plan.after:,} with every reduction outside the last "
+            f"{settings.protect_last_turns} turns ({taken or 'none applies'}); nothing written",
+            plan,
+        )
+    return plan, chosen
+
+
+def tokens_of(sent: Iterable[_Sent]) -> int:
+    """The estimate of `sessionfix.context` (`SessionContext.tokens`) for these records."""
+    records = list(sent)
+    return estimated_tokens(
+        sum(record.text_bytes for record in records), sum(record.images for record in records)
+    )
+
+
+def loaded_tokens(
+    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None = None
+) -> int:
+    """What the agent loads of a read session (by `loader` where not by its format's
+    package), in tokens as `sessionfix.context` counts them."""
+    return tokens_of(_sent_records(scanned, source, filename, loader).values())
+
+
+def _sent_records(
+    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None
+) -> dict[int, _Sent]:
+    """What the loader sends of each record, as `sessionfix.context` counts it."""
+    view = scanned.view
+    sent: dict[int, _Sent] = {}
+    load = loader or package_of(Format(view.format)).loaded_messages
+    try:
+        for position, message in enumerate(load(view, source, scanned.lines)):
+            if message.record < 0:
+                continue
+            record = sent.setdefault(message.record, _Sent(position))
+            record.text_bytes += message.size - message.image_bytes
+            record.images += message.images
+            record.result = record.result or message.sent is Sent.TOOL_RESULT
+    except LoadRefused as refused:
+        raise SessionfixError(f"{filename}: {refused}; repair it before slimming it") from None
+    return sent
+
+
+def _truncations(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, int, Diagnostic]]:
+    """Each of the tool results `records` worth cutting, oldest first: its record, the
+    bytes saved and the diagnostic whose fix cuts it."""
+    view = ctx.view
+    editor = cast(ResultText, ctx.editor)
+    shortest = HEAD_CHARACTERS + TAIL_CHARACTERS + len(TRUNCATED) + MIN_SAVED_BYTES
+    transform = editor.shorten_result_text(HEAD_CHARACTERS, TAIL_CHARACTERS, TRUNCATED)
+    for index in records:
+        if view.sizes[index] <= shortest:
+            continue
+        edit = ctx.rewrite_record(index, transform)
+        assert edit.changed is not None
+        start, end, text = edit.changed()
+        saving = end - start - len(text.encode("utf-8", "surrogatepass"))
+        if saving < MIN_SAVED_BYTES:
+            continue
+        yield index, saving, _reduction(ctx, index, Step.TOOL_OUTPUT, saving, edit)
+
+
+class _Cut(NamedTuple):
+    boundary: int
+    turns: int
+    text_bytes: int
+    images: int
+    diagnostic: Diagnostic
+    left_out: frozenset[int]
+    """The records it leaves out of the context."""
+
+
+def _old_turns(
+    ctx: RuleContext,
+    sent: dict[int, _Sent],
+    skip: set[int],
+    protected: int,
+    saved: dict[int, tuple[int, int]],
+    need: int,
+) -> _Cut | None:
+    """The last compaction made to keep fewer of the turns before it, the oldest whole
+    turns first (a turn starts at a user message: a call and its result go together),
+    until `need` bytes are off the context, or as many as lie outside the protected
+    turns. The records stay in the file; what other reductions took off them counts
+    once. None when the compaction keeps no whole turn to leave out."""
+    view = ctx.view
+    at = view.boundary_position
+    if at is None:
+        return None
+    path = view.active_path
+    boundary = path[at]
+    facts = view.boundaries.get(boundary)
+    if boundary in skip or facts is None or not isinstance(facts.first_kept, str):
+        return None
+    first = view.resolve(facts.first_kept)
+    start = -1 if first is None else view.path_positions[first]
+    if not 0 <= start < at:
+        return None
+    text = images = turns = 0
+    best: tuple[int, int, int, int] | None = None
+    for position in range(start, min(at, protected)):
+        index = path[position]
+        starts_turn = view.kinds[index] == Kind.MESSAGE and view.roles[index] == Role.USER
+        if position > start and starts_turn:
+            turns += 1
+            best = (index, turns, text, images)
+            if text + images * IMAGE_TOKENS * BYTES_PER_TOKEN >= need:
+                break
+        record = sent.get(index)
+        if record is not None and index not in skip:
+            taken_text, taken_images = saved.get(index, (0, 0))
+            text += record.text_bytes - taken_text
+            images += record.images - taken_images
+    entry_id = None if best is None else view.entry_id(best[0])
+    if best is None or entry_id is None:
+        return None
+    new_first, turns, text, images = best
+    edit = ctx.move_cut(boundary, entry_id, None)
+    left_out = frozenset(path[start : view.path_positions[new_first]])
+    diagnostic = _reduction(ctx, boundary, Step.OLD_TURNS, text, edit)
+    return _Cut(boundary, turns, text, images, diagnostic, left_out)
+
+
+def _media(
+    ctx: RuleContext, records: list[int]
+) -> Iterator[tuple[int, tuple[int, int, Diagnostic]]]:
+    """Each record's inline media, oldest first: its record, the images it sends, the
+    text bytes their placeholders add, and the diagnostic whose fix replaces them."""
+    view = ctx.view
+    editor = cast(ContentBlocks, ctx.editor)
+    for index in records:
+        held = view.media.get(index)
+        if not held:
+            continue
+        texts = tuple(REPLACED_MEDIA.format(what=_what(media)) for media in held)
+        edit = ctx.rewrite_record(index, editor.replace_media(held, texts))
+        added = sum(len(text) + len('{"type":"text","text":""},') for text in texts)
+        saving = sum(media.encoded for media in held)
+        yield index, (len(held), added, _reduction(ctx, index, Step.MEDIA, saving, edit))
+
+
+def _what(media: InlineMedia) -> str:
+    """`image/png image (3024x4032 px, 6.1 MiB)`."""
+    kind = media.media_type or "inline"
+    size = human_bytes(media.decoded)
+    if media.width is not None and media.height is not None:
+        return f"{kind} {media.kind.value} ({media.width}x{media.height} px, {size})"
+    return f"{kind} {media.kind.value} ({size})"
+
+
+def _reduction(
+    ctx: RuleContext, index: int, step: Step, saving: int, edit: RecordEdit
+) -> Diagnostic:
+    view = ctx.view
+    message = f"{step.value}: {human_bytes(saving)} less sent"
+    return Diagnostic(
+        code=CODE,
+        name=step.name.lower().replace("_", "-"),
+        severity=Severity.INFO,
+        message=message,
+        filename=ctx.filename,
+        row=view.rows[index],
+        column=view.column(index),
+        entry_id=view.entry_id(index),
+        fix=Fix(Applicability.SAFE, message, (edit,)),
+        format=view.format,
+        span=view.span(index),
+        source=ctx.info.path,
+    )

@@ -1,0 +1,242 @@
+"""`sessionfix slim`: the budget, the plan, the written result and what it refuses; the
+proof in the agents' own loaders is in test_pi_loader.py and test_claude_loader.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from sessionfix import Settings
+from sessionfix.cli import app
+from sessionfix.context import context_of
+from sessionfix.errors import UsageError
+from sessionfix.formats.content import shortened
+from sessionfix.repair.targets import repair_to
+from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, window_of
+
+from .sessions import sessions
+from .slim_cases import (
+    BUDGET,
+    COMPACTED_BUDGET,
+    assert_cut,
+    claude_lines,
+    output,
+    pi_compacted_session,
+    pi_session,
+)
+
+ENV = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
+LONG_AGO = 1_700_000_000
+
+
+def run(*args: str | Path):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, [str(a) for a in args], env=ENV, color=False)
+
+
+def _at_rest(path: Path) -> Path:
+    os.utime(path, (LONG_AGO, LONG_AGO))
+    return path
+
+
+def test_a_budget_is_tokens_or_a_share_of_a_published_window() -> None:
+    assert budget_tokens("150000", None) == 150_000
+    assert budget_tokens("150k", None) == 150_000
+    assert budget_tokens("80%", "claude-sonnet-4-5-20250929") == 160_000
+    assert budget_tokens("50%", "gpt-5-codex") == 200_000
+    assert window_of("claude-opus-4-1") == 200_000
+    bad = (("80%", None), ("0", None), ("lots", None), ("inf", None), ("120%", "gpt-5"))
+    for text, model in bad:
+        with pytest.raises(UsageError):
+            budget_tokens(text, model)
+    with pytest.raises(UsageError, match="no published window"):
+        window_of("llama-3")
+
+
+@given(st.text(max_size=3000), st.integers(0, 200), st.integers(0, 200))
+def test_a_shortened_text_keeps_its_first_line_head_and_tail(
+    text: str, head: int, tail: int
+) -> None:
+    now = shortened(text, head, tail, TRUNCATED)
+    if now == text:
+        return
+    assert_cut(text, now)
+    assert len(now) < len(text)
+
+
+def test_a_session_within_the_budget_is_left_byte_for_byte(tmp_path: Path) -> None:
+    session = _at_rest(pi_session(tmp_path / "s.jsonl"))
+    before = session.read_bytes()
+    tokens = context_of(session).tokens
+    result = run("slim", "--in-place", "--budget", str(tokens), session)
+    assert result.exit_code == 0, result.stderr
+    assert f"{tokens:,} tokens, within the budget of {tokens:,}" in result.stderr
+    assert session.read_bytes() == before
+    assert os.stat(session).st_mtime == LONG_AGO
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_slim_in_place_keeps_a_backup_that_restore_puts_back(tmp_path: Path) -> None:
+    session = _at_rest(claude_lines(tmp_path / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl"))
+    before = session.read_bytes()
+    result = run("slim", "--in-place", "--budget", str(BUDGET), session)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"{session}: 47,986 tokens, over the budget of {BUDGET:,}"
+    assert lines[1].startswith("  - old tool outputs cut to a head and a tail (8 records): saves ")
+    assert lines[2].startswith("  - inline media replaced by a placeholder (1 record): saves ")
+    assert lines[3].endswith("tokens remain, within the budget")
+    assert context_of(session).tokens <= BUDGET
+    assert f"{context_of(session).tokens:,} tokens remain" in lines[3]
+    assert run("restore", "--quiescence", "0", session).exit_code == 0
+    assert session.read_bytes() == before
+
+
+def test_diff_shows_the_plan_and_changes_nothing(tmp_path: Path) -> None:
+    session = _at_rest(pi_session(tmp_path / "s.jsonl"))
+    before = session.read_bytes()
+    result = run("slim", "--diff", "--budget", str(BUDGET), session)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith(f"--- a/{session}")
+    assert result.stdout.count("\n+{") == 9
+    assert "tokens remain, within the budget" in result.stderr
+    assert session.read_bytes() == before
+
+
+def test_a_session_that_cannot_fit_is_not_written(tmp_path: Path) -> None:
+    """Everything the slim may cut leaves the last two turns' outputs over a budget this
+    small: it says how far it gets, and writes nothing."""
+    session = _at_rest(pi_session(tmp_path / "s.jsonl"))
+    before = session.read_bytes()
+    result = run("slim", "--in-place", "--budget", "5k", session)
+    assert result.exit_code == 2
+    assert "cannot be brought under 5,000 tokens: 47,922 now, " in result.stderr
+    assert "outside the last 2 turns" in result.stderr
+    assert "nothing written" in result.stderr
+    assert session.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+    target = tmp_path / "out.jsonl"
+    assert run("slim", "-o", target, "--budget", "5k", session).exit_code == 2
+    assert not target.exists()
+
+
+def test_protected_turns_are_never_cut(tmp_path: Path) -> None:
+    """With every turn protected nothing may go; with none, the budget is met sooner
+    than with the default two (the newest outputs may go too)."""
+    session = _at_rest(pi_session(tmp_path / "s.jsonl"))
+    result = run("slim", "--diff", "--protect-last-turns", "10", "--budget", str(BUDGET), session)
+    assert result.exit_code == 2
+    assert "none applies" in result.stderr
+    result = run("slim", "--diff", "--protect-last-turns", "0", "--budget", "8k", session)
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_budget_in_percent_needs_a_model(tmp_path: Path) -> None:
+    session = pi_session(tmp_path / "s.jsonl")
+    result = run("slim", "--diff", "--budget", "80%", session)
+    assert result.exit_code == 2
+    assert "needs --model" in result.stderr
+
+
+def test_context_after_slim_shows_before_and_after(tmp_path: Path) -> None:
+    session = _at_rest(pi_session(tmp_path / "s.jsonl"))
+    before = session.read_bytes()
+    result = run("context", "--after-slim", "--budget", str(BUDGET), session)
+    assert result.exit_code == 0, result.stderr
+    assert f"after slim to {BUDGET:,} tokens" in result.stdout
+    assert "pi loads 40 messages (now 40), about 13,896 tokens (now 47,922)" in result.stdout
+    assert session.read_bytes() == before
+    assert run("context", "--budget", str(BUDGET), session).exit_code == 2
+
+
+def test_a_result_without_content_blocks_is_left_alone(tmp_path: Path) -> None:
+    """A pi `bashExecution` (a `!` command's output, sent as a user message) holds its
+    output in no content block: slim cuts the tool outputs around it and leaves it."""
+    session = pi_session(tmp_path / "s.jsonl")
+    lines = session.read_text().splitlines()
+    first = json.loads(lines[1])
+    bash = {
+        "type": "message",
+        "id": "b0000001",
+        "parentId": first["id"],
+        "timestamp": first["timestamp"],
+        "message": {
+            "role": "bashExecution",
+            "command": "make all",
+            "output": output(99),
+            "exitCode": 0,
+            "cancelled": False,
+            "truncated": False,
+            "timestamp": first["message"]["timestamp"],
+        },
+    }
+    second = json.loads(lines[2])
+    second["parentId"] = bash["id"]
+    lines[2] = json.dumps(second, separators=(",", ":"))
+    lines.insert(2, json.dumps(bash, separators=(",", ":")))
+    _at_rest(session)
+    session.write_text("".join(line + "\n" for line in lines))
+    result = run("slim", "-o", tmp_path / "out.jsonl", "--budget", str(BUDGET + 4_500), session)
+    assert result.exit_code == 0, result.stderr
+    written = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert written[2] == lines[2]
+    assert "(8 records)" in result.stderr
+
+
+def test_the_oldest_kept_turns_go_last_and_what_was_cut_of_them_goes_with_them(
+    tmp_path: Path,
+) -> None:
+    """Cutting outputs is not enough for the compacted session: the compaction keeps
+    fewer turns; the outputs of the turns it no longer keeps are not cut as well."""
+    session = _at_rest(pi_compacted_session(tmp_path / "s.jsonl"))
+    result = run("slim", "--diff", "--budget", str(COMPACTED_BUDGET), session)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[1].startswith("  - old tool outputs cut to a head and a tail (3 records)")
+    assert lines[2].startswith(
+        "  - the oldest turns the last compaction keeps left out of the context (3 turns)"
+    )
+    changed = [line for line in result.stdout.splitlines() if line.startswith("+{")]
+    assert len(changed) == 4
+    assert sum('"type":"compaction"' in line for line in changed) == 1
+
+
+LONG_OUTPUT = json.dumps(output(7))[1:-1].encode()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=sessions(), share=st.sampled_from([2, 3, 4]))
+def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
+    tmp_path: Path, data: bytes, share: int
+) -> None:
+    """On generated pi sessions, damaged ones too, with long outputs: a slim to a share
+    of what the agent loads either leaves the result within the budget, where a second
+    slim leaves it byte for byte, or refuses and writes nothing."""
+    source = tmp_path / "s.jsonl"
+    source.write_bytes(data.replace(b"file contents " * 20, LONG_OUTPUT))
+    measured = context_of(source)
+    if measured.refused is not None or measured.tokens < 2:
+        return
+    budget = measured.tokens * (share - 1) // share
+    chosen = Settings(quiescence=0.0, budget=budget, protect_last_turns=1)
+    target = tmp_path / "out.jsonl"
+    target.unlink(missing_ok=True)
+    try:
+        repair_to(source, target, chosen)
+    except DoesNotFit:
+        assert not target.exists()
+        return
+    assert context_of(target).tokens <= budget
+    again = tmp_path / "again.jsonl"
+    again.unlink(missing_ok=True)
+    result = repair_to(target, again, chosen)
+    assert result.slimmed is not None
+    assert not result.slimmed.needed
+    assert again.read_bytes() == target.read_bytes()
