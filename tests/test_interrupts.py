@@ -185,3 +185,45 @@ def test_an_interrupt_a_finalizer_discards_still_ends_the_run_interrupted() -> N
         env={**os.environ, "NO_COLOR": "1"},
     )
     assert (process.returncode, process.stderr.decode()) == (2, INTERRUPTED)
+
+
+def test_an_interrupt_another_thread_takes_waits_for_the_held_block() -> None:
+    """A signal taken by another thread of the process (a library's host, a test runner's
+    channel) has Python run its handler in the main thread at once: inside a held block it
+    must still wait until the block ends, then be raised."""
+    import select
+    import signal
+    import threading
+
+    from sessionfix.interrupts import signals_deferred
+
+    ready, done = threading.Event(), threading.Event()
+    other = threading.Thread(target=lambda: (ready.set(), done.wait(10)), daemon=True)
+    other.start()
+    ready.wait(10)
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_wake = signal.set_wakeup_fd(wake)
+    steps: list[str] = []
+
+    def held_block() -> None:
+        with signals_deferred():
+            assert other.ident is not None
+            signal.pthread_kill(other.ident, signal.SIGINT)
+            # The wake-up byte is written when the other thread has taken the signal.
+            assert select.select([woken], [], [], 10)[0]
+            steps.extend(str(step) for step in range(1_000))
+            steps.append("end")
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            held_block()
+    finally:
+        done.set()
+        signal.set_wakeup_fd(previous_wake)
+        signal.signal(signal.SIGINT, previous)
+        os.close(woken)
+        os.close(wake)
+    assert steps[-1] == "end"
+    assert signal.getsignal(signal.SIGINT) is previous

@@ -4,9 +4,11 @@ file swap and its bookkeeping, a store's commit and the backup it keeps)."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from types import FrameType
+from typing import Any, Final
 
 HELD_SIGNALS: Final = frozenset(
     getattr(signal, name)
@@ -25,8 +27,29 @@ def signals_deferred() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on Windows
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    # Python runs handlers in the main thread only; elsewhere the mask is all there is to hold.
+    recorded = _record_handled() if threading.current_thread() is threading.main_thread() else {}
+    arrived: list[int] = []
+    for signum in recorded:
+        signal.signal(signum, lambda number, _frame: arrived.append(number))
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in recorded.items():
+            signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        for signum in dict.fromkeys(arrived):
+            signal.raise_signal(signum)
+
+
+def _record_handled() -> dict[int, Callable[[int, FrameType | None], Any] | int]:
+    """The held signals whose handler Python would run, with that handler: the mask holds a
+    signal back from this thread only, and another thread that takes it (the process has
+    several in a library's host or a test runner) has Python run the handler here at once."""
+    handlers: dict[int, Callable[[int, FrameType | None], Any] | int] = {}
+    for signum in HELD_SIGNALS:
+        handler = signal.getsignal(signum)
+        if handler is not None and handler is not signal.SIG_IGN:
+            handlers[signum] = handler
+    return handlers
