@@ -1,0 +1,173 @@
+"""open-webui chats as they are found in the field (spec formats/open-webui.md §3, §6),
+each built on the clean chat u1 → a1 → u2 → a2 (`openwebui_chats.PLAIN`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .openwebui_chats import add_chat, add_summary, message, plain
+
+Build = Callable[[Path, str], None]
+
+
+def _clean(db: Path, chat: str) -> None:
+    add_chat(db, chat, plain(), "a2")
+
+
+def _clean_rows(db: Path, chat: str) -> None:
+    add_chat(db, chat, plain(), "a2", rows=True)
+
+
+def _current_dangling(db: Path, chat: str) -> None:
+    add_chat(db, chat, plain(), "gone", rows=True)
+
+
+def _current_inner(db: Path, chat: str) -> None:
+    add_chat(db, chat, plain(), "u2", rows=True)
+
+
+def _children_missing(db: Path, chat: str) -> None:
+    found = plain()
+    found["a1"]["childrenIds"] = []
+    found["u1"]["childrenIds"].append("u2")
+    add_chat(db, chat, found, "a2", rows=True)
+
+
+def _dangling_parent(db: Path, chat: str) -> None:
+    found = plain()
+    found["u2"]["parentId"] = "gone"
+    add_chat(db, chat, found, "a2")
+
+
+def _dangling_adoptable(db: Path, chat: str) -> None:
+    """#29216: the reply's parent link lost, its parent still listing it as a child."""
+    found = plain()
+    found["a2"]["parentId"] = "lost"
+    add_chat(db, chat, found, "a2", rows=True)
+
+
+def _cycle(db: Path, chat: str) -> None:
+    found = plain()
+    found["u1"]["parentId"] = "a2"
+    add_chat(db, chat, found, "a2")
+
+
+def _roleless(db: Path, chat: str) -> None:
+    found = plain()
+    del found["a1"]["role"]
+    add_chat(db, chat, found, "a2")
+
+
+def _roleless_off_branch(db: Path, chat: str) -> None:
+    """A regenerated reply saved without a role, on the branch the chat left."""
+    found = plain()
+    found["b2"] = message("b2", None, "u2", at=5, content="lost")
+    found["u2"]["childrenIds"].insert(0, "b2")
+    add_chat(db, chat, found, "a2", rows=False)
+
+
+def _rows_differ(db: Path, chat: str) -> None:
+    found = plain()
+    rows = plain()
+    rows["a2"]["content"] = "ok (edited)"
+    add_chat(db, chat, found, "a2", rows=rows)
+
+
+def _rows_missing(db: Path, chat: str) -> None:
+    found = plain()
+    rows = plain()
+    del rows["a1"]
+    add_chat(db, chat, found, "a2", rows=rows)
+
+
+def _regenerated(db: Path, chat: str) -> None:
+    found = plain()
+    found["b2"] = message("b2", "assistant", "u2", at=5, content="ok again")
+    found["u2"]["childrenIds"].append("b2")
+    add_chat(db, chat, found, "a2", rows=True)
+
+
+def _context_summary(db: Path, chat: str) -> None:
+    found = plain()
+    found["u2"]["contextSummary"] = "they said hi"
+    add_chat(db, chat, found, "a2", rows=True)
+
+
+def _tool_output(db: Path, chat: str) -> None:
+    found = plain()
+    found["a2"]["output"] = [
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "ls",
+            "arguments": "{}",
+            "id": "f1",
+            "status": "completed",
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [{"type": "input_text", "text": "a.txt"}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "c2",
+            "name": "ls",
+            "arguments": "{}",
+            "id": "f2",
+            "status": "completed",
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok"}],
+        },
+    ]
+    add_chat(db, chat, found, "a2", rows=True)
+
+
+def _summary_past_branch(db: Path, chat: str) -> None:
+    add_chat(db, chat, plain(), "a2", rows=True)
+    add_summary(db, chat, 9, "2026-05-28 20:30:00")
+
+
+def _summary_fits(db: Path, chat: str) -> None:
+    add_chat(db, chat, plain(), "a2", rows=True)
+    add_summary(db, chat, 2, "2026-05-28 20:30:00")
+
+
+def _summary_predates(db: Path, chat: str) -> None:
+    add_chat(db, chat, plain(), "a2", rows=True)
+    add_summary(db, chat, 3, "2026-05-28 20:26:41")
+
+
+CASES: dict[str, Build] = {
+    "clean": _clean,
+    "clean-rows": _clean_rows,
+    "current-dangling": _current_dangling,
+    "current-inner": _current_inner,
+    "children-missing": _children_missing,
+    "dangling-parent": _dangling_parent,
+    "dangling-adoptable": _dangling_adoptable,
+    "cycle": _cycle,
+    "roleless": _roleless,
+    "roleless-off-branch": _roleless_off_branch,
+    "rows-differ": _rows_differ,
+    "rows-missing": _rows_missing,
+    "regenerated": _regenerated,
+    "context-summary": _context_summary,
+    "tool-output": _tool_output,
+    "summary-past-branch": _summary_past_branch,
+    "summary-predates": _summary_predates,
+    "summary-fits": _summary_fits,
+}
+"""Chat id → how it is built."""
+TEXT_ONLY = frozenset(CASES) - {"tool-output"}
+"""The chats whose messages hold no `output` (sent as they are stored)."""
+
+
+def build(db: Path) -> Path:
+    for chat, how in CASES.items():
+        how(db, chat)
+    return db
