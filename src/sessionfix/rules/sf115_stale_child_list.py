@@ -1,0 +1,56 @@
+"""SF115 stale-child-list: a stored list of a record's children that its children's
+parent links contradict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import cast
+
+from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.formats import KeptLinkEdits
+from sessionfix.formats.capabilities import Capability
+from sessionfix.rules.base import Rule, RuleContext, safe
+
+
+def _listed(ids: tuple[str, ...]) -> str:
+    shown = ", ".join(repr(found) for found in ids[:6])
+    return f"[{shown}{', …' if len(ids) > 6 else ''}]"
+
+
+def check(ctx: RuleContext) -> Iterator[Diagnostic]:
+    links = ctx.view.kept_links
+    if links is None:
+        return
+    editor = cast(KeptLinkEdits, ctx.editor)
+    for index, (stored, mended) in sorted(links.children.items()):
+        lacking = [child for child in mended if child not in stored]
+        extra = sorted({child for child in stored if child not in mended})
+        repeated = len(set(stored)) != len(stored)
+        parts = []
+        if lacking:
+            parts.append(f"lacks {_listed(tuple(lacking))}, whose parent link names it")
+        if extra:
+            parts.append(f"lists {_listed(tuple(extra))}, whose parent link does not name it")
+        if repeated:
+            parts.append("lists a child twice")
+        yield ctx.entry_diagnostic(
+            RULE,
+            index,
+            f"`{links.children_field}` {'; '.join(parts)}: the agent's model context follows "
+            "the parent links, but switching branches in its interface does not",
+            fix=safe(
+                f"store `{links.children_field}` as the parent links give it: {_listed(mended)}",
+                ctx.rewrite_record(index, editor.set_children(mended)),
+            ),
+        )
+
+
+RULE = Rule(
+    code="SF115",
+    name="stale-child-list",
+    severity=Severity.WARNING,
+    fix="safe",
+    requires=frozenset({Capability.KEPT_LINKS}),
+    summary="A stored list of a record's children that their parent links contradict",
+    check=check,
+)
