@@ -49,6 +49,7 @@ CAPABILITIES: Final = frozenset(
         Capability.KEPT_LINKS,
         Capability.STORED_TWICE,
         Capability.COVERED_COUNTS,
+        Capability.UNREAD_SESSIONS,
     }
 )
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"

@@ -73,7 +73,11 @@ def _document(chat: StoredChat) -> tuple[dict[str, Any], Any, str | None]:
     try:
         value = orjson.loads(chat.document) if chat.document else None
     except orjson.JSONDecodeError:
-        return {}, None, "its document (chat.chat) is not JSON"
+        return (
+            {},
+            None,
+            "kept in a document (chat.chat) that is not JSON, which open-webui cannot read",
+        )
     history = value.get("history") if isinstance(value, dict) else None
     if not isinstance(history, dict):
         if isinstance(value, dict) and isinstance(value.get("messages"), list):
