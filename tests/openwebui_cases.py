@@ -127,6 +127,66 @@ def _tool_output(db: Path, chat: str) -> None:
     add_chat(db, chat, found, "a2", rows=True)
 
 
+def _tool_images(db: Path, chat: str) -> None:
+    """Two calls answered in one go, one with an image; a call still running; a result
+    whose call is gone; a code interpreter run; a reasoning item."""
+    found = plain()
+    found["a2"]["output"] = [
+        {"type": "reasoning", "summary": [{"type": "output_text", "text": "thinking"}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "looking"}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "shot",
+            "arguments": {"x": 1},
+            "status": "completed",
+        },
+        {
+            "type": "function_call",
+            "call_id": "c2",
+            "name": "ls",
+            "arguments": "{}",
+            "status": "failed",
+        },
+        {
+            "type": "function_call",
+            "call_id": "c3",
+            "name": "ls",
+            "arguments": "{}",
+            "status": "in_progress",
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [
+                {"type": "input_text", "text": "shot taken"},
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+            ],
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c2",
+            "output": [{"type": "input_text", "text": "error"}],
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c9",
+            "output": [{"type": "input_text", "text": "orphan"}],
+        },
+        {"type": "open_webui:code_interpreter", "code": "print(1)", "output": {"stdout": "1"}},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "done"}],
+        },
+    ]
+    add_chat(db, chat, found, "a2", rows=True)
+
+
 def _summary_past_branch(db: Path, chat: str) -> None:
     add_chat(db, chat, plain(), "a2", rows=True)
     add_summary(db, chat, 9, "2026-05-28 20:30:00")
@@ -158,13 +218,12 @@ CASES: dict[str, Build] = {
     "regenerated": _regenerated,
     "context-summary": _context_summary,
     "tool-output": _tool_output,
+    "tool-images": _tool_images,
     "summary-past-branch": _summary_past_branch,
     "summary-predates": _summary_predates,
     "summary-fits": _summary_fits,
 }
 """Chat id → how it is built."""
-TEXT_ONLY = frozenset(CASES) - {"tool-output"}
-"""The chats whose messages hold no `output` (sent as they are stored)."""
 
 
 def build(db: Path) -> Path:

@@ -16,12 +16,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from sessionfix.formats.openwebui.adapter import chat_of, chat_reading
-from sessionfix.formats.openwebui.history import Reading, plain_payload, sent
+from sessionfix.formats.openwebui.adapter import chat_of, chat_payload, chat_reading
+from sessionfix.formats.openwebui.history import Reading
 from sessionfix.formats.openwebui.store import WebuiStore
 from sessionfix.formats.openwebui.transcript import ENVELOPE
 
-from .openwebui_cases import CASES, TEXT_ONLY, build
+from .openwebui_cases import CASES, build
 from .openwebui_loader import created_database, load_with_openwebui, require_openwebui_at_collection
 
 require_openwebui_at_collection()
@@ -51,7 +51,8 @@ def readings(database: Path, folder: Path) -> dict[str, Reading]:
 
 def test_reading_is_open_webuis(database: Path, loads: dict[str, Any], tmp_path: Path) -> None:
     """Chat by chat, the current message, the source and the branch sessionfix reads are
-    open-webui's, and the messages it says are sent are the ones open-webui sends."""
+    open-webui's, and the chat messages it says are sent are the ones open-webui sends
+    (tool calls and results of an assistant's output included)."""
     ours = readings(database, tmp_path)
     assert sorted(ours) == sorted(CASES) == sorted(loads)
     mismatches = []
@@ -62,12 +63,10 @@ def test_reading_is_open_webuis(database: Path, loads: dict[str, Any], tmp_path:
             "source": "chat_message" if read.from_rows else "chat.history",
             "branch": read.branch,
         }
+        mine["payload"] = msgspec.json.decode(
+            msgspec.json.encode([message for _, message in chat_payload(read)])
+        )
         expected = {key: theirs[key] for key in mine}
-        if chat in TEXT_ONLY:
-            mine["payload"] = msgspec.json.decode(
-                msgspec.json.encode(plain_payload(sent(read.messages[key] for key in read.branch)))
-            )
-            expected["payload"] = theirs["payload"]
         if mine != expected:
             mismatches.append(f"{chat}:\n sessionfix: {mine}\n open-webui: {expected}")
     assert not mismatches, "\n\n".join(mismatches)

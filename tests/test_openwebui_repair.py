@@ -42,6 +42,7 @@ UNTOUCHED: Final = (
     "rows-missing",
     "summary-fits",
     "tool-output",
+    "tool-images",
 )
 
 
@@ -103,9 +104,7 @@ def test_the_fixes_are_made_and_only_the_unfixable_is_left(databases: tuple[Path
     before = json.loads(run("check", "--output-format", "json", damaged).stdout)
     after = json.loads(run("check", "--output-format", "json", repaired).stdout)
     assert {d["record"]["session"] for d in before if d["fix"]} == set(CASES) - set(UNTOUCHED)
-    assert sorted((d["record"]["session"], d["code"]) for d in after) == sorted(
-        UNFIXABLE.items()
-    )
+    assert sorted((d["record"]["session"], d["code"]) for d in after) == sorted(UNFIXABLE.items())
 
 
 def test_only_the_repaired_chats_change(databases: tuple[Path, Path]) -> None:

@@ -25,8 +25,8 @@ from sessionfix.formats.openwebui.history import (
     reading,
     rebuilt_children,
     sent,
-    sent_roles,
 )
+from sessionfix.formats.openwebui.payload import Sent, payload
 from sessionfix.formats.openwebui.transcript import (
     CHAT,
     ENVELOPE,
@@ -95,6 +95,11 @@ def chat_of(envelopes: list[tuple[int, Envelope]]) -> Chat:
 
 def chat_reading(chat: Chat) -> Reading:
     return reading(chat.document, chat.rows, chat.facts.current_id)
+
+
+def chat_payload(read: Reading) -> list[Sent]:
+    """The chat messages open-webui sends for the chat it reads, before any filter."""
+    return payload(sent([read.messages[key] for key in read.branch]))
 
 
 class _Leaf:
@@ -295,7 +300,7 @@ def _differs(document: object, row: object) -> bool:
 
 
 def _covered(chat: Chat, read: Reading, count: int) -> CoveredCount:
-    roles = sent_roles(sent([read.messages[key] for key in read.branch]))
+    roles = [(key, str(message.get("role"))) for key, message in chat_payload(read)]
     stored_at = _seconds(chat.facts.summary_updated)
     newer: list[int] = []
     for key, _ in roles[:count]:

@@ -9,12 +9,14 @@ backfill rows; sessionfix's never do). Each chat is read in one read transaction
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final, NamedTuple
 
 import apsw
+import orjson
 
 from sessionfix.errors import InputError
 from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
@@ -73,6 +75,17 @@ class StoredChat(NamedTuple):
 class ChatRow(NamedTuple):
     id: str
     title: str
+
+
+def open_webui_json(value: object) -> str:
+    """JSON text as open-webui 0.12.4 writes it (its `JSONCodec`, orjson by default:
+    compact, UTF-8 as it is, the three line separators escaped; what orjson refuses
+    goes through Python's `json`)."""
+    try:
+        text = orjson.dumps(value).decode("utf-8")
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
 
 
 def _text(value: object) -> str:

@@ -1,8 +1,6 @@
 """What open-webui sends the model from a chat's transcript, as `sessionfix context`
-counts it: the messages of the branch it walks that it keeps (`history.sent`), each
-from the line of its message. An assistant message's stored `output` (native tool
-calling) is sent as one assistant message with the calls and a `tool` message per
-result; it is counted as its stored items."""
+counts it: the chat messages of `payload` for the branch it walks, each from the line
+of the stored message it comes from."""
 
 from __future__ import annotations
 
@@ -12,18 +10,17 @@ from typing import Any
 import msgspec
 import orjson
 
-from sessionfix.formats.openwebui.adapter import chat_of, chat_reading
-from sessionfix.formats.openwebui.history import plain_payload, sent
+from sessionfix.formats.openwebui.adapter import chat_of, chat_payload, chat_reading
 from sessionfix.formats.openwebui.transcript import ENVELOPE, Envelope
-from sessionfix.model.loaded import Loaded, Sent
+from sessionfix.model.loaded import MADE_BY_LOADER, Loaded, Sent
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import LineReport, RecordSource
 
-SENT_AS = {"user": Sent.USER, "assistant": Sent.ASSISTANT, "system": Sent.SYSTEM}
-OUTPUT_AS = {
-    "function_call": Sent.TOOL_CALL,
-    "function_call_output": Sent.TOOL_RESULT,
-    "message": Sent.ASSISTANT,
+SENT_AS = {
+    "user": Sent.USER,
+    "assistant": Sent.ASSISTANT,
+    "system": Sent.SYSTEM,
+    "tool": Sent.TOOL_RESULT,
 }
 
 
@@ -46,17 +43,9 @@ def _size(value: Any) -> int:
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
     """The messages open-webui sends, in order."""
     chat = chat_of(_envelopes(view, source))
-    read = chat_reading(chat)
-    kept = sent([read.messages[key] for key in read.branch])
-    for message in kept:
-        record = chat.index.get(str(message.get("id")), -1)
-        output = message.get("output")
-        if message.get("role") == "assistant" and isinstance(output, list) and output:
-            for item in output:
-                found = OUTPUT_AS.get(str(item.get("type"))) if isinstance(item, dict) else None
-                if found is not None:
-                    yield Loaded(record, found, _size(item))
-            continue
+    for key, message in chat_payload(chat_reading(chat)):
         role = message.get("role")
         kind = SENT_AS.get(role, Sent.OTHER) if isinstance(role, str) else Sent.OTHER
-        yield Loaded(record, kind, _size(plain_payload([message])[0]))
+        if kind is Sent.ASSISTANT and message.get("tool_calls"):
+            kind = Sent.TOOL_CALL
+        yield Loaded(chat.index.get(key, MADE_BY_LOADER), kind, _size(message))

@@ -10,7 +10,7 @@ In the transaction the chat is read again and must be what the changes were made
 `chat_message` row too, and a dropped compression summary deletes the filter's
 `chat_summary` row. Messages are never deleted, `updated_at` is left alone, and no other
 chat, nor `shared_chat`, is touched. The document is written as open-webui's default JSON
-codec writes it (Python's `json.dumps`).
+codec writes it (`database.open_webui_json`).
 
 The backup is a new SQLite file beside the database,
 `<database>.sessionfix-<chat id>-<n>.bak`, holding the chat's `chat` row, its
@@ -21,7 +21,6 @@ replaces only that chat's rows.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -36,7 +35,12 @@ import xxhash
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.escapes import escape_surrogates
 from sessionfix.formats import sqlite_liveness
-from sessionfix.formats.openwebui.database import KIND, SUMMARY_TABLE, WebuiDatabase
+from sessionfix.formats.openwebui.database import (
+    KIND,
+    SUMMARY_TABLE,
+    WebuiDatabase,
+    open_webui_json,
+)
 from sessionfix.formats.openwebui.transcript import chat_digest
 from sessionfix.formats.sqlite_writes import (
     HeldRewrite,
@@ -150,7 +154,7 @@ def _apply(db: apsw.Connection, chat_id: str, changes: ChatChanges, where: str) 
                 "UPDATE main.chat SET current_message_id = ? WHERE id = ?",
                 (changes.current, chat_id),
             )
-    db.execute("UPDATE main.chat SET chat = ? WHERE id = ?", (json.dumps(document), chat_id))
+    db.execute("UPDATE main.chat SET chat = ? WHERE id = ?", (open_webui_json(document), chat_id))
     for key, parent in changes.parents.items():
         db.execute(
             "UPDATE main.chat_message SET parent_id = ? WHERE id = ? AND chat_id = ?",
