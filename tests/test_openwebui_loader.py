@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import orjson
 import pytest
 
+from sessionfix.context import contexts
 from sessionfix.formats.openwebui.adapter import chat_of, chat_payload, chat_reading
 from sessionfix.formats.openwebui.history import Reading
 from sessionfix.formats.openwebui.store import WebuiStore
@@ -70,6 +72,17 @@ def test_reading_is_open_webuis(database: Path, loads: dict[str, Any], tmp_path:
         if mine != expected:
             mismatches.append(f"{chat}:\n sessionfix: {mine}\n open-webui: {expected}")
     assert not mismatches, "\n\n".join(mismatches)
+
+
+def test_context_counts_what_open_webui_sends(database: Path, loads: dict[str, Any]) -> None:
+    """`sessionfix context` on the database: per chat, as many messages as open-webui
+    sends, and their bytes as JSON."""
+    measured = {found.filename.rsplit(":", 1)[-1]: found for found, _ in contexts([database])}
+    assert sorted(measured) == sorted(loads)
+    for chat, theirs in loads.items():
+        payload = theirs["payload"]
+        assert measured[chat].messages == len(payload), chat
+        assert measured[chat].message_bytes == sum(len(orjson.dumps(m)) for m in payload), chat
 
 
 def test_cut_history_and_rotation_as_observed(loads: dict[str, Any]) -> None:
