@@ -84,9 +84,10 @@ def _document(chat: StoredChat) -> tuple[dict[str, Any], Any, str | None]:
             return (
                 {},
                 None,
-                "a chat of open-webui before 0.1.x's history tree (a flat message list)",
+                "kept as a flat list of messages, from before open-webui's history tree: "
+                "open-webui sends only what the browser holds of it",
             )
-        return {}, None, "its document has no history"
+        return {}, None, "kept in a document (chat.chat) without a history: open-webui reads none"
     messages = history.get("messages")
     return (messages if isinstance(messages, dict) else {}), history.get("currentId"), None
 
