@@ -187,6 +187,50 @@ def _tool_images(db: Path, chat: str) -> None:
     add_chat(db, chat, found, "a2", rows=True)
 
 
+def _tool_paired(db: Path, chat: str) -> None:
+    found = plain()
+    found["a1"]["output"] = [
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "ls",
+            "arguments": "{}",
+            "status": "completed",
+        },
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [{"type": "input_text", "text": "a.txt"}],
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hello"}],
+        },
+    ]
+    add_chat(db, chat, found, "a2", rows=True)
+
+
+def _tool_unanswered(db: Path, chat: str) -> None:
+    """A call the turn finished without a result, before the next prompt (Fu-Jie#56)."""
+    found = plain()
+    found["a1"]["output"] = [
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "ls",
+            "arguments": "{}",
+            "status": "completed",
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hello"}],
+        },
+    ]
+    add_chat(db, chat, found, "a2", rows=True)
+
+
 def _summary_past_branch(db: Path, chat: str) -> None:
     add_chat(db, chat, plain(), "a2", rows=True)
     add_summary(db, chat, 9, "2026-05-28 20:30:00")
@@ -219,6 +263,8 @@ CASES: dict[str, Build] = {
     "context-summary": _context_summary,
     "tool-output": _tool_output,
     "tool-images": _tool_images,
+    "tool-paired": _tool_paired,
+    "tool-unanswered": _tool_unanswered,
     "summary-past-branch": _summary_past_branch,
     "summary-predates": _summary_predates,
     "summary-fits": _summary_fits,

@@ -84,6 +84,9 @@ class Capability(enum.Enum):
     """Empty or whitespace-only text blocks the agent sends as they are."""
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
     """The loader reads the first line without one (pi); a line reader still fails on it."""
+    PAIRS_CHECKED_ON_SEND = "tool calls and results the agent drops when it sends them unpaired"
+    """open-webui leaves a call without its result, and a result without its call, out of
+    every request (`sanitize_tool_pairs`): reported as what the model does not get."""
     KEPT_LINKS = "links stored beside the parent links that the agent recomputes"
     """Each record's list of its children and a pointer to the leaf, which the agent
     rebuilds from the parent links when it reads the session (open-webui)."""

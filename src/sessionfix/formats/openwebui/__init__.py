@@ -50,6 +50,8 @@ CAPABILITIES: Final = frozenset(
         Capability.STORED_TWICE,
         Capability.COVERED_COUNTS,
         Capability.UNREAD_SESSIONS,
+        Capability.TOOL_CALLS,
+        Capability.PAIRS_CHECKED_ON_SEND,
     }
 )
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"

@@ -47,6 +47,7 @@ from sessionfix.model.view import (
     Kind,
     Role,
     SessionView,
+    ToolCall,
     key_of,
 )
 from sessionfix.read.reader import LineReport
@@ -170,7 +171,36 @@ class WebuiAdapter:
                 return
 
     def replay(self, index: int, data: bytes) -> None:
-        """The tree is made once every line is read: nothing is walked again."""
+        """A message of the path, in path order: its calls and the results its output
+        holds, as open-webui reads the message (its row's copy where it has one)."""
+        try:
+            envelope = ENVELOPE.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        message = envelope.row if isinstance(envelope.row, dict) else envelope.data
+        if envelope.openwebui == CHAT or not isinstance(message, dict):
+            return
+        role = message.get("role")
+        if role == "user":
+            self.tracker.user(index, None)
+            return
+        if role != "assistant":
+            self.tracker.context(index)
+            return
+        output = message.get("output")
+        items = (
+            [item for item in output if isinstance(item, dict)] if isinstance(output, list) else []
+        )
+        calls = tuple(
+            ToolCall(item["call_id"], str(item.get("name", "")))
+            for item in items
+            if item.get("type") == "function_call" and isinstance(item.get("call_id"), str)
+        )
+        self.tracker.assistant(index, calls, False, None)
+        for item in items:
+            if item.get("type") == "function_call_output":
+                call = item.get("call_id")
+                self.tracker.result(index, call if isinstance(call, str) else None, 0)
 
     def finish(self, lines: LineReport) -> None:
         view = self.view
