@@ -241,6 +241,12 @@ def _summary_fits(db: Path, chat: str) -> None:
     add_summary(db, chat, 2, "2026-05-28 20:30:00")
 
 
+def _summary_splits_tools(db: Path, chat: str) -> None:
+    """The filter's count ends between a1's tool call and its result (Fu-Jie#68)."""
+    _tool_paired(db, chat)
+    add_summary(db, chat, 2, "2026-05-28 20:30:00")
+
+
 def _summary_predates(db: Path, chat: str) -> None:
     add_chat(db, chat, plain(), "a2", rows=True)
     add_summary(db, chat, 3, "2026-05-28 20:26:41")
@@ -268,6 +274,7 @@ CASES: dict[str, Build] = {
     "summary-past-branch": _summary_past_branch,
     "summary-predates": _summary_predates,
     "summary-fits": _summary_fits,
+    "summary-splits-tools": _summary_splits_tools,
 }
 """Chat id → how it is built."""
 
