@@ -350,6 +350,9 @@ class KeptLinks(Struct, frozen=True):
     children: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
     """Records whose stored child list is not what their children's parent links say:
     (the list stored, the list the parent links give)."""
+    leaf_settled: bool = False
+    """The leaf the agent reads from is one it keeps as stored whatever the child lists
+    say; else it picks one by them, and mending a list may move it."""
 
 
 class CopyDifference(Struct, frozen=True):

@@ -21,7 +21,9 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     links = ctx.view.kept_links
     if links is None:
         return
+    view = ctx.view
     editor = cast(KeptLinkEdits, ctx.editor)
+    leaf = view.entry_id(view.leaf) if view.leaf is not None else None
     for index, (stored, mended) in sorted(links.children.items()):
         lacking = [child for child in mended if child not in stored]
         extra = sorted({child for child in stored if child not in mended})
@@ -33,15 +35,23 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             parts.append(f"lists {_listed(tuple(extra))}, whose parent link does not name it")
         if repeated:
             parts.append("lists a child twice")
+        fix = None
+        if leaf is not None and links.leaf_settled and not view.cycle_on_path:
+            # The agent picks its leaf by the child lists: the one it reads from now is
+            # stored with them, so that the session goes on from where it does.
+            edits = [ctx.rewrite_record(index, editor.set_children(mended))]
+            if links.stored_leaf != leaf:
+                edits.append(ctx.rewrite_record(links.leaf_record, editor.set_leaf_pointer(leaf)))
+            fix = safe(
+                f"store `{links.children_field}` as the parent links give it: {_listed(mended)}",
+                *edits,
+            )
         yield ctx.entry_diagnostic(
             RULE,
             index,
             f"`{links.children_field}` {'; '.join(parts)}: the agent's model context follows "
             "the parent links, but switching branches in its interface does not",
-            fix=safe(
-                f"store `{links.children_field}` as the parent links give it: {_listed(mended)}",
-                ctx.rewrite_record(index, editor.set_children(mended)),
-            ),
+            fix=fix,
         )
 
 
@@ -49,7 +59,7 @@ RULE = Rule(
     code="SF115",
     name="stale-child-list",
     severity=Severity.WARNING,
-    fix="safe",
+    fix="safe where the agent finds a leaf, else none",
     requires=frozenset({Capability.KEPT_LINKS}),
     summary="A stored list of a record's children that their parent links contradict",
     check=check,

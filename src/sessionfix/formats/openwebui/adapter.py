@@ -20,6 +20,7 @@ from sessionfix.formats.openwebui.history import (
     Message,
     Reading,
     children_of,
+    kept_as_current,
     mended_children,
     parent_of,
     reading,
@@ -279,6 +280,7 @@ def _stored_facts(view: SessionView, chat: Chat, read: Reading) -> None:
         0,
         MISSING if chat.facts.current_id is None else chat.facts.current_id,
         out_of_step,
+        read.current is not None and kept_as_current(chat.document, read.current),
     )
     if chat.rows:
         for key, index in chat.index.items():

@@ -132,19 +132,25 @@ def _bad_leaf(messages: Messages, message: Mapping[str, Any]) -> bool:
     )
 
 
+def kept_as_current(messages: Messages, current: str) -> bool:
+    """Whether open-webui keeps `current` as the message it reads from (a message with an
+    id and a role), moving it down only along valid children; else it picks the newest
+    childless message, which the child lists decide."""
+    found = messages.get(current)
+    return (
+        isinstance(found, dict)
+        and bool(found.get("id"))
+        and bool(found.get("role"))
+        and not _bad_leaf(messages, found)
+    )
+
+
 def repaired_current(messages: Messages, current: object) -> str | None:
     """The `currentId` open-webui reads a chat with: a message with an id and a role
     moved down to its last descendant; else the childless message with a role and the
     highest timestamp (spec §3.1). Computed on the document's history."""
     children = completed_children(messages)
-    found = messages.get(current) if isinstance(current, str) else None
-    if (
-        isinstance(found, dict)
-        and found.get("id")
-        and found.get("role")
-        and not _bad_leaf(messages, found)
-    ):
-        assert isinstance(current, str)
+    if isinstance(current, str) and kept_as_current(messages, current):
         return _last_descendant(messages, children, current)
     latest: str | None = None
     newest: Any = -1
