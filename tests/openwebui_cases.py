@@ -3,8 +3,10 @@ each built on the clean chat u1 → a1 → u2 → a2 (`openwebui_chats.PLAIN`)."
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .openwebui_chats import add_chat, add_summary, message, plain
 
@@ -283,3 +285,26 @@ def build(db: Path) -> Path:
     for chat, how in CASES.items():
         how(db, chat)
     return db
+
+
+def random_chats(seed: int, count: int) -> dict[str, tuple[dict[str, Any], str | None, bool]]:
+    """`count` chat trees of up to five messages damaged at random (parents naming
+    anything, child lists listing anything, a current message anywhere, a role
+    missing, rows or none), the same for a seed: chat id → (messages, currentId, rows)."""
+    generator = random.Random(seed)
+    ids = ("u1", "a1", "u2", "a2", "b2")
+    found = {}
+    for number in range(count):
+        size = generator.randint(1, len(ids))
+        names = [*ids[:size], "gone"]
+        messages: dict[str, Any] = {}
+        for at, key in enumerate(ids[:size]):
+            parent = generator.choice([None, *names]) if at else None
+            if at and generator.random() < 0.6:
+                parent = ids[at - 1]
+            role = None if at and generator.random() < 0.15 else ("user", "assistant")[at % 2]
+            children = [generator.choice(names) for _ in range(generator.randint(0, 2))]
+            messages[key] = message(key, role, parent, children, at=at + 1, content=f"text {key}")
+        current = generator.choice([None, *names])
+        found[f"random-{seed}-{number}"] = (messages, current, generator.random() < 0.5)
+    return found

@@ -21,8 +21,10 @@ import pytest
 from typer.testing import CliRunner
 
 from sessionfix.cli import app
+from sessionfix.context import contexts
 
-from .openwebui_cases import CASES, build
+from .openwebui_cases import CASES, build, random_chats
+from .openwebui_chats import add_chat
 from .openwebui_loader import created_database, load_with_openwebui, require_openwebui_at_collection
 
 require_openwebui_at_collection()
@@ -181,3 +183,38 @@ def test_a_database_another_connection_holds_is_not_written(
     assert "Traceback" not in result.output
     assert target.read_bytes() == before
     assert not [path for path in tmp_path.iterdir() if "sessionfix" in path.name]
+
+
+RANDOM_SEED: Final = 32
+RANDOM_CHATS: Final = 40
+
+
+def test_random_chat_trees_read_and_safely_repaired_as_open_webui_reads_them(
+    tmp_path: Path,
+) -> None:
+    """Forty chat trees damaged at random, in one database: sessionfix reads each as
+    open-webui does (current message, branch, messages sent); after `repair` with its
+    safe fixes, open-webui sends the same messages from the same current message, now
+    stored, with no repair of its own left to make."""
+    chats = random_chats(RANDOM_SEED, RANDOM_CHATS)
+    damaged = created_database(tmp_path / "webui.db")
+    for chat, (messages, current, with_rows) in chats.items():
+        add_chat(damaged, chat, messages, current, rows=with_rows)
+    (tmp_path / "work").mkdir()
+    repaired = tmp_path / "work" / "webui.db"
+    shutil.copyfile(damaged, repaired)
+    result = run("repair", "--in-place", repaired)
+    assert result.exit_code in (0, 1), result.output
+    loads = load_with_openwebui([(damaged, None), (repaired, None)])
+    before, after = loads[damaged], loads[repaired]
+    mine = {
+        context.filename.rsplit(":", 1)[-1]: context.messages for context, _ in contexts([damaged])
+    }
+    left = json.loads(run("check", "--output-format", "json", repaired).stdout)
+    stale = {d["record"]["session"] for d in left if d["code"] == "SF116"}
+    for chat in chats:
+        assert mine[chat] == len(before[chat]["payload"]), chat
+        assert after[chat]["payload"] == before[chat]["payload"], chat
+        assert after[chat]["current_id"] == before[chat]["current_id"], chat
+        if chat not in stale:
+            assert after[chat]["stored_current_id"] == after[chat]["current_id"], chat
