@@ -189,32 +189,38 @@ RANDOM_SEED: Final = 32
 RANDOM_CHATS: Final = 40
 
 
-def test_random_chat_trees_read_and_safely_repaired_as_open_webui_reads_them(
-    tmp_path: Path,
-) -> None:
+def test_random_chat_trees_read_and_repaired_as_open_webui_reads_them(tmp_path: Path) -> None:
     """Forty chat trees damaged at random, in one database: sessionfix reads each as
-    open-webui does (current message, branch, messages sent); after `repair` with its
-    safe fixes, open-webui sends the same messages from the same current message, now
-    stored, with no repair of its own left to make."""
+    open-webui does (what `context` counts is what it sends); after `repair` with its
+    safe fixes, open-webui sends the same messages from the same current message; after
+    `repair --unsafe-fixes`, it reads every chat from the current message stored, with
+    no repair of its own left to make, no fix is left and no message is lost."""
     chats = random_chats(RANDOM_SEED, RANDOM_CHATS)
     damaged = created_database(tmp_path / "webui.db")
     for chat, (messages, current, with_rows) in chats.items():
         add_chat(damaged, chat, messages, current, rows=with_rows)
-    (tmp_path / "work").mkdir()
-    repaired = tmp_path / "work" / "webui.db"
-    shutil.copyfile(damaged, repaired)
-    result = run("repair", "--in-place", repaired)
-    assert result.exit_code in (0, 1), result.output
-    loads = load_with_openwebui([(damaged, None), (repaired, None)])
-    before, after = loads[damaged], loads[repaired]
-    mine = {
-        context.filename.rsplit(":", 1)[-1]: context.messages for context, _ in contexts([damaged])
+    repaired = {}
+    for name, options in (("safe", ()), ("unsafe", ("--unsafe-fixes",))):
+        (tmp_path / name).mkdir()
+        repaired[name] = tmp_path / name / "webui.db"
+        shutil.copyfile(damaged, repaired[name])
+        result = run("repair", "--in-place", *options, repaired[name])
+        assert result.exit_code in (0, 1), result.output
+    loads = load_with_openwebui([(damaged, None), *((path, None) for path in repaired.values())])
+    before, safe, fixed = loads[damaged], loads[repaired["safe"]], loads[repaired["unsafe"]]
+    counted = {
+        found.filename.rsplit(":", 1)[-1]: found.messages for found, _ in contexts([damaged])
     }
-    left = json.loads(run("check", "--output-format", "json", repaired).stdout)
-    stale = {d["record"]["session"] for d in left if d["code"] == "SF116"}
+    left = json.loads(run("check", "--output-format", "json", repaired["unsafe"]).stdout)
+    assert not [d for d in left if d["fix"]], left
     for chat in chats:
-        assert mine[chat] == len(before[chat]["payload"]), chat
-        assert after[chat]["payload"] == before[chat]["payload"], chat
-        assert after[chat]["current_id"] == before[chat]["current_id"], chat
-        if chat not in stale:
-            assert after[chat]["stored_current_id"] == after[chat]["current_id"], chat
+        assert counted[chat] == len(before[chat]["payload"]), chat
+        assert safe[chat]["payload"] == before[chat]["payload"], chat
+        assert safe[chat]["current_id"] == before[chat]["current_id"], chat
+        assert fixed[chat]["stored_current_id"] == fixed[chat]["current_id"], chat
+        kept = rows(repaired["unsafe"], chat)["chat_message"]
+        assert len(kept) == len(rows(damaged, chat)["chat_message"]), chat
+        with sqlite3.connect(repaired["unsafe"]) as db:
+            (document,) = db.execute("SELECT chat FROM chat WHERE id = ?", (chat,)).fetchone()
+        db.close()
+        assert set(json.loads(document)["history"]["messages"]) == set(chats[chat][0]), chat

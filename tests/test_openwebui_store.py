@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from sessionfix import Settings, check_file
 from sessionfix.cli import app
+from sessionfix.diagnostics import Applicability
 from sessionfix.formats.openwebui import session_roots
 from sessionfix.formats.openwebui.adapter import chat_of, chat_payload, chat_reading
 from sessionfix.formats.openwebui.database import MessageRow, StoredChat
@@ -176,8 +177,9 @@ childless message when the current one is not one it keeps."""
 )
 def test_safe_fixes_store_what_open_webui_computes(tmp_path_factory: Any, chat: StoredChat) -> None:
     """Safe fixes never change what open-webui sends, nor from which message it reads
-    the chat; after them, no stored child list or current message is left stale (but in
-    a loop of parents, which only an unsafe fix breaks), and the rows are as they were."""
+    the chat; after them, no safe fix of a stored child list or current message is left
+    (but in a loop of parents, which only an unsafe fix breaks), and the rows are as
+    they were."""
     folder = tmp_path_factory.mktemp("chat")
     transcript = folder / "chat.jsonl"
     transcript.write_bytes(b"".join(found.line for found in lines(chat)))
@@ -188,7 +190,12 @@ def test_safe_fixes_store_what_open_webui_computes(tmp_path_factory: Any, chat: 
     after = check_file(repaired, options)
     assert _payload(repaired) == _payload(transcript)
     if not {d.code for d in before} & {"SF105"}:
-        assert not [d for d in after if d.code in ("SF115", "SF116") and d.fix], after
+        safe_left = [
+            d
+            for d in after
+            if d.code in ("SF115", "SF116") and d.fix and d.fix.applicability is Applicability.SAFE
+        ]
+        assert not safe_left, safe_left
     for old, new in zip(
         transcript.read_bytes().splitlines(), repaired.read_bytes().splitlines(), strict=True
     ):

@@ -9,7 +9,7 @@ from typing import cast
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats import KeptLinkEdits
 from sessionfix.formats.capabilities import Capability
-from sessionfix.rules.base import Rule, RuleContext, safe
+from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
 
 
 def _listed(ids: tuple[str, ...]) -> str:
@@ -36,15 +36,20 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         if repeated:
             parts.append("lists a child twice")
         fix = None
-        if leaf is not None and links.leaf_settled and not view.cycle_on_path:
+        store = f"store `{links.children_field}` as the parent links give it: {_listed(mended)}"
+        if view.cycle_on_path:
+            pass  # where the loop is broken decides the lists (SF105)
+        elif leaf is not None and links.leaf_settled:
             # The agent picks its leaf by the child lists: the one it reads from now is
             # stored with them, so that the session goes on from where it does.
             edits = [ctx.rewrite_record(index, editor.set_children(mended))]
             if links.stored_leaf != leaf:
                 edits.append(ctx.rewrite_record(links.leaf_record, editor.set_leaf_pointer(leaf)))
-            fix = safe(
-                f"store `{links.children_field}` as the parent links give it: {_listed(mended)}",
-                *edits,
+            fix = safe(store, *edits)
+        else:
+            fix = unsafe(
+                f"{store}; the agent then picks the message it continues from anew",
+                ctx.rewrite_record(index, editor.set_children(mended)),
             )
         yield ctx.entry_diagnostic(
             RULE,
@@ -59,7 +64,7 @@ RULE = Rule(
     code="SF115",
     name="stale-child-list",
     severity=Severity.WARNING,
-    fix="safe where the agent finds a leaf, else none",
+    fix="safe where the agent keeps the leaf it reads from, else unsafe",
     requires=frozenset({Capability.KEPT_LINKS}),
     summary="A stored list of a record's children that their parent links contradict",
     check=check,
