@@ -49,6 +49,14 @@ def _dangling_adoptable(db: Path, chat: str) -> None:
     add_chat(db, chat, found, "a2", rows=True)
 
 
+def _dangling_unlisted(db: Path, chat: str) -> None:
+    """A lost parent no message lists as its child: nothing tells where it belongs."""
+    found = plain()
+    found["u2"]["parentId"] = "gone"
+    found["a1"]["childrenIds"] = []
+    add_chat(db, chat, found, "a2", rows=True)
+
+
 def _cycle(db: Path, chat: str) -> None:
     found = plain()
     found["u1"]["parentId"] = "a2"
@@ -262,6 +270,7 @@ CASES: dict[str, Build] = {
     "children-missing": _children_missing,
     "dangling-parent": _dangling_parent,
     "dangling-adoptable": _dangling_adoptable,
+    "dangling-unlisted": _dangling_unlisted,
     "cycle": _cycle,
     "roleless": _roleless,
     "roleless-off-branch": _roleless_off_branch,

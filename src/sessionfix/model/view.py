@@ -664,6 +664,11 @@ class SessionView(Struct):
     """Records that name, besides their parent, the record they answer (Claude tool
     results: `sourceToolAssistantUUID`), where the two differ: the parent to re-link
     them to when their own parent link breaks."""
+    adopters_only: bool = False
+    """A broken parent link may be re-linked only to the record `adopters` names, never
+    to a record found by position, and a loop of parent links is not broken: the agent
+    keeps branches side by side, so another parent would graft the record onto another
+    branch (open-webui)."""
     media: dict[int, tuple[InlineMedia, ...]] = field(default_factory=dict)
     """Records holding images or documents inline: each such block."""
     blank_texts: dict[int, BlankText] = field(default_factory=dict)

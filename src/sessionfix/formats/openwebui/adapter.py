@@ -237,6 +237,7 @@ class WebuiAdapter:
         if leaf is not None and view.id_keys[leaf] == NO_ID_KEY:
             leaf = None
         view.policy = _Leaf(leaf)
+        view.adopters_only = True
         if chat.facts.unread is not None:
             view.unread = chat.facts.unread
         self._envelopes = []
