@@ -29,6 +29,11 @@ def _current_inner(db: Path, chat: str) -> None:
     add_chat(db, chat, plain(), "u2", rows=True)
 
 
+def _current_column_differs(db: Path, chat: str) -> None:
+    """`current_message_id` left on an older message than the document's `currentId`."""
+    add_chat(db, chat, plain(), "a2", rows=True, column="u2")
+
+
 def _children_missing(db: Path, chat: str) -> None:
     found = plain()
     found["a1"]["childrenIds"] = []
@@ -267,6 +272,7 @@ CASES: dict[str, Build] = {
     "clean-rows": _clean_rows,
     "current-dangling": _current_dangling,
     "current-inner": _current_inner,
+    "current-column-differs": _current_column_differs,
     "children-missing": _children_missing,
     "dangling-parent": _dangling_parent,
     "dangling-adoptable": _dangling_adoptable,

@@ -350,6 +350,10 @@ class KeptLinks(Struct, frozen=True):
     children: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
     """Records whose stored child list is not what their children's parent links say:
     (the list stored, the list the parent links give)."""
+    leaf_copy_field: str = ""
+    """What a second stored copy of the leaf pointer is called (empty: none is kept)."""
+    leaf_copy: object = MISSING
+    """That copy as stored (`MISSING`: none kept, or not set)."""
     leaf_settled: bool = False
     """The leaf the agent reads from is one it keeps as stored whatever the child lists
     say; else it picks one by them, and mending a list may move it."""

@@ -20,23 +20,38 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         return  # in a loop of parent links the leaf is where the loop is broken (SF105)
     leaf = view.entry_id(view.leaf)
     stored = links.stored_leaf
-    if leaf is None or stored == leaf:
+    if leaf is None:
         return
     named = view.resolve(stored) if isinstance(stored, str) else None
     field = f"`{links.leaf_field}`"
-    if named is None:
+    severity = Severity.WARNING
+    if stored == leaf:
+        copy = links.leaf_copy
+        if copy is MISSING or copy == leaf:
+            return
+        message = (
+            f"`{links.leaf_copy_field}` {copy!r} is not {field} {leaf!r}, which the agent "
+            "reads the session from"
+        )
+        severity = Severity.INFO
+    elif named is None:
         what = "is missing" if stored is MISSING else f"{stored!r} names no entry"
         message = (
             f"{field} {what}: the agent picks the newest leaf, {leaf!r}, on every read "
             "(older versions load such a session forever)"
         )
-        severity = Severity.WARNING
-    else:
+    elif view.on_path(named):
         message = (
             f"{field} {stored!r} is not a leaf: the agent continues from its last "
             f"descendant, {leaf!r}, on every read"
         )
         severity = Severity.INFO
+    else:
+        message = (
+            f"{field} {stored!r} names a message the agent does not continue from (one "
+            f"without a role): it picks the newest leaf, {leaf!r}, on every read"
+        )
+    stored_as = f"{field} and `{links.leaf_copy_field}`" if links.leaf_copy_field else field
     editor = cast(KeptLinkEdits, ctx.editor)
     yield ctx.entry_diagnostic(
         RULE,
@@ -44,7 +59,7 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         message,
         severity=severity,
         fix=safe(
-            f"store {field} {leaf!r}, the leaf the agent reads the session from",
+            f"store {stored_as} {leaf!r}, the leaf the agent reads the session from",
             ctx.rewrite_record(links.leaf_record, editor.set_leaf_pointer(leaf)),
         ),
     )

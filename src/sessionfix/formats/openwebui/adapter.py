@@ -57,6 +57,7 @@ FORMAT_NAME: Final = "openwebui"
 ROLES: Final = {"user": Role.USER, "assistant": Role.ASSISTANT, "system": Role.OTHER}
 CHILDREN: Final = "childrenIds"
 CURRENT: Final = "currentId"
+CURRENT_COLUMN: Final = "current_message_id"
 COMPARED: Final = ("role", "parentId", "content", "output")
 """The fields of a message whose copies must agree: what open-webui sends and links by."""
 MISSING_COPY: Final = "missing"
@@ -281,6 +282,8 @@ def _stored_facts(view: SessionView, chat: Chat, read: Reading) -> None:
         0,
         MISSING if chat.facts.current_id is None else chat.facts.current_id,
         out_of_step,
+        CURRENT_COLUMN,
+        MISSING if chat.facts.current_message_id is None else chat.facts.current_message_id,
         read.current is not None and kept_as_current(chat.document, read.current),
     )
     if chat.rows:

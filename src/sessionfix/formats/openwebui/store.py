@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from sessionfix.formats.openwebui.write import ChatChanges
 
 FORMAT_VALUE: Final = "openwebui"
+POINTERS: Final = ("current_id", "current_message_id")
+"""The chat line's copies of its current message (document, column), written together."""
 ROW_NOUN: Final = ""
 """A line is named by the message id alone (`webui.db:<chat id>:<message id>`)."""
 
@@ -178,7 +180,7 @@ def chat_changes(transcript: Transcript, repaired: Path, origins: Origins) -> Ch
             raise RepairNotWritable(f"{where}: a repair may not change a message's id")
         if record.get(TABLE) == CHAT:
             facts, was = record.get("data") or {}, old.get("data") or {}
-            if facts.get("current_id") != was.get("current_id"):
+            if any(facts.get(name) != was.get(name) for name in POINTERS):
                 current = facts.get("current_id")
             drop_summary = "summary_count" in was and "summary_count" not in facts
             continue
