@@ -194,11 +194,11 @@ def test_a_database_another_connection_holds_is_not_written(
 
 
 RANDOM_SEED: Final = 32
-RANDOM_CHATS: Final = 40
+RANDOM_CHATS: Final = 20
 
 
 def test_random_chat_trees_read_and_repaired_as_open_webui_reads_them(tmp_path: Path) -> None:
-    """Forty chat trees damaged at random, in one database: sessionfix reads each as
+    """Twenty chat trees damaged at random, in one database: sessionfix reads each as
     open-webui does (what `context` counts is what it sends); after `repair` with its
     safe fixes, open-webui sends the same messages from the same current message; after
     `repair --unsafe-fixes`, it reads every chat but those with a loop of parents from
