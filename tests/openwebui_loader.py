@@ -25,7 +25,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,14 @@ def created_database(path: Path) -> Path:
     """A new, empty `webui.db` at `path`, made by open-webui 0.12.4's own migrations."""
     _oracle().ask({"op": "create", "path": str(path)})
     return path
+
+
+def saved_by_openwebui(database: Path, chats: Mapping[str, Mapping[str, Any]]) -> Path:
+    """Save each chat's document (`{"title", "history": {...}}`) into `database` as
+    open-webui's own save of a browser's chat does (`Chats.update_chat_by_id`)."""
+    saved = _oracle().ask({"op": "save", "path": str(database), "chats": dict(chats)})
+    assert all(saved.values()), saved
+    return database
 
 
 def load_with_openwebui(

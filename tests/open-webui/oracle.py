@@ -6,6 +6,10 @@ JSON line each on stdout (open-webui's log goes to stderr):
 
 - `{"op": "create", "path": P}`: a new database at P with open-webui's schema, made by
   its own alembic migrations (once per process; each database is a copy of that one);
+- `{"op": "save", "path": P, "chats": {id: document}}`: each chat saved into P as the
+  browser saves it (`Chats.update_chat_by_id`: the history merged into the stored one,
+  `childrenIds` rebuilt, `current_message_id` set, every message upserted as a
+  `chat_message` row), onto an empty chat row made first where P has none;
 - `{"op": "load", "path": P, "chats": [ids] | null}`: what open-webui makes of each chat
   of P (all when null), read from a copy (its reads backfill `chat_message` rows, and P
   must stay as it is): the `currentId` stored and the one `Chats.get_chat_by_id`
@@ -172,11 +176,33 @@ async def _chat(chat_id: str, stored: tuple[str, str | None] | None, rows: bool)
     }
 
 
+async def _save(path: Path, chats: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    await async_engine.dispose()
+    _copy(path, DATABASE)
+    with sqlite3.connect(DATABASE) as connection:
+        for chat_id in chats:
+            connection.execute(
+                "INSERT OR IGNORE INTO chat (id, user_id, title, created_at, updated_at, chat,"
+                " meta, archived, pinned) VALUES (?, 'user-1', 'New Chat', 1780000000,"
+                " 1780000000, '{}', '{}', 0, 0)",
+                (chat_id,),
+            )
+    connection.close()
+    saved = {}
+    for chat_id, document in chats.items():
+        saved[chat_id] = await Chats.update_chat_by_id(chat_id, document, touch=False) is not None
+    await async_engine.dispose()
+    _copy(DATABASE, path)
+    return saved
+
+
 def _answer(request: dict[str, Any]) -> Any:
     if request["op"] == "create":
         target = Path(request["path"])
         shutil.copyfile(_template(), target)
         return {"created": str(target)}
+    if request["op"] == "save":
+        return asyncio.run(_save(Path(request["path"]), request["chats"]))
     if request["op"] == "load":
         return asyncio.run(_load(Path(request["path"]), request.get("chats")))
     raise ValueError(f"unknown op {request['op']!r}")
