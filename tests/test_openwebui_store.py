@@ -21,8 +21,10 @@ from sessionfix.diagnostics import Applicability
 from sessionfix.formats.openwebui import session_roots
 from sessionfix.formats.openwebui.adapter import chat_of, chat_payload, chat_reading
 from sessionfix.formats.openwebui.database import MessageRow, StoredChat
+from sessionfix.formats.openwebui.store import WebuiStore
 from sessionfix.formats.openwebui.transcript import ENVELOPE, lines
 from sessionfix.repair.targets import repair_to
+from sessionfix.stores import transcript_of
 
 ENV: Final = {"NO_COLOR": "1", "COLUMNS": "200"}
 SCHEMA: Final = (
@@ -30,6 +32,11 @@ SCHEMA: Final = (
     "CREATE TABLE chat (id VARCHAR NOT NULL PRIMARY KEY, user_id VARCHAR, title TEXT,"
     " created_at BIGINT, updated_at BIGINT, chat JSON, meta JSON DEFAULT '{}' NOT NULL,"
     " current_message_id TEXT)",
+    "CREATE TABLE chat_message (id TEXT NOT NULL PRIMARY KEY, chat_id TEXT NOT NULL,"
+    " user_id TEXT, role TEXT NOT NULL, parent_id TEXT, content JSON, output JSON,"
+    " model_id TEXT, files JSON, usage JSON, created_at BIGINT, updated_at BIGINT,"
+    " context_summary TEXT, meta JSON,"
+    " FOREIGN KEY(chat_id) REFERENCES chat (id) ON DELETE CASCADE)",
 )
 """The columns of open-webui's schema a chat is read from (spec formats/open-webui.md §2)."""
 
@@ -200,3 +207,40 @@ def test_safe_fixes_store_what_open_webui_computes(tmp_path_factory: Any, chat: 
         transcript.read_bytes().splitlines(), repaired.read_bytes().splitlines(), strict=True
     ):
         assert orjson.loads(old).get("row") == orjson.loads(new).get("row")
+
+
+def _written(folder: Path, chat: StoredChat) -> Path:
+    """A database holding `chat` as open-webui stores it: its document and rows."""
+    database = _database(folder / "webui.db", (chat.id, chat.document))
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE chat SET current_message_id = ?", (chat.current_message_id,))
+        for row in chat.rows:
+            role, parent, content, *_, created, _, _ = row.values
+            db.execute(
+                "INSERT INTO chat_message (id, chat_id, role, parent_id, content, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (f"{chat.id}-{row.id}", chat.id, role, parent, content, created),
+            )
+    db.close()
+    return database
+
+
+@settings(max_examples=15, database=None)
+@given(chats())
+def test_a_repair_writes_the_chat_the_repaired_transcript_holds(
+    tmp_path_factory: Any, chat: StoredChat
+) -> None:
+    """Whatever the damage, the chat read back after `repair --in-place --unsafe-fixes`
+    is the repaired transcript the same fixes make of the chat as read."""
+    folder = tmp_path_factory.mktemp("written")
+    database = _written(folder, chat)
+    with WebuiStore(database) as store:
+        session = store.sessions()[0]
+        with transcript_of(store, session) as transcript:
+            expected = folder / "expected.jsonl"
+            repair_to(transcript.path, expected, Settings(quiescence=0.0, unsafe_fixes=True))
+            wanted = expected.read_bytes()
+    result = run("repair", "--in-place", "--unsafe-fixes", database)
+    assert result.exit_code in (0, 1), result.output
+    with WebuiStore(database) as store, transcript_of(store, store.sessions()[0]) as transcript:
+        assert transcript.path.read_bytes() == wanted
