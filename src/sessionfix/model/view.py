@@ -363,8 +363,8 @@ class CopyDifference(Struct, frozen=True):
     """A record the format stores twice, whose copies disagree."""
 
     fields: tuple[str, ...]
-    """The fields that differ, as the format names them (`missing` where one copy lacks
-    the record)."""
+    """The fields that differ, as the format names them (none where one copy lacks the
+    record)."""
     read: str
     """Which copy the agent reads ("the chat_message row")."""
     other: str

@@ -8,12 +8,10 @@ from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.rules.base import Rule, RuleContext
 
-MISSING_COPY = "missing"
-
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for index, difference in sorted(ctx.view.copy_differences.items()):
-        if difference.fields == (MISSING_COPY,):
+        if not difference.fields:
             what = f"is kept in only one of {difference.read} and {difference.other}"
         else:
             fields = ", ".join(f"`{name}`" for name in difference.fields)

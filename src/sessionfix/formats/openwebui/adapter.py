@@ -60,7 +60,6 @@ CURRENT: Final = "currentId"
 CURRENT_COLUMN: Final = "current_message_id"
 COMPARED: Final = ("role", "parentId", "content", "output")
 """The fields of a message whose copies must agree: what open-webui sends and links by."""
-MISSING_COPY: Final = "missing"
 ROWS: Final = "its chat_message row"
 DOCUMENT: Final = "the chat's document (chat.chat)"
 SUMMARY_HOLDER: Final = "the compression filter's chat_summary row"
@@ -290,12 +289,12 @@ def _stored_facts(view: SessionView, chat: Chat, read: Reading) -> None:
         for key, index in chat.index.items():
             document, row = chat.document.get(key), chat.rows.get(key)
             if document is None or row is None:
-                fields: tuple[str, ...] = (MISSING_COPY,)
+                fields: tuple[str, ...] = ()
             else:
                 fields = tuple(
                     name for name in COMPARED if _differs(document.get(name), row.get(name))
                 )
-            if fields:
+            if fields or document is None or row is None:
                 view.copy_differences[index] = CopyDifference(fields, ROWS, DOCUMENT)
     for key in read.branch:
         role = read.messages[key].get("role")
@@ -308,7 +307,7 @@ def _stored_facts(view: SessionView, chat: Chat, read: Reading) -> None:
 
 def _in_cycles(document: Mapping[str, Message]) -> set[str]:
     """The messages whose parent links loop, and their parents: which children such a
-    message has depends on where the loop is broken (SF105), so its list is left as it is."""
+    message has depends on where the loop is broken, so its list is left as it is."""
     looped: set[str] = set()
     done: set[str] = set()
     for start in document:
@@ -325,7 +324,7 @@ def _in_cycles(document: Mapping[str, Message]) -> set[str]:
 
 def _parent_dangles(message: object, document: Mapping[str, Message]) -> bool:
     """A message whose `parentId` names no message: the child list that still names it
-    is what re-parents it (SF103), not a list to mend."""
+    is what tells where it belongs (its adopter), not a list to mend."""
     parent = parent_of(message) if isinstance(message, dict) else None
     return isinstance(parent, str) and bool(parent) and parent not in document
 
