@@ -1,5 +1,6 @@
-"""Writing a repair into `webui.db`: a chat changed since it was read is not written, and
-a write killed at any step leaves the chat as it was or wholly repaired."""
+"""Writing a repair into `webui.db`: a chat changed since it was read is not written, one
+that does not read back as the repair is not committed, and a write killed at any step
+leaves the chat as it was or wholly repaired."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from typer.testing import CliRunner
 
+from sessionfix.cli import app
 from sessionfix.formats.openwebui.store import WebuiStore
 from sessionfix.formats.openwebui.write import ChatChanged, list_backups
 from sessionfix.stores import transcript_of
@@ -90,3 +93,24 @@ def test_a_killed_write_leaves_the_chat_as_it_was_or_repaired(database: Path, po
     db.close()
     assert current_id(database) == ("a2" if point == "committed" else "gone")
     assert [backup.status for backup in list_backups(database, CHAT)] == ["ok"]
+
+
+def test_a_write_that_does_not_read_back_as_the_repair_is_not_committed(
+    database: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the commit the chat is read back: one that is not the repaired transcript
+    (here a write that stores another current message) is rolled back, backup and all."""
+    from sessionfix.formats.openwebui import write
+
+    applied = write._apply
+
+    def astray(db: Any, chat_id: str, changes: write.ChatChanges, where: str) -> None:
+        applied(db, chat_id, changes._replace(current="u1"), where)
+
+    monkeypatch.setattr(write, "_apply", astray)
+    before = stored(database)
+    result = CliRunner().invoke(app, ["repair", "--in-place", str(database)])
+    assert result.exit_code == 2, result.output
+    assert "the chat read back is not the repair; nothing changed" in result.output
+    assert stored(database) == before
+    assert list_backups(database, CHAT) == []

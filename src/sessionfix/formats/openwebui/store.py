@@ -194,4 +194,4 @@ def chat_changes(transcript: Transcript, repaired: Path, origins: Origins) -> Ch
             and row.get("parentId") != old_row.get("parentId")
         ):
             parents[key] = row.get("parentId")
-    return ChatChanges(messages, parents, current, drop_summary)
+    return ChatChanges(messages, parents, current, drop_summary, repaired.read_bytes())

@@ -5,12 +5,13 @@ the database first, and putting a backup back.
 The database is written only while no other connection has it open (a running
 open-webui keeps connections to it: `sqlite_liveness`), and only one the reader reads.
 In the transaction the chat is read again and must be what the changes were made from
-(`chat_digest`); its document (`chat.chat`) gets the changed messages and `currentId`,
+(`chat_digest`): its document (`chat.chat`) gets the changed messages and `currentId`,
 `chat.current_message_id` follows `currentId`, a changed parent goes into the message's
 `chat_message` row too, and a dropped compression summary deletes the filter's
-`chat_summary` row. Messages are never deleted, `updated_at` is left alone, and no other
-chat, nor `shared_chat`, is touched. The document is written as open-webui's default JSON
-codec writes it (`database.open_webui_json`).
+`chat_summary` row; before the commit the chat must read back as the repaired transcript.
+Messages are never deleted, `updated_at` is left alone, and no other chat, nor
+`shared_chat`, is touched. The document is written as open-webui's default JSON codec
+writes it (`database.open_webui_json`).
 
 The backup is a new SQLite file beside the database,
 `<database>.sessionfix-<chat id>-<n>.bak`, holding the chat's `chat` row, its
@@ -38,10 +39,11 @@ from sessionfix.formats import sqlite_liveness
 from sessionfix.formats.openwebui.database import (
     KIND,
     SUMMARY_TABLE,
+    StoredChat,
     WebuiDatabase,
     open_webui_json,
 )
-from sessionfix.formats.openwebui.transcript import chat_digest
+from sessionfix.formats.openwebui.transcript import chat_digest, lines
 from sessionfix.formats.sqlite_writes import (
     HeldRewrite,
     checkpoint,
@@ -79,6 +81,9 @@ class ChatChanges(NamedTuple):
     current: object
     """The new `currentId` (`UNCHANGED`: as it is)."""
     drop_summary: bool
+    lines: bytes
+    """The chat's transcript as the repair left it: what the chat must read as once
+    written, before the commit."""
 
 
 class OpenwebuiRunning(sqlite_liveness.AgentRunning):
@@ -94,11 +99,10 @@ def _one(db: apsw.Connection, query: str, bindings: tuple[Any, ...] = ()) -> Any
     return None if row is None else row[0]
 
 
-def _current_digest(db: apsw.Connection, path: Path, chat_id: str) -> str:
-    """The chat's `chat_digest` as the connection that holds the database reads it."""
+def _held_chat(db: apsw.Connection, path: Path, chat_id: str) -> StoredChat | None:
+    """The chat as the connection that holds the database reads it."""
     with _reader(path, db) as reader:
-        chat = reader.chat(chat_id, in_transaction=True)
-    return "" if chat is None else chat_digest(chat)
+        return reader.chat(chat_id, in_transaction=True)
 
 
 @contextmanager
@@ -126,9 +130,13 @@ def replace_chat(
             _back_up(rewrite, chat_id)
         kill_point("backed-up")
         rewrite.begin(lambda: _rows_digest(db, "main", chat_id))
-        if _current_digest(db, path, chat_id) != expected:
+        chat = _held_chat(db, path, chat_id)
+        if chat is None or chat_digest(chat) != expected:
             raise ChatChanged(f"{where}: changed since it was read; nothing changed")
         _apply(db, chat_id, changes, where)
+        written = _held_chat(db, path, chat_id)
+        if written is None or b"".join(found.line for found in lines(written)) != changes.lines:
+            raise SessionfixError(f"{where}: the chat read back is not the repair; nothing changed")
         kill_point("before-commit")
         rewrite.commit()
         kill_point("committed")
