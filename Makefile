@@ -12,8 +12,10 @@ OPENCLAW_CACHE := .cache/openclaw
 OPENCLAW_STAMP := $(OPENCLAW_CACHE)/.installed
 OPENCODE_CACHE := .cache/opencode
 OPENCODE_STAMP := $(OPENCODE_CACHE)/.installed
+OPENWEBUI_CACHE := .cache/open-webui
+OPENWEBUI_STAMP := $(OPENWEBUI_CACHE)/.installed
 
-.PHONY: install pi claude codex openclaw opencode demo test lint typecheck unit bench docs clean
+.PHONY: install pi claude codex openclaw opencode open-webui demo test lint typecheck unit bench docs clean
 
 install: $(STAMP)
 
@@ -79,6 +81,18 @@ $(OPENCODE_STAMP): tests/opencode/package.json tests/opencode/package-lock.json
 	cd $(OPENCODE_CACHE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(OPENCODE_STAMP)
 
+# open-webui 0.12.4 (pinned in tests/open-webui with the hash of every wheel), whose own
+# migrations build the tests' webui.db files and whose own code reads their chats
+# (tests/open-webui/oracle.py). Only what its chat model, its helpers and its migrations
+# import is installed (--no-deps): about 420 MB and half a minute, no torch or chromadb.
+open-webui: $(OPENWEBUI_STAMP)
+
+$(OPENWEBUI_STAMP): tests/open-webui/requirements.txt
+	rm -rf $(OPENWEBUI_CACHE)
+	$(PYTHON) -m venv $(OPENWEBUI_CACHE)/venv
+	$(OPENWEBUI_CACHE)/venv/bin/python -m pip install --quiet --no-deps --require-hashes -r tests/open-webui/requirements.txt
+	touch $(OPENWEBUI_STAMP)
+
 # Scan the example sessions; exit 1 (problems found) is the expected outcome here.
 demo: install
 	@$(BIN)/sessionfix scan examples/sessions; status=$$?; [ $$status -le 1 ]
@@ -90,8 +104,8 @@ lint: install
 typecheck: install
 	$(BIN)/mypy --strict src
 
-unit: install pi claude codex openclaw opencode
-	SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 SESSIONFIX_REQUIRE_CODEX=1 SESSIONFIX_REQUIRE_OPENCLAW=1 SESSIONFIX_REQUIRE_OPENCODE=1 $(BIN)/pytest -n auto --dist loadfile
+unit: install pi claude codex openclaw opencode open-webui
+	SESSIONFIX_REQUIRE_OPENWEBUI=1 SESSIONFIX_REQUIRE_PI=1 SESSIONFIX_REQUIRE_CLAUDE=1 SESSIONFIX_REQUIRE_CODEX=1 SESSIONFIX_REQUIRE_OPENCLAW=1 SESSIONFIX_REQUIRE_OPENCODE=1 $(BIN)/pytest -n auto --dist loadfile
 
 test: lint typecheck docs unit
 

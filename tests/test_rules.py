@@ -54,6 +54,11 @@ NEW_CODES = {
     "SF206": "repeated-metadata",
     "SF505": "empty-compaction-summary",
     "SF606": "invalid-thinking-signature",
+    "SF115": "stale-child-list",
+    "SF116": "stale-leaf-pointer",
+    "SF117": "store-divergence",
+    "SF118": "missing-role",
+    "SF506": "stale-compression-boundary",
 }
 """Rules the catalogue lacks a code for (field-reports.md), numbered in its ranges."""
 

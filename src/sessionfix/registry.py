@@ -23,6 +23,7 @@ PACKAGES: Final = (
     "sessionfix.formats.claude",
     "sessionfix.formats.openclaw_store",
     "sessionfix.formats.opencode",
+    "sessionfix.formats.openwebui",
     "sessionfix.formats.opaque",
 )
 """In the order they are asked to recognise a first record or a store; the package of

@@ -135,6 +135,24 @@ class TimedRecords(Protocol):
         ...
 
 
+class KeptLinkEdits(Protocol):
+    """The editor of a format that stores links its agent recomputes on read
+    (`SessionView.kept_links`), and a summary that covers messages by number
+    (`SessionView.covered_count`)."""
+
+    def set_children(self, children: tuple[str, ...]) -> Transform:
+        """Store a record's list of its children."""
+        ...
+
+    def set_leaf_pointer(self, entry_id: str) -> Transform:
+        """Store the pointer to the leaf the session continues from."""
+        ...
+
+    def drop_covered_count(self) -> Transform:
+        """Remove the summary that covers messages by number (its owner starts anew)."""
+        ...
+
+
 class IndexEntries(Protocol):
     """The editor of an agent's index of sessions (`Capability.SESSION_INDEX`)."""
 

@@ -84,6 +84,17 @@ class Capability(enum.Enum):
     """Empty or whitespace-only text blocks the agent sends as they are."""
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
     """The loader reads the first line without one (pi); a line reader still fails on it."""
+    PAIRS_CHECKED_ON_SEND = "tool calls and results the agent drops when it sends them unpaired"
+    """open-webui leaves a call without its result, and a result without its call, out of
+    every request (`sanitize_tool_pairs`): reported as what the model does not get."""
+    KEPT_LINKS = "links stored beside the parent links that the agent recomputes"
+    """Each record's list of its children and a pointer to the leaf, which the agent
+    rebuilds from the parent links when it reads the session (open-webui)."""
+    STORED_TWICE = "records stored twice, one copy of which the agent reads"
+    """open-webui keeps each message in the chat's document and in a row of its own."""
+    COVERED_COUNTS = "summaries that cover the first messages by number"
+    """A summary kept beside the session names how many messages it covers, not which
+    (open-webui's async-context-compression filter)."""
     VALUES_AS_ENTRIES = "any JSON value on a line kept as an entry"
     """What `JSON.parse` accepts is an entry to the loader, an object or not (pi)."""
     SHORTENED_RESULTS = "tool results whose text sessionfix can shorten"

@@ -7,10 +7,11 @@ prove that a write cut short leaves the database whole."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final, Protocol
@@ -18,6 +19,7 @@ from typing import Final, Protocol
 import apsw
 
 from sessionfix.errors import InputError, SessionfixError, described
+from sessionfix.interrupts import signals_deferred
 from sessionfix.read.sqlite import connect_read_only, error_reason
 
 KILL_VARIABLE: Final = "SESSIONFIX_KILL_AT"
@@ -38,6 +40,21 @@ def id_in_file_name(session_id: str) -> str:
     if _PLAIN_NAME.fullmatch(session_id):
         return session_id
     return "session-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def new_backup_file(real: Path, stem: str, suffix: str) -> Path:
+    """A new empty file beside the database at `real`, named `<stem><n><suffix>` for
+    the first number `n` free (never an existing file, nor one whose journal is left)."""
+    for number in itertools.count(1):
+        path = real.with_name(f"{stem}{number}{suffix}")
+        if os.path.lexists(f"{path}-journal"):
+            continue
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def sync_to_disk(path: Path) -> None:
@@ -117,6 +134,45 @@ class HeldWrite(Protocol):
     kept: list[Path]
 
     def may_have_committed(self) -> bool: ...
+
+
+class HeldRewrite:
+    """A write on a database held exclusively: the backups it kept (removed if it ends
+    before the commit may have been made, kept once it may have), its transaction."""
+
+    def __init__(self, db: apsw.Connection, real: Path, where: str) -> None:
+        self.db = db
+        self.real = real
+        self.where = where
+        self.kept: list[Path] = []
+        self.state: Callable[[], str] = lambda: ""
+        self.before = ""
+        self.committing = False
+
+    def begin(self, state: Callable[[], str], before: str | None = None) -> None:
+        """Begin the transaction; `state` digests what it changes, to tell after a
+        failed commit whether it was made (`before`: its digest now, when the caller
+        checks it in the transaction)."""
+        if self.db.execute("PRAGMA foreign_keys").fetchone() != (1,):
+            raise SessionfixError(f"{self.where}: foreign keys are not enforced; nothing changed")
+        self.db.execute("BEGIN IMMEDIATE")
+        self.state = state
+        self.before = state() if before is None else before
+
+    def commit(self) -> None:
+        with signals_deferred():
+            self.committing = True
+            self.db.execute("COMMIT")
+
+    def may_have_committed(self) -> bool:
+        """After COMMIT began: whether the database may hold the write (the transaction
+        ended, and the rows are not, or cannot be read to be, those before)."""
+        if not self.committing or self.db.in_transaction:
+            return False
+        try:
+            return self.state() != self.before
+        except apsw.Error:
+            return True
 
 
 @contextmanager

@@ -334,6 +334,62 @@ class IndexedSession(Struct, frozen=True):
     mended, or the missing entry made, from that file alone."""
 
 
+class KeptLinks(Struct, frozen=True):
+    """Links a format stores beside its parent links, which its agent recomputes from
+    them when it reads the session (open-webui: each message's child list, the chat's
+    current message), and what they are named."""
+
+    children_field: str
+    """What a record's list of its children is called."""
+    leaf_field: str
+    """What the stored pointer to the leaf the session continues from is called."""
+    leaf_record: int
+    """The record that holds the leaf pointer."""
+    stored_leaf: object
+    """The leaf pointer as stored (`MISSING` when there is none)."""
+    children: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
+    """Records whose stored child list is not what their children's parent links say:
+    (the list stored, the list the parent links give)."""
+    leaf_copy_field: str = ""
+    """What a second stored copy of the leaf pointer is called (empty: none is kept)."""
+    leaf_copy: object = MISSING
+    """That copy as stored (`MISSING`: none kept, or not set)."""
+    leaf_settled: bool = False
+    """The leaf the agent reads from is one it keeps as stored whatever the child lists
+    say; else it picks one by them, and mending a list may move it."""
+
+
+class CopyDifference(Struct, frozen=True):
+    """A record the format stores twice, whose copies disagree."""
+
+    fields: tuple[str, ...]
+    """The fields that differ, as the format names them (none where one copy lacks the
+    record)."""
+    read: str
+    """Which copy the agent reads ("the chat_message row")."""
+    other: str
+    """Where the other copy is kept ("the chat's document")."""
+
+
+class CoveredCount(Struct, frozen=True):
+    """A summary stored beside the session that covers the first `count` messages the
+    agent sends, by number, naming none of them (open-webui's compression filter)."""
+
+    holder: str
+    """What holds it, in words ("the compression filter's chat_summary row")."""
+    record: int
+    """The record that carries it."""
+    count: int
+    sent: int
+    """How many messages the agent sends for the session's active path."""
+    stored_at: int | float | None
+    """When the summary was stored, in seconds since the epoch (None: not known)."""
+    newer: tuple[int, ...]
+    """Of the messages it covers, the records stamped after it was stored."""
+    splits_tool_group: bool
+    """The count ends between a tool call and its results."""
+
+
 class HeaderFacts(Struct):
     row: int
     id: object
@@ -612,6 +668,11 @@ class SessionView(Struct):
     """Records that name, besides their parent, the record they answer (Claude tool
     results: `sourceToolAssistantUUID`), where the two differ: the parent to re-link
     them to when their own parent link breaks."""
+    adopters_only: bool = False
+    """A broken parent link may be re-linked only to the record `adopters` names, never
+    to a record found by position, and a loop of parent links is not broken: the agent
+    keeps branches side by side, so another parent would graft the record onto another
+    branch (open-webui)."""
     media: dict[int, tuple[InlineMedia, ...]] = field(default_factory=dict)
     """Records holding images or documents inline: each such block."""
     blank_texts: dict[int, BlankText] = field(default_factory=dict)
@@ -648,6 +709,15 @@ class SessionView(Struct):
     unpruned_results: list[int] = field(default_factory=list)
     """For formats whose agent prunes results by a mark, which its pruning stops at
     (opencode): the results it may still prune (complete, not marked), in order."""
+    kept_links: KeptLinks | None = None
+    """For formats that store links their agent recomputes on read (open-webui)."""
+    copy_differences: dict[int, CopyDifference] = field(default_factory=dict)
+    """For formats that store a record twice (open-webui's document and its rows): the
+    records whose copies disagree."""
+    roleless: list[int] = field(default_factory=list)
+    """Messages the agent sends without the role every provider requires."""
+    covered_count: CoveredCount | None = None
+    """A summary stored beside the session that covers messages by their number."""
     made_after: Callable[[str], int | None] | None = None
     """For formats whose ids tell when their record was made: the first record made
     after the one `id` names (`len(view)` when none); None when the id tells no time."""

@@ -283,7 +283,9 @@ def relink_target(
     adopter = view.adopters.get(index)
     named = view.resolve(adopter) if adopter is not None else None
     candidates: Iterable[int] = range(index - 1, -1, -1)
-    if named is not None:
+    if view.adopters_only:
+        candidates = [] if named is None else [named]
+    elif named is not None:
         # The record the format says this one answers (Claude's own write rule).
         candidates = chain([named], candidates)
     for candidate in candidates:

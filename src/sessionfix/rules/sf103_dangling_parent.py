@@ -49,7 +49,13 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
             if view.on_path(index)
             else ""
         )
-        fix = relink_fix(ctx, index, "re-link to the preceding entry")
+        fix = relink_fix(
+            ctx,
+            index,
+            "re-link to the one record that lists it as a child,"
+            if view.adopters_only
+            else "re-link to the preceding entry",
+        )
         yield ctx.entry_diagnostic(RULE, index, f"{link} {parent!r} names no entry{where}", fix=fix)
 
 
@@ -79,7 +85,7 @@ RULE = Rule(
     code="SF103",
     name="dangling-parent",
     severity=Severity.WARNING,
-    fix="unsafe",
+    fix="unsafe (only to the record that lists it as a child: open-webui)",
     requires=frozenset({Capability.TREE}),
     summary="A parent link naming no record",
     check=check,

@@ -54,6 +54,8 @@ def _report(ctx: RuleContext, cycle: list[int]) -> Diagnostic:
             "); loaders without cycle detection hang",
         )
     fix = relink_fix(ctx, breaker, "break the cycle: re-link this entry to", frozenset(cycle))
+    if fix is None and view.adopters_only:
+        return ctx.entry_diagnostic(RULE, breaker, message)
     if fix is None:
         # Nothing outside the cycle can adopt it: its first entry in file order becomes
         # the root instead, so that every member stays on the path.
@@ -74,7 +76,7 @@ RULE = Rule(
     code="SF105",
     name="parent-cycle",
     severity=Severity.ERROR,
-    fix="unsafe",
+    fix="unsafe (none where branches are kept side by side: open-webui)",
     requires=frozenset({Capability.TREE}),
     summary="Parent links that form a cycle",
     check=check,

@@ -28,6 +28,15 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 severity=Severity.INFO,
             )
             continue
+        if ctx.provides(Capability.PAIRS_CHECKED_ON_SEND):
+            yield ctx.entry_diagnostic(
+                RULE,
+                index,
+                f"{_result(event.call_id)} answers no tool call of its turn: the agent leaves "
+                "it out of every request it sends",
+                severity=Severity.INFO,
+            )
+            continue
         if ctx.provides(Capability.RESULT_REPAIRS):
             fix = safe(
                 "drop the orphan result; its children move to its parent",
@@ -73,7 +82,7 @@ RULE = Rule(
     code="SF401",
     name="orphan-tool-result",
     severity=Severity.ERROR,
-    fix="safe (unsafe where the agent keeps orphans: Codex)",
+    fix="safe (unsafe where the agent keeps orphans: Codex; none where it drops them: open-webui)",
     requires=frozenset({Capability.TOOL_CALLS}),
     summary="A tool result that answers no tool call",
     check=check,

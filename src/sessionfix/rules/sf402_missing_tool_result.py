@@ -59,6 +59,13 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 f"{what} has no result; the turn is summarised away by a later compaction",
                 severity=Severity.INFO,
             )
+        elif ctx.provides(Capability.PAIRS_CHECKED_ON_SEND):
+            yield ctx.entry_diagnostic(
+                RULE,
+                owner,
+                f"{what} has no result: the agent leaves the call out of every request it sends",
+                severity=Severity.INFO,
+            )
         elif ctx.provides(Capability.RESULTS_IN_CALLS):
             editor = cast(ResultMarks, ctx.editor)
             yield ctx.entry_diagnostic(

@@ -12,8 +12,21 @@ from sessionfix.rules.base import Rule, RuleContext
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
+    dropped = ctx.provides(Capability.PAIRS_CHECKED_ON_SEND)
     for event, group, position in ctx.tracking.displaced:
         call = group.calls[position]
+        if dropped:
+            yield ctx.entry_diagnostic(
+                RULE,
+                event.index,
+                said(
+                    f"result for tool call {call.id!r} comes after the turn that issued it (call ",
+                    on_line(view.rows[group.assistant]),
+                    "): the agent leaves both out of every request it sends",
+                ),
+                severity=Severity.INFO,
+            )
+            continue
         yield ctx.entry_diagnostic(
             RULE,
             event.index,

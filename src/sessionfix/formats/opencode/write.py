@@ -32,9 +32,8 @@ opencode wrote since are not rolled back.
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,14 +55,15 @@ from sessionfix.formats.opencode.database import (
 )
 from sessionfix.formats.opencode.liveness import hold_exclusively
 from sessionfix.formats.sqlite_writes import (
+    HeldRewrite,
     checkpoint,
     close_quietly,
     id_in_file_name,
     kill_point,
+    new_backup_file,
     settled,
     sync_to_disk,
 )
-from sessionfix.interrupts import signals_deferred
 from sessionfix.read.sqlite import (
     connect_read_only,
     database_uri,
@@ -158,7 +158,7 @@ def replace_session(
     where = f"{path} (session {session_id})"
     with _rewriting(path, where, session_id, checked=checked) as rewrite:
         db = rewrite.db
-        if backup and rewrite.back_up(session_id) != expected:
+        if backup and _back_up(rewrite, session_id) != expected:
             raise _changed(where)
         kill_point("backed-up")
         rewrite.begin(lambda: session_digest(_stored_messages(db, "main", session_id)), expected)
@@ -322,55 +322,10 @@ def _check_orphans(
         )
 
 
-class _Rewrite:
-    """A write on a database held exclusively: the backups it kept (removed if it ends
-    before the commit may have been made, kept once it may have), its transaction."""
-
-    def __init__(self, db: apsw.Connection, real: Path, where: str) -> None:
-        self.db = db
-        self.real = real
-        self.where = where
-        self.kept: list[Path] = []
-        self.state: Callable[[], str] = lambda: ""
-        self.before = ""
-        self.committing = False
-
-    def back_up(self, session_id: str) -> str:
-        """Write a backup of the session's rows; returns their `session_digest`."""
-        path, digest = _write_backup(self.db, self.real, session_id, self.where)
-        self.kept.append(path)
-        return digest
-
-    def begin(self, state: Callable[[], str], before: str | None = None) -> None:
-        """Begin the transaction; `state` digests what it changes, to tell after a
-        failed commit whether it was made (`before`: its digest now, when the caller
-        checks it in the transaction)."""
-        if self.db.execute("PRAGMA foreign_keys").fetchone() != (1,):
-            raise SessionfixError(f"{self.where}: foreign keys are not enforced; nothing changed")
-        self.db.execute("BEGIN IMMEDIATE")
-        self.state = state
-        self.before = state() if before is None else before
-
-    def commit(self) -> None:
-        with signals_deferred():
-            self.committing = True
-            self.db.execute("COMMIT")
-
-    def may_have_committed(self) -> bool:
-        """After COMMIT began: whether the database may hold the write (the transaction
-        ended, and the rows are not, or cannot be read to be, those before)."""
-        if not self.committing or self.db.in_transaction:
-            return False
-        try:
-            return self.state() != self.before
-        except apsw.Error:
-            return True
-
-
 @contextmanager
 def _rewriting(
     path: Path, where: str, session_id: str | None, *, checked: bool = False
-) -> Iterator[_Rewrite]:
+) -> Iterator[HeldRewrite]:
     """The database at `path` held exclusively for a write, once it passes the reader's
     checks (and, given `session_id`, that session is not opencode 2's), a writer's and,
     unless `checked`, SQLite's own (`_integrity_problem`);
@@ -381,7 +336,7 @@ def _rewriting(
     version = _reader_checks(path, where, session_id)
     db = hold_exclusively(real, path)
     try:
-        rewrite = _Rewrite(db, real, where)
+        rewrite = HeldRewrite(db, real, where)
         with settled(db, rewrite, where, KIND):
             _check_writable(db, version, where)
             if not checked:
@@ -534,20 +489,18 @@ def _check_failed(where: str, problem: str, backups: Sequence[Path]) -> Integrit
 # ---- backups ---------------------------------------------------------------------------
 
 
+def _back_up(rewrite: HeldRewrite, session_id: str) -> str:
+    """Write a backup of the session's rows; returns their `session_digest`."""
+    path, digest = _write_backup(rewrite.db, rewrite.real, session_id, rewrite.where)
+    rewrite.kept.append(path)
+    return digest
+
+
 def _new_backup_file(real: Path, session_id: str) -> Path:
     """A new empty file beside the database, named for the session and the first number
-    free (never an existing file, nor one whose journal is left)."""
+    free."""
     stem = f"{real.name}{BACKUP_MARK}{id_in_file_name(session_id)}-"
-    for number in itertools.count(1):
-        path = real.with_name(f"{stem}{number}{BACKUP_SUFFIX}")
-        if os.path.lexists(f"{path}-journal"):
-            continue
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            continue
-        return path
-    raise AssertionError("unreachable")  # pragma: no cover
+    return new_backup_file(real, stem, BACKUP_SUFFIX)
 
 
 def _columns(db: apsw.Connection, schema: str) -> dict[str, list[str]]:
@@ -742,7 +695,7 @@ def restore_session(path: Path, session_id: str, backup: str | None, *, keep_cur
     with _rewriting(path, where, None) as rewrite:
         db = rewrite.db
         if keep_current:
-            rewrite.back_up(session_id)
+            _back_up(rewrite, session_id)
         try:
             db.execute(f"ATTACH ? AS {_RESTORED}", (read_only_uri(chosen.path),))
         except apsw.Error as exc:
