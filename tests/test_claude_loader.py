@@ -1556,15 +1556,19 @@ def test_context_counts_what_the_reader_returns_of_parallel_results_it_cannot_re
 def test_the_reader_loads_the_slimmed_session_as_context_predicts(
     slim_case: SlimCase, before: dict[Path, ClaudeLoad], after: dict[Path, ClaudeLoad]
 ) -> None:
-    """`slim` brings the session under its budget: Claude Code's reader returns every
-    record it returned before, in order, which `context` counts; the old tool outputs
-    keep their head and tail around the placeholder (the `toolUseResult` copy for the UI
-    stays whole), the old prompt's image is a placeholder, the last two turns are as
-    they were."""
+    """`slim` brings the session under its budget and its size: Claude Code's reader
+    returns every record it returned before, in order, which `context` counts; the old
+    tool outputs keep their head and tail around the placeholder, and so does the
+    `toolUseResult` copy for the UI; the old prompt's image is a placeholder; the old
+    `progress` records are gone, the results parented to them parented to what Claude
+    Code bridges them to; the last two turns are as they were."""
     old_load, new_load = before[slim_case.original], after[slim_case.slimmed]
     assert new_load.error is None
     context = context_of(slim_case.slimmed)
+    assert slim_case.budget is not None
+    assert slim_case.max_size is not None
     assert context.tokens <= slim_case.budget < context_of(slim_case.original).tokens
+    assert slim_case.slimmed.stat().st_size <= slim_case.max_size
     assert context.messages == len(new_load.messages)
     assert context.by_sent == dict(Counter(_sent(message) for message in new_load.messages))
     cut = replaced = 0
@@ -1582,11 +1586,26 @@ def test_the_reader_loads_the_slimmed_session_as_context_predicts(
             replaced += 1
     assert (cut, replaced) == (8, 1)
     assert old_load.messages[-8:] == new_load.messages[-8:]
-    sidecars = [
-        json.loads(line).get("toolUseResult") for line in slim_case.slimmed.read_text().splitlines()
-    ]
-    originals = [
-        json.loads(line).get("toolUseResult")
-        for line in slim_case.original.read_text().splitlines()
-    ]
-    assert sidecars == originals
+    originals = {
+        record["uuid"]: record
+        for record in map(json.loads, slim_case.original.read_text().splitlines())
+    }
+    slimmed = {
+        record["uuid"]: record
+        for record in map(json.loads, slim_case.slimmed.read_text().splitlines())
+    }
+    assert [uuid for uuid in originals if uuid not in slimmed] == [
+        uuid for uuid, record in originals.items() if record["type"] == "progress"
+    ][:8]
+    copies = 0
+    for uuid, record in slimmed.items():
+        original = originals[uuid]
+        parent = originals.get(original["parentUuid"])
+        if parent is not None and parent["uuid"] not in slimmed:
+            assert record["parentUuid"] == parent["parentUuid"]
+        else:
+            assert record["parentUuid"] == original["parentUuid"]
+        if record.get("toolUseResult") != original.get("toolUseResult"):
+            assert_cut(original["toolUseResult"]["stdout"], record["toolUseResult"]["stdout"])
+            copies += 1
+    assert copies == 8

@@ -187,7 +187,7 @@ class PlannedRepair:
             self.source = RecordSource(self.path)
             self.slimmed: SlimPlan | None = None
             """With a budget: the slim's plan (its reductions are among `applied`)."""
-            if settings.budget is not None:
+            if settings.slims:
                 self._slim()
             self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
             self.tally: Counter[str] = Counter()
