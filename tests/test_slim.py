@@ -20,7 +20,7 @@ from sessionfix.formats.content import shortened
 from sessionfix.repair.targets import repair_to
 from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, size_bytes, window_of
 
-from .sessions import sessions
+from .sessions import rollouts, sessions
 from .slim_cases import (
     BUDGET,
     COMPACTED_BUDGET,
@@ -330,3 +330,39 @@ def test_slim_options_that_say_nothing_it_can_do(
     result = run("slim", "--diff", *options, session)
     assert result.exit_code == 2
     assert said in result.stderr
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=rollouts(corrupt=False))
+def test_a_slim_to_a_size_leaves_what_the_agent_loads_as_it_was(
+    tmp_path: Path, data: bytes
+) -> None:
+    """On generated rollouts, compacted and rolled back too: a slim to a byte less than
+    the rollout takes either drops what Codex never reads, and Codex loads the same
+    messages, the same tokens, from a file within the size, which a second slim leaves
+    byte for byte; or it refuses and writes nothing."""
+    source = tmp_path / "rollout.jsonl"
+    source.write_bytes(data)
+    chosen = Settings(quiescence=0.0, max_size=len(data) - 1)
+    target = tmp_path / "out.jsonl"
+    target.unlink(missing_ok=True)
+    try:
+        repair_to(source, target, chosen)
+    except DoesNotFit:
+        assert not target.exists()
+        return
+    assert target.stat().st_size < len(data)
+    before, after = context_of(source), context_of(target)
+    assert (after.tokens, after.messages, after.by_sent) == (
+        before.tokens,
+        before.messages,
+        before.by_sent,
+    )
+    again = tmp_path / "again.jsonl"
+    again.unlink(missing_ok=True)
+    result = repair_to(target, again, chosen)
+    assert result.slimmed is not None
+    assert not result.slimmed.needed
+    assert again.read_bytes() == target.read_bytes()
