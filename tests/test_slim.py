@@ -107,8 +107,10 @@ def test_slim_in_place_keeps_a_backup_that_restore_puts_back(tmp_path: Path) -> 
     assert lines[1].startswith("  - old tool outputs cut to a head and a tail (8 records): saves ")
     assert lines[2].startswith("  - inline media replaced by a placeholder (1 record): saves ")
     assert lines[3].endswith("tokens remain, within the budget")
-    assert context_of(session).tokens <= BUDGET
-    assert f"{context_of(session).tokens:,} tokens remain" in lines[3]
+    after = context_of(session).tokens
+    assert after <= BUDGET
+    assert f"{after:,} tokens remain" in lines[3]
+    assert f" saved (~{47_986 - after:,} tokens); backup: " in lines[4]
     assert run("restore", "--quiescence", "0", session).exit_code == 0
     assert session.read_bytes() == before
 
@@ -275,6 +277,7 @@ def test_a_size_is_met_by_what_the_agent_never_sends(tmp_path: Path) -> None:
     assert plan["after"] == {"tokens": plan["before"]["tokens"], "bytes": size}
     assert plan["before"]["bytes"] - sum(step["bytes_saved"] for step in steps.values()) == size
     assert (plan["budget"], plan["max_size"], plan["fits"]) == (None, 300_000, True)
+    assert "KiB saved." in result.stderr
     before, after = context_of(session), context_of(target)
     assert (after.tokens, after.messages) == (before.tokens, before.messages)
     records = [json.loads(line) for line in target.read_text().splitlines()]

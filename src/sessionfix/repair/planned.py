@@ -125,7 +125,10 @@ class RepairResult(Struct):
 
     @property
     def tokens_saved(self) -> int:
-        """Estimate: bytes no longer sent, at about four bytes per token."""
+        """Estimate: bytes no longer sent, at about four bytes per token; for a slim,
+        what the agent loads less as `context` counts it (its steps for a size, none)."""
+        if self.slimmed is not None:
+            return max(0, self.slimmed.before - self.slimmed.after)
         return max(0, self.bytes_saved) // BYTES_PER_TOKEN
 
 
