@@ -323,6 +323,10 @@ CODEX_BUDGET = 18_000
 CLAUDE_MAX_SIZE = 130_000
 """Bytes allowed the Claude Code session: with its old outputs and their copies cut
 (about 162,000 bytes left), its eight old `progress` records (4,400 bytes each) must go."""
+CLAUDE_SIZE_ONLY = 300_000
+"""Bytes allowed the Claude Code session with no budget (it takes 461,575): its eight old
+`progress` records go (35,000 bytes), then the `toolUseResult` copies of its eight old
+outputs are cut (127,000 bytes)."""
 CODEX_HISTORIES = (3, 6)
 """The turns the history rollout is compacted after: the first compaction's replacement
 history (73 KB) is superseded by the second's."""
@@ -357,6 +361,9 @@ def slimmed(folder: Path, agent: str) -> SlimCase:
     elif agent == "codex-histories":
         original = codex_rollout(folder / "rollout.jsonl", CODEX_HISTORIES)
         budget, max_size = None, CODEX_MAX_SIZE
+    elif agent == "claude-size":
+        original = claude_lines(folder / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl")
+        budget, max_size = None, CLAUDE_SIZE_ONLY
     else:
         original = claude_lines(folder / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl")
         max_size = CLAUDE_MAX_SIZE

@@ -770,16 +770,26 @@ def slim_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
 
 
 @pytest.fixture(scope="session")
-def before(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, ClaudeLoad]:
-    """The originals, loaded in one Node.js run (the slim case's too)."""
-    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
-    originals = [v.original for v in versions.values()]
-    return load_with_claude([*originals, slim_case.original], places)
+def size_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    """The same session over a size alone, and its slim."""
+    return slimmed(tmp_path_factory.mktemp("claude-slim-size"), "claude-size")
 
 
 @pytest.fixture(scope="session")
-def after(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, ClaudeLoad]:
-    """All repairs, loaded in one Node.js run (the slim too)."""
+def before(
+    versions: dict[Path, Versions], slim_case: SlimCase, size_case: SlimCase
+) -> dict[Path, ClaudeLoad]:
+    """The originals, loaded in one Node.js run (the slim cases' too)."""
+    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
+    originals = [v.original for v in versions.values()]
+    return load_with_claude([*originals, slim_case.original, size_case.original], places)
+
+
+@pytest.fixture(scope="session")
+def after(
+    versions: dict[Path, Versions], slim_case: SlimCase, size_case: SlimCase
+) -> dict[Path, ClaudeLoad]:
+    """All repairs, loaded in one Node.js run (the slims too)."""
     places = {
         repaired: v.subagent
         for v in versions.values()
@@ -787,7 +797,7 @@ def after(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, Cla
         for repaired in v.repaired.values()
     }
     repairs = [p for v in versions.values() for p in v.repaired.values()]
-    return load_with_claude([*repairs, slim_case.slimmed], places)
+    return load_with_claude([*repairs, slim_case.slimmed, size_case.slimmed], places)
 
 
 def _load(
@@ -1609,3 +1619,23 @@ def test_the_reader_loads_the_slimmed_session_as_context_predicts(
             assert_cut(original["toolUseResult"]["stdout"], record["toolUseResult"]["stdout"])
             copies += 1
     assert copies == 8
+
+
+def test_the_reader_loads_a_session_slimmed_to_a_size_as_it_was(
+    size_case: SlimCase, before: dict[Path, ClaudeLoad], after: dict[Path, ClaudeLoad]
+) -> None:
+    """`slim --max-size` alone drops the old `progress` records and cuts the
+    `toolUseResult` copies of the old outputs: Claude Code's reader returns exactly the
+    messages it returned before, which `context` counts as it did."""
+    old_load, new_load = before[size_case.original], after[size_case.slimmed]
+    assert new_load.error is None
+    assert new_load.messages == old_load.messages
+    assert size_case.max_size is not None
+    assert size_case.slimmed.stat().st_size <= size_case.max_size
+    context, was = context_of(size_case.slimmed), context_of(size_case.original)
+    assert (context.tokens, context.messages) == (was.tokens, was.messages)
+    assert context.messages == len(new_load.messages)
+    records = [json.loads(line) for line in size_case.slimmed.read_text().splitlines()]
+    assert sum(record["type"] == "progress" for record in records) == 2
+    copies = [record["toolUseResult"]["stdout"] for record in records if "toolUseResult" in record]
+    assert sum(CUT_MARK in copy for copy in copies) == 8
