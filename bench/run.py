@@ -52,6 +52,7 @@ Generated files are kept in `.bench/` and reused while their generator is unchan
     python bench/run.py --codex-only
     python bench/run.py --pi-only [--pi-size-mb 300]
     python bench/run.py --directory-only
+    python bench/run.py --generated-only [--size-mb 1100]
 """
 
 from __future__ import annotations
@@ -819,6 +820,28 @@ def startup_report(runs: int) -> None:
         print(f"  {name:<28} {min(times) * 1000:6.0f} ms ({statistics.median(times) * 1000:.0f})")
 
 
+def generated_report(size_mb: int, runs: int) -> None:
+    """The generated pi session's table (floor, scan, repair, slim) and its planted defects."""
+    session, expected = ensure_session(size_mb)
+    size = session.stat().st_size
+    (lines,) = count(session, b"\n")
+    repaired = BENCH_DIR / "repaired.jsonl"
+    commands = measured_commands(session, repaired, one_job=True)
+    results = alternate(commands, runs, repaired)
+    print(
+        f"file: {session.relative_to(ROOT)}  {human_bytes(size)}, {lines:,} lines, "
+        f"{os.cpu_count()} CPUs, best (and median) of {runs} alternating runs"
+    )
+    print_table(results, size)
+    counts = found_counts(session)
+    planted = {k: v for k, v in expected.items() if k.startswith("SF")}
+    checks = {
+        "SF402": int(planted.pop("SF402_error")) + int(planted.pop("SF402_info")),
+        **{k: int(v) for k, v in planted.items()},
+    }
+    print_planted_found(checks, counts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size-mb", type=int, default=1100, help="pi session size (MiB)")
@@ -845,6 +868,9 @@ def main() -> None:
         "--directory-only", action="store_true", help="only the directory scan's figures"
     )
     parser.add_argument("--startup-only", action="store_true", help="only the start-up figure")
+    parser.add_argument(
+        "--generated-only", action="store_true", help="only the generated pi session's figures"
+    )
     args = parser.parse_args()
     if args.pi_only:
         compile_package()
@@ -869,25 +895,10 @@ def main() -> None:
         compile_package()
         codex_report(args.codex_size_mb, args.runs)
         return
-    session, expected = ensure_session(args.size_mb)
     compile_package()
-    size = session.stat().st_size
-    (lines,) = count(session, b"\n")
-    repaired = BENCH_DIR / "repaired.jsonl"
-    commands = measured_commands(session, repaired, one_job=True)
-    results = alternate(commands, args.runs, repaired)
-    print(
-        f"file: {session.relative_to(ROOT)}  {human_bytes(size)}, {lines:,} lines, "
-        f"{os.cpu_count()} CPUs, best (and median) of {args.runs} alternating runs"
-    )
-    print_table(results, size)
-    counts = found_counts(session)
-    planted = {k: v for k, v in expected.items() if k.startswith("SF")}
-    checks = {
-        "SF402": int(planted.pop("SF402_error")) + int(planted.pop("SF402_info")),
-        **{k: int(v) for k, v in planted.items()},
-    }
-    print_planted_found(checks, counts)
+    generated_report(args.size_mb, args.runs)
+    if args.generated_only:
+        return
     claude_report(args.claude_size_mb, args.runs, cozempic_runs=args.cozempic_runs)
     codex_report(args.codex_size_mb, args.runs)
     pi_report(args.pi_size_mb, args.runs)

@@ -79,9 +79,16 @@ def pi_compacted_session(path: Path) -> Path:
     return path
 
 
+def progress_output(turn: int) -> str:
+    """What a `bash_progress` record shows of a running command (3.6 KB)."""
+    return "".join(f"{turn:02d}:{line:04d} still compiling\n" for line in range(160))
+
+
 def claude_lines(path: Path) -> Path:
-    """The same conversation as Claude Code writes it: a tool_use, its tool_result with
-    the `toolUseResult` copy Claude Code keeps for its UI."""
+    """The same conversation as Claude Code writes it: a tool_use, a `progress` record
+    of the running command (which the result of every other turn is parented to, as
+    Claude Code before 2.1.30 wrote it), its tool_result with the `toolUseResult` copy
+    Claude Code keeps for its UI."""
     prompts: list[list[dict[str, Any]]] = []
     for turn in range(TURNS):
         prompt: list[dict[str, Any]] = [{"type": "text", "text": f"build step {turn}"}]
@@ -101,9 +108,23 @@ def claude_lines(path: Path) -> Path:
             {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": f"make {turn}"}}
         ]
         record["message"]["stop_reason"] = "tool_use"
+        progress = {
+            key: record[key]
+            for key in ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch")
+            if key in record
+        }
+        progress.update(
+            parentUuid=record["uuid"],
+            type="progress",
+            data={"type": "bash_progress", "output": progress_output(turn), "totalLines": 160},
+            toolUseID=call,
+            parentToolUseID=call,
+            timestamp=record["timestamp"],
+            uuid=record["uuid"][:-6] + f"{800 + turn:06d}",
+        )
         result = dict(record)
         result.update(
-            parentUuid=record["uuid"],
+            parentUuid=progress["uuid"] if turn % 2 == 0 else record["uuid"],
             type="user",
             message={
                 "role": "user",
@@ -124,7 +145,7 @@ def claude_lines(path: Path) -> Path:
             },
             uuid=record["uuid"][:-6] + f"{950 + turn:06d}",
         )
-        lines += [result, answer]
+        lines += [progress, result, answer]
     for earlier, later in itertools.pairwise(lines):
         if later["type"] == "user" and "toolUseResult" not in later:
             later["parentUuid"] = earlier["uuid"]
@@ -153,9 +174,11 @@ def _codex_line(second: int, line_type: str, payload: dict[str, Any]) -> str:
     return json.dumps({"timestamp": stamp, "type": line_type, "payload": payload})
 
 
-def codex_rollout(path: Path) -> Path:
+def codex_rollout(path: Path, compacted_after: tuple[int, ...] = ()) -> Path:
     """The same conversation as a Codex rollout (no image: Codex's decoder measures no
-    inline media), each turn its context, prompt, call, output and answer."""
+    inline media), each turn its context, prompt, call, output and answer; after each
+    turn of `compacted_after`, a compaction carrying every item so far as its
+    replacement history (the last one's supersedes the others')."""
     meta = {
         "id": "019f8e4a-1c2d-7e3f-8a4b-5c6d7e8f9a0c",
         "timestamp": "2026-10-01T09:00:00.000Z",
@@ -197,6 +220,14 @@ def codex_rollout(path: Path) -> Path:
                 {"type": "message", "role": "assistant", "content": [answer]},
             ),
         ]
+        if turn in compacted_after:
+            carried = [
+                record["payload"]
+                for record in map(json.loads, lines)
+                if record["type"] == "response_item"
+            ]
+            summary = {"message": f"turns 0 to {turn}", "replacement_history": carried}
+            lines.append(_codex_line(at + 4, "compacted", summary))
     path.write_text("".join(line + "\n" for line in lines))
     return path
 
@@ -289,11 +320,26 @@ CODEX_BUDGET = 18_000
 """The rollout loads about 50,000 tokens: every old output is cut."""
 
 
+CLAUDE_MAX_SIZE = 130_000
+"""Bytes allowed the Claude Code session: with its old outputs and their copies cut
+(about 162,000 bytes left), its eight old `progress` records (4,400 bytes each) must go."""
+CLAUDE_SIZE_ONLY = 300_000
+"""Bytes allowed the Claude Code session with no budget (it takes 461,575): its eight old
+`progress` records go (35,000 bytes), then the `toolUseResult` copies of its eight old
+outputs are cut (127,000 bytes)."""
+CODEX_HISTORIES = (3, 6)
+"""The turns the history rollout is compacted after: the first compaction's replacement
+history (73 KB) is superseded by the second's."""
+CODEX_MAX_SIZE = 350_000
+"""Bytes allowed the history rollout (390,000): the superseded history must go."""
+
+
 @dataclass(frozen=True)
 class SlimCase:
     original: Path
     slimmed: Path
-    budget: int
+    budget: int | None
+    max_size: int | None = None
 
 
 SETTINGS = Settings(quiescence=0.0, budget=BUDGET, protect_last_turns=SLIM_PROTECTED_TURNS)
@@ -302,7 +348,8 @@ SETTINGS = Settings(quiescence=0.0, budget=BUDGET, protect_last_turns=SLIM_PROTE
 def slimmed(folder: Path, agent: str) -> SlimCase:
     """The agent's session over `BUDGET`, written beside its slim."""
     folder.mkdir(parents=True, exist_ok=True)
-    budget = BUDGET
+    budget: int | None = BUDGET
+    max_size = None
     if agent == "pi":
         original = pi_session(folder / "session.jsonl")
     elif agent == "pi-compacted":
@@ -311,9 +358,16 @@ def slimmed(folder: Path, agent: str) -> SlimCase:
     elif agent == "codex":
         original = codex_rollout(folder / "rollout.jsonl")
         budget = CODEX_BUDGET
+    elif agent == "codex-histories":
+        original = codex_rollout(folder / "rollout.jsonl", CODEX_HISTORIES)
+        budget, max_size = None, CODEX_MAX_SIZE
+    elif agent == "claude-size":
+        original = claude_lines(folder / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl")
+        budget, max_size = None, CLAUDE_SIZE_ONLY
     else:
         original = claude_lines(folder / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl")
+        max_size = CLAUDE_MAX_SIZE
     target = folder / "slimmed" / original.name
     target.parent.mkdir()
-    repair_to(original, target, msgspec.structs.replace(SETTINGS, budget=budget))
-    return SlimCase(original, target, budget)
+    repair_to(original, target, msgspec.structs.replace(SETTINGS, budget=budget, max_size=max_size))
+    return SlimCase(original, target, budget, max_size)

@@ -770,16 +770,26 @@ def slim_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
 
 
 @pytest.fixture(scope="session")
-def before(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, ClaudeLoad]:
-    """The originals, loaded in one Node.js run (the slim case's too)."""
-    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
-    originals = [v.original for v in versions.values()]
-    return load_with_claude([*originals, slim_case.original], places)
+def size_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    """The same session over a size alone, and its slim."""
+    return slimmed(tmp_path_factory.mktemp("claude-slim-size"), "claude-size")
 
 
 @pytest.fixture(scope="session")
-def after(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, ClaudeLoad]:
-    """All repairs, loaded in one Node.js run (the slim too)."""
+def before(
+    versions: dict[Path, Versions], slim_case: SlimCase, size_case: SlimCase
+) -> dict[Path, ClaudeLoad]:
+    """The originals, loaded in one Node.js run (the slim cases' too)."""
+    places = {v.original: v.subagent for v in versions.values() if v.subagent is not None}
+    originals = [v.original for v in versions.values()]
+    return load_with_claude([*originals, slim_case.original, size_case.original], places)
+
+
+@pytest.fixture(scope="session")
+def after(
+    versions: dict[Path, Versions], slim_case: SlimCase, size_case: SlimCase
+) -> dict[Path, ClaudeLoad]:
+    """All repairs, loaded in one Node.js run (the slims too)."""
     places = {
         repaired: v.subagent
         for v in versions.values()
@@ -787,7 +797,7 @@ def after(versions: dict[Path, Versions], slim_case: SlimCase) -> dict[Path, Cla
         for repaired in v.repaired.values()
     }
     repairs = [p for v in versions.values() for p in v.repaired.values()]
-    return load_with_claude([*repairs, slim_case.slimmed], places)
+    return load_with_claude([*repairs, slim_case.slimmed, size_case.slimmed], places)
 
 
 def _load(
@@ -1556,15 +1566,19 @@ def test_context_counts_what_the_reader_returns_of_parallel_results_it_cannot_re
 def test_the_reader_loads_the_slimmed_session_as_context_predicts(
     slim_case: SlimCase, before: dict[Path, ClaudeLoad], after: dict[Path, ClaudeLoad]
 ) -> None:
-    """`slim` brings the session under its budget: Claude Code's reader returns every
-    record it returned before, in order, which `context` counts; the old tool outputs
-    keep their head and tail around the placeholder (the `toolUseResult` copy for the UI
-    stays whole), the old prompt's image is a placeholder, the last two turns are as
-    they were."""
+    """`slim` brings the session under its budget and its size: Claude Code's reader
+    returns every record it returned before, in order, which `context` counts; the old
+    tool outputs keep their head and tail around the placeholder, and so does the
+    `toolUseResult` copy for the UI; the old prompt's image is a placeholder; the old
+    `progress` records are gone, the results parented to them parented to what Claude
+    Code bridges them to; the last two turns are as they were."""
     old_load, new_load = before[slim_case.original], after[slim_case.slimmed]
     assert new_load.error is None
     context = context_of(slim_case.slimmed)
+    assert slim_case.budget is not None
+    assert slim_case.max_size is not None
     assert context.tokens <= slim_case.budget < context_of(slim_case.original).tokens
+    assert slim_case.slimmed.stat().st_size <= slim_case.max_size
     assert context.messages == len(new_load.messages)
     assert context.by_sent == dict(Counter(_sent(message) for message in new_load.messages))
     cut = replaced = 0
@@ -1582,11 +1596,46 @@ def test_the_reader_loads_the_slimmed_session_as_context_predicts(
             replaced += 1
     assert (cut, replaced) == (8, 1)
     assert old_load.messages[-8:] == new_load.messages[-8:]
-    sidecars = [
-        json.loads(line).get("toolUseResult") for line in slim_case.slimmed.read_text().splitlines()
-    ]
-    originals = [
-        json.loads(line).get("toolUseResult")
-        for line in slim_case.original.read_text().splitlines()
-    ]
-    assert sidecars == originals
+    originals = {
+        record["uuid"]: record
+        for record in map(json.loads, slim_case.original.read_text().splitlines())
+    }
+    slimmed = {
+        record["uuid"]: record
+        for record in map(json.loads, slim_case.slimmed.read_text().splitlines())
+    }
+    assert [uuid for uuid in originals if uuid not in slimmed] == [
+        uuid for uuid, record in originals.items() if record["type"] == "progress"
+    ][:8]
+    copies = 0
+    for uuid, record in slimmed.items():
+        original = originals[uuid]
+        parent = originals.get(original["parentUuid"])
+        if parent is not None and parent["uuid"] not in slimmed:
+            assert record["parentUuid"] == parent["parentUuid"]
+        else:
+            assert record["parentUuid"] == original["parentUuid"]
+        if record.get("toolUseResult") != original.get("toolUseResult"):
+            assert_cut(original["toolUseResult"]["stdout"], record["toolUseResult"]["stdout"])
+            copies += 1
+    assert copies == 8
+
+
+def test_the_reader_loads_a_session_slimmed_to_a_size_as_it_was(
+    size_case: SlimCase, before: dict[Path, ClaudeLoad], after: dict[Path, ClaudeLoad]
+) -> None:
+    """`slim --max-size` alone drops the old `progress` records and cuts the
+    `toolUseResult` copies of the old outputs: Claude Code's reader returns exactly the
+    messages it returned before, which `context` counts as it did."""
+    old_load, new_load = before[size_case.original], after[size_case.slimmed]
+    assert new_load.error is None
+    assert new_load.messages == old_load.messages
+    assert size_case.max_size is not None
+    assert size_case.slimmed.stat().st_size <= size_case.max_size
+    context, was = context_of(size_case.slimmed), context_of(size_case.original)
+    assert (context.tokens, context.messages) == (was.tokens, was.messages)
+    assert context.messages == len(new_load.messages)
+    records = [json.loads(line) for line in size_case.slimmed.read_text().splitlines()]
+    assert sum(record["type"] == "progress" for record in records) == 2
+    copies = [record["toolUseResult"]["stdout"] for record in records if "toolUseResult" in record]
+    assert sum(CUT_MARK in copy for copy in copies) == 8

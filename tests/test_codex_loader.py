@@ -692,12 +692,20 @@ def slim_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
 
 
 @pytest.fixture(scope="session")
-def loads(versions: dict[str, Versions], slim_case: SlimCase) -> dict[tuple[Path, bool], CodexLoad]:
+def history_case(tmp_path_factory: pytest.TempPathFactory) -> SlimCase:
+    """A rollout over its size by a superseded replacement history, and its slim."""
+    return slimmed(tmp_path_factory.mktemp("codex-slim-histories"), "codex-histories")
+
+
+@pytest.fixture(scope="session")
+def loads(
+    versions: dict[str, Versions], slim_case: SlimCase, history_case: SlimCase
+) -> dict[tuple[Path, bool], CodexLoad]:
     """Every original and repair loaded in Codex (by path and stand-in), the ones whose
-    thread id is no UUID a second time with a UUID standing in; the slim case's rollout
-    and its slim too."""
+    thread id is no UUID a second time with a UUID standing in; the slim cases' rollouts
+    and their slims too."""
     files = [p for v in versions.values() for p in (v.original, v.ideal, *v.repaired.values())]
-    files += [slim_case.original, slim_case.slimmed]
+    files += [slim_case.original, slim_case.slimmed, history_case.original, history_case.slimmed]
     found = {(path, False): load for path, load in load_with_codex(files).items()}
     stand_ins = [p for p in files if _needs_stand_in(p.read_bytes())]
     found.update(
@@ -935,6 +943,33 @@ def test_codex_resumes_the_slimmed_rollout_as_context_predicts(
         cut += 1
     assert cut == 8
     assert [old for old, _ in unnamed[-8:]] == [new for _, new in unnamed[-8:]]
+
+
+def test_codex_resumes_a_rollout_slimmed_to_a_size_with_the_history_it_had(
+    history_case: SlimCase, loads: dict[tuple[Path, bool], CodexLoad]
+) -> None:
+    """`slim --max-size` drops the replacement history the newer compaction supersedes:
+    Codex resumes the rollout with every item of the history it had, as `context` counts
+    it, and the mock provider takes the probe turn; every other line is as it was."""
+    before, after = loads[history_case.original, False], loads[history_case.slimmed, False]
+    assert after.error is None
+    assert PROBE in json.dumps(after.request[len(after.history) :])
+    assert history_case.max_size is not None
+    size = history_case.slimmed.stat().st_size
+    assert size <= history_case.max_size < history_case.original.stat().st_size
+    context = context_of(history_case.slimmed)
+    assert context.tokens == context_of(history_case.original).tokens
+    assert context.messages == len(after.history)
+    assert [_without(item, "id") for item in before.history] == [
+        _without(item, "id") for item in after.history
+    ]
+    old = history_case.original.read_text().splitlines()
+    new = history_case.slimmed.read_text().splitlines()
+    changed = [(was, now) for was, now in zip(old, new, strict=True) if was != now]
+    assert len(changed) == 1
+    was, now = (json.loads(line) for line in changed[0])
+    assert "replacement_history" not in now["payload"]
+    assert now["payload"] == _without(was["payload"], "replacement_history")
 
 
 def _without(item: dict[str, Any], key: str) -> dict[str, Any]:

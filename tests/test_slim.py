@@ -18,9 +18,9 @@ from sessionfix.context import context_of
 from sessionfix.errors import UsageError
 from sessionfix.formats.content import shortened
 from sessionfix.repair.targets import repair_to
-from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, window_of
+from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, size_bytes, window_of
 
-from .sessions import sessions
+from .sessions import rollouts, sessions
 from .slim_cases import (
     BUDGET,
     COMPACTED_BUDGET,
@@ -58,6 +58,16 @@ def test_a_budget_is_tokens_or_a_share_of_a_published_window() -> None:
         window_of("llama-3")
 
 
+def test_a_size_is_bytes_decimal_or_binary() -> None:
+    assert size_bytes("100MB") == 100_000_000
+    assert size_bytes("1.5GiB") == 3 * 2**29
+    assert size_bytes("500 kb") == 500_000
+    assert size_bytes("5000000") == 5_000_000
+    for text in ("0", "lots", "5 MiBs", "-1MB", "1e400GB"):
+        with pytest.raises(UsageError):
+            size_bytes(text)
+
+
 @given(st.text(max_size=3000), st.integers(0, 200), st.integers(0, 200))
 def test_a_shortened_text_keeps_its_first_line_head_and_tail(
     text: str, head: int, tail: int
@@ -77,6 +87,12 @@ def test_a_session_within_the_budget_is_left_byte_for_byte(tmp_path: Path) -> No
     assert result.exit_code == 0, result.stderr
     assert f"{tokens:,} tokens, within the budget of {tokens:,}" in result.stderr
     assert session.read_bytes() == before
+    size = str(len(before))
+    result = run("slim", "--in-place", "--budget", str(tokens), "--max-size", size, session)
+    assert result.exit_code == 0, result.stderr
+    assert "within the budget of" in result.stderr
+    assert "and the size limit of" in result.stderr
+    assert session.read_bytes() == before
     assert os.stat(session).st_mtime == LONG_AGO
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
 
@@ -91,8 +107,10 @@ def test_slim_in_place_keeps_a_backup_that_restore_puts_back(tmp_path: Path) -> 
     assert lines[1].startswith("  - old tool outputs cut to a head and a tail (8 records): saves ")
     assert lines[2].startswith("  - inline media replaced by a placeholder (1 record): saves ")
     assert lines[3].endswith("tokens remain, within the budget")
-    assert context_of(session).tokens <= BUDGET
-    assert f"{context_of(session).tokens:,} tokens remain" in lines[3]
+    after = context_of(session).tokens
+    assert after <= BUDGET
+    assert f"{after:,} tokens remain" in lines[3]
+    assert f" saved (~{47_986 - after:,} tokens); backup: " in lines[4]
     assert run("restore", "--quiescence", "0", session).exit_code == 0
     assert session.read_bytes() == before
 
@@ -115,7 +133,7 @@ def test_a_session_that_cannot_fit_is_not_written(tmp_path: Path) -> None:
     before = session.read_bytes()
     result = run("slim", "--in-place", "--budget", "5k", session)
     assert result.exit_code == 2
-    assert "cannot be brought under 5,000 tokens: 47,922 now, " in result.stderr
+    assert "cannot be brought under 5,000 tokens: 47,922 tokens now, " in result.stderr
     assert "outside the last 2 turns" in result.stderr
     assert "nothing written" in result.stderr
     assert session.read_bytes() == before
@@ -234,6 +252,117 @@ def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
         assert not target.exists()
         return
     assert context_of(target).tokens <= budget
+    again = tmp_path / "again.jsonl"
+    again.unlink(missing_ok=True)
+    result = repair_to(target, again, chosen)
+    assert result.slimmed is not None
+    assert not result.slimmed.needed
+    assert again.read_bytes() == target.read_bytes()
+
+
+def test_a_size_is_met_by_what_the_agent_never_sends(tmp_path: Path) -> None:
+    """A Claude Code session over a size alone: its old `progress` records go, then the
+    `toolUseResult` copies of its old outputs are cut; what the agent sends is as it was,
+    and the plan, as JSON on stdout, says what each step saved."""
+    session = _at_rest(claude_lines(tmp_path / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl"))
+    target = tmp_path / "out.jsonl"
+    result = run("slim", "--max-size", "300KB", "-o", target, "--output-format", "json", session)
+    assert result.exit_code == 0, result.stderr
+    [plan] = json.loads(result.stdout)
+    steps = {step["step"]: step for step in plan["steps"]}
+    assert list(steps) == ["bookkeeping", "kept-copy"]
+    assert steps["bookkeeping"]["count"] == steps["kept-copy"]["count"] == 8
+    assert all(step["tokens_saved"] == 0 < step["bytes_saved"] for step in steps.values())
+    size = target.stat().st_size
+    assert plan["after"] == {"tokens": plan["before"]["tokens"], "bytes": size}
+    assert plan["before"]["bytes"] - sum(step["bytes_saved"] for step in steps.values()) == size
+    assert (plan["budget"], plan["max_size"], plan["fits"]) == (None, 300_000, True)
+    assert "KiB saved." in result.stderr
+    before, after = context_of(session), context_of(target)
+    assert (after.tokens, after.messages) == (before.tokens, before.messages)
+    records = [json.loads(line) for line in target.read_text().splitlines()]
+    assert sum(record["type"] == "progress" for record in records) == 2
+
+
+def test_the_plan_as_json_goes_to_stdout(tmp_path: Path) -> None:
+    """With --output-format json the plan, not repair's findings, is the machine output:
+    of a diff, and of a written slim."""
+    session = _at_rest(pi_session(tmp_path / "s.jsonl"))
+    for how in (("--diff",), ("-o", str(tmp_path / "out.jsonl"))):
+        result = run("slim", *how, "--budget", str(BUDGET), "--output-format", "json", session)
+        assert result.exit_code == 0, result.stderr
+        [plan] = json.loads(result.stdout)
+        assert plan["filename"] == str(session)
+        assert [step["step"] for step in plan["steps"]] == ["tool-output", "media"]
+        assert plan["steps"][0]["count"] == 8
+        assert plan["before"]["tokens"] == 47_922
+        assert plan["after"]["tokens"] <= BUDGET == plan["budget"]
+        assert plan["fits"]
+        assert "tokens remain" not in result.stderr
+    result = run("slim", "--diff", "--budget", "1k", "--output-format", "json-lines", session)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+
+
+def test_a_size_nothing_unsent_can_meet_is_refused(tmp_path: Path) -> None:
+    """A pi session keeps nothing its agent does not send: no size below what it takes
+    can be met without a budget, and nothing is written."""
+    session = _at_rest(pi_session(tmp_path / "s.jsonl"))
+    before = session.read_bytes()
+    result = run("slim", "--in-place", "--max-size", "100KB", session)
+    assert result.exit_code == 2
+    assert "cannot be brought under 97.7 KiB: " in result.stderr
+    assert "(none applies); nothing written" in result.stderr
+    assert session.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ((), "needs --budget, --max-size or both"),
+        (("--max-size", "lots"), "is no size"),
+        (("--max-size", "1MB", "--model", "gpt-5"), "--model goes with --budget"),
+        (("--budget", "1k", "--output-format", "sarif"), "prints its plan as"),
+    ],
+)
+def test_slim_options_that_say_nothing_it_can_do(
+    tmp_path: Path, options: tuple[str, ...], said: str
+) -> None:
+    session = pi_session(tmp_path / "s.jsonl")
+    result = run("slim", "--diff", *options, session)
+    assert result.exit_code == 2
+    assert said in result.stderr
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=rollouts(corrupt=False))
+def test_a_slim_to_a_size_leaves_what_the_agent_loads_as_it_was(
+    tmp_path: Path, data: bytes
+) -> None:
+    """On generated rollouts, compacted and rolled back too: a slim to a byte less than
+    the rollout takes either drops what Codex never reads, and Codex loads the same
+    messages, the same tokens, from a file within the size, which a second slim leaves
+    byte for byte; or it refuses and writes nothing."""
+    source = tmp_path / "rollout.jsonl"
+    source.write_bytes(data)
+    chosen = Settings(quiescence=0.0, max_size=len(data) - 1)
+    target = tmp_path / "out.jsonl"
+    target.unlink(missing_ok=True)
+    try:
+        repair_to(source, target, chosen)
+    except DoesNotFit:
+        assert not target.exists()
+        return
+    assert target.stat().st_size < len(data)
+    before, after = context_of(source), context_of(target)
+    assert (after.tokens, after.messages, after.by_sent) == (
+        before.tokens,
+        before.messages,
+        before.by_sent,
+    )
     again = tmp_path / "again.jsonl"
     again.unlink(missing_ok=True)
     result = repair_to(target, again, chosen)

@@ -839,6 +839,7 @@ def _repair_command(
     exit_zero: bool,
     prune_to_leaf: bool,
     budget: int | None = None,
+    max_size: int | None = None,
     **rule_options: Any,
 ) -> int:
     chosen = (output is not None) + in_place + diff
@@ -852,7 +853,7 @@ def _repair_command(
         raise UsageError("--diff-context must be 0 or more")
     diff_context = min(diff_context, MAX_DIFF_CONTEXT)
     settings = msgspec.structs.replace(
-        _settings(**rule_options), prune_to_leaf=prune_to_leaf, budget=budget
+        _settings(**rule_options), prune_to_leaf=prune_to_leaf, budget=budget, max_size=max_size
     )
     if output_file is None or diff or output == "-":
         _stdout()
@@ -877,7 +878,9 @@ def _repair_command(
         diff_full_lines=diff_full_lines,
         exit_non_zero_on_fix=exit_non_zero_on_fix,
     )
-    command = "repair" if budget is None else "slim"
+    command = "slim" if settings.slims else "repair"
+    if settings.slims and output_format in (OutputFormat.GITHUB, OutputFormat.SARIF):
+        raise UsageError("slim prints its plan as full, concise, json or json-lines")
     for path in files:
         if is_directory(path):
             raise UsageError(f"{path}: is a directory ({command} takes session files)")
@@ -914,6 +917,9 @@ def _run_diff(
                         full_lines=target.diff_full_lines,
                         exact=exact,
                     )
+        elif settings.slims:
+            plans = [preview.result for preview in run.diffs()]
+            _write_plans(plans, msgspec.structs.replace(presentation, to_stderr=False))
         else:
             _write_report(
                 run.plan(),
@@ -953,9 +959,11 @@ def _run_repair(
     for result in run.results:
         _show_slim(result, presentation)
     fixed = msgspec.structs.replace(presentation, fixed=run.fixed)
-    # A slim's findings are repair's; in words it shows its plan instead.
-    shows_findings = settings.budget is None or not presentation.output_format.is_human
-    if shows_findings and (not run.ended_early or run.results or run.errors):
+    # A slim's findings are repair's: it shows its plan instead, in words or as data.
+    if settings.slims:
+        if not presentation.output_format.is_human:
+            _write_plans(run.results, presentation)
+    elif not run.ended_early or run.results or run.errors:
         _write_report(run.remaining, fixed, settings, len(run.errors))
     for line in run.notices:
         _warning(line)
@@ -978,9 +986,25 @@ def _run_repair(
     )
 
 
+def _write_plans(results: "list[RepairResult]", presentation: Presentation) -> None:
+    """Slims' plans as machine output: a JSON array of them, or a line each."""
+    plans = [r.slimmed.as_json(r.filename) for r in results if r.slimmed is not None]
+    if presentation.output_format is OutputFormat.JSON_LINES:
+        text = b"".join(msgspec.json.encode(plan) + b"\n" for plan in plans)
+    else:
+        text = msgspec.json.format(msgspec.json.encode(plans), indent=2) + b"\n"
+    try:
+        with _output(presentation) as out:
+            out.write(text)
+    except BrokenPipeError:
+        if presentation.output_file is not None:
+            raise
+        _discard_stdout()
+
+
 def _show_slim(result: "RepairResult", presentation: Presentation) -> None:
-    """A slim's plan, to stderr: what goes, what each step saves, what remains."""
-    if result.slimmed is None or presentation.quiet:
+    """A slim's plan in words, to stderr: what goes, what each step saves, what remains."""
+    if result.slimmed is None or presentation.quiet or not presentation.output_format.is_human:
         return
     for line in result.slimmed.lines(result.filename):
         _note(line)
@@ -995,13 +1019,21 @@ def _note(message: str) -> None:
 def slim(
     files: Annotated[list[Path], typer.Argument(help="Session files to slim.", readable=False)],
     budget: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--budget",
             help="Tokens the agent may load: a count (150000, 150k) or a share of --model's "
             "context window (80%).",
         ),
-    ],
+    ] = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option(
+            "--max-size",
+            help="Bytes the session may take (100MB, 1.5GiB): met by dropping what the agent "
+            "keeps but never sends.",
+        ),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option("--model", help="The model whose published context window --budget % is of."),
@@ -1045,17 +1077,20 @@ def slim(
     config: ConfigOpt = None,
     isolated: IsolatedOpt = False,
 ) -> None:
-    """Bring what the agent loads from each session FILE under a token budget: repair it,
-    then cut old tool outputs to a head and a tail, replace old inline media and, last,
-    leave out the oldest turns a compaction keeps, until it fits; to a new file (-o), in
-    place (--in-place) or as a diff.
+    """Bring what the agent loads from each session FILE under a token budget, and its
+    bytes under a size: repair it, then cut old tool outputs to a head and a tail,
+    replace old inline media and, last, leave out the oldest turns a compaction keeps,
+    until it fits the budget; then drop what the agent keeps but never sends until it
+    fits the size. To a new file (-o), in place (--in-place) or as a diff.
 
-    The plan (each step and the tokens it saves) goes to stderr.
-    The result is counted again and must be within the budget, or nothing is written.
-    A session already within it is left as it is.
+    The plan (each step and the tokens and bytes it saves) goes to stderr, or to stdout
+    as JSON with --output-format json.
+    The result is counted again and must be within both, or nothing is written.
+    A session already within them is left as it is.
     """
     options = locals()
     budget_text, model_name = options.pop("budget"), options.pop("model")
+    size_text = options.pop("max_size")
     options.update(
         select=None,
         extend_select=None,
@@ -1071,15 +1106,20 @@ def slim(
     )
 
     def run() -> int:
-        from sessionfix.slim import budget_tokens
+        from sessionfix.slim import budget_tokens, size_bytes
 
+        if budget_text is None and size_text is None:
+            raise UsageError("slim needs --budget, --max-size or both")
+        if budget_text is None and model_name is not None:
+            raise UsageError("--model goes with --budget")
         return _repair_command(
             **_configured(options),
             diff_context=3,
             diff_full_lines=False,
             exit_non_zero_on_fix=False,
             prune_to_leaf=False,
-            budget=budget_tokens(budget_text, model_name),
+            budget=None if budget_text is None else budget_tokens(budget_text, model_name),
+            max_size=None if size_text is None else size_bytes(size_text),
         )
 
     raise typer.Exit(_guard(run))

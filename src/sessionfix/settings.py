@@ -48,6 +48,9 @@ class Settings(Struct, frozen=True):
     budget: int | None = None
     """Tokens the agent may load from a repaired session: a repair also slims it under
     them (`sessionfix.slim`); None: no budget."""
+    max_size: int | None = None
+    """Bytes the repaired session may take: a repair also slims it under them by what
+    the agent keeps but never sends (`sessionfix.slim`); None: no limit."""
 
     def __post_init__(self) -> None:
         for selector in (
@@ -70,8 +73,15 @@ class Settings(Struct, frozen=True):
             raise UsageError("--jobs must be 1 or more")
         if self.budget is not None and self.budget <= 0:
             raise UsageError("--budget must be a positive number of tokens")
+        if self.max_size is not None and self.max_size <= 0:
+            raise UsageError("--max-size must be a positive number of bytes")
         if self.max_record_size <= 0:
             raise UsageError("--max-record-size must be positive")
+
+    @property
+    def slims(self) -> bool:
+        """A repair with a budget of tokens or bytes: a slim."""
+        return self.budget is not None or self.max_size is not None
 
     def enabled(self, codes: Iterable[str]) -> frozenset[str]:
         """Codes switched on: the most specific matching selector wins; ignore wins ties."""

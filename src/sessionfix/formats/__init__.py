@@ -125,6 +125,12 @@ class ResultText(Protocol):
         agent keeps beside the message for its UI is left as it was."""
         ...
 
+    def shorten_kept_copy(self, head: int, tail: int, note: str) -> Transform | None:
+        """The same cut of the copy of a tool's output the agent keeps beside the
+        message for its UI and never sends (Claude Code's `toolUseResult`); None where
+        the format keeps none."""
+        ...
+
 
 class TimedRecords(Protocol):
     """The editor of a format whose agent orders messages by a time stamped on them

@@ -917,6 +917,15 @@ class SessionView(Struct):
             yield position
             position = self.kinds.find(needle, position + 1)
 
+    def history_carriers(self) -> list[int]:
+        """The compactions that carry a replacement history, in file order (a resume
+        reads the last one's; with no rollback in the file, never an older one's)."""
+        return [
+            index
+            for index in self.records_of_kind(Kind.COMPACTION)
+            if (facts := self.boundaries.get(index)) is not None and facts.carries_history
+        ]
+
     def records_flagged(self, mask: int) -> Iterator[int]:
         """Indexes of the records carrying any of the `mask` flag bits."""
         marked = self.flags.translate(_flag_table(mask))

@@ -125,7 +125,10 @@ class RepairResult(Struct):
 
     @property
     def tokens_saved(self) -> int:
-        """Estimate: bytes no longer sent, at about four bytes per token."""
+        """Estimate: bytes no longer sent, at about four bytes per token; for a slim,
+        what the agent loads less as `context` counts it (its steps for a size, none)."""
+        if self.slimmed is not None:
+            return max(0, self.slimmed.before - self.slimmed.after)
         return max(0, self.bytes_saved) // BYTES_PER_TOKEN
 
 
@@ -187,7 +190,7 @@ class PlannedRepair:
             self.source = RecordSource(self.path)
             self.slimmed: SlimPlan | None = None
             """With a budget: the slim's plan (its reductions are among `applied`)."""
-            if settings.budget is not None:
+            if settings.slims:
                 self._slim()
             self.plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=trace)
             self.tally: Counter[str] = Counter()

@@ -55,7 +55,7 @@ def repair_note(results: Sequence[RepairResult], *, in_place: bool) -> str:
     if parts:
         note += ": " + ", ".join(parts)
     if saved > 0:
-        note += f"; {human_bytes(saved)} saved (~{tokens:,} tokens)"
+        note += f"; {human_bytes(saved)} saved" + (f" (~{tokens:,} tokens)" if tokens else "")
     elif saved < 0:
         note += f"; {human_bytes(-saved)} added"
     backups = [r.backup for r in changed if r.backup is not None]

@@ -42,6 +42,7 @@ from sessionfix.rules.base import Invariant
 from sessionfix.safety.writing import chown_best_effort, file_digest
 from sessionfix.scan.scanner import ScannedFile, detect_format, gc_paused, read_session
 from sessionfix.scan.splice import read_spliced
+from sessionfix.units import human_bytes
 
 PARENT_LINK: Final = "parent link"
 MAX_PASSES: Final = 8
@@ -154,7 +155,8 @@ def verify(
 def _check_budget(
     planned: PlannedRepair, result: ScannedFile, written: Path, filename: str
 ) -> None:
-    """A slim's result, loaded as `context` loads a session, is within its budget."""
+    """A slim's result, loaded as `context` loads a session, is within its budget, and
+    its bytes within its size."""
     plan = planned.slimmed
     if plan is None or not plan.needed:
         return
@@ -165,11 +167,18 @@ def _check_budget(
             plan.after = loaded_tokens(result, source, filename, planned.loader)
         except SessionfixError as refused:
             raise _failed(planned, f"the slimmed session is not loaded: {refused}") from None
-    if plan.after > plan.budget:
+    plan.size_after = result.info.size
+    if plan.budget is not None and plan.after > plan.budget:
         raise _failed(
             planned,
             f"the slimmed session still loads {plan.after:,} tokens, over the budget "
             f"of {plan.budget:,}",
+        )
+    if plan.max_size is not None and plan.size_after > plan.max_size:
+        raise _failed(
+            planned,
+            f"the slimmed session still takes {human_bytes(plan.size_after)}, over the size "
+            f"limit of {human_bytes(plan.max_size)}",
         )
 
 

@@ -7,18 +7,14 @@ from collections.abc import Iterator
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats.capabilities import Capability
 from sessionfix.location import on_line, said
-from sessionfix.model.view import Flag, Kind
+from sessionfix.model.view import Flag
 from sessionfix.rules.base import Counted, Rule, RuleContext, unsafe
 from sessionfix.units import human_bytes
 
 
 def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     view = ctx.view
-    carriers = [
-        index
-        for index in view.records_of_kind(Kind.COMPACTION)
-        if (facts := view.boundary(index)) is not None and facts.carries_history
-    ]
+    carriers = view.history_carriers()
     if len(carriers) < 2:
         return
     newest = carriers[-1]

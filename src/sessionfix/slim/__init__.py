@@ -1,14 +1,18 @@
 """Slimming: the reductions that bring what an agent loads from a session under a token
-budget, cheapest loss first, each with the tokens it saves.
+budget, and the session's bytes under a size, cheapest loss first, each with the tokens
+and bytes it saves.
 
 A slim is a repair with more fixes: `repair`'s own fixes first (stale reads replaced by
 their placeholder among them), then, oldest first and outside the protected last turns,
-tool outputs cut to a head and a tail around a placeholder, inline media replaced by
-one, and last the oldest turns a compaction keeps left out of the context. The plan
-takes reductions until the estimate (`sessionfix.context`'s) is within the budget;
-repair's writer, verification and backups write it, and verification counts the result
-as context does again. Nothing here knows a format's fields: the reductions go through
-the formats' editors.
+tool outputs cut to a head and a tail around a placeholder (and the copy the agent keeps
+of them for its UI the same way), inline media replaced by one, and last the oldest
+turns a compaction keeps left out of the context. For a size, what the agent keeps but
+never sends goes after them: replacement histories a newer compaction supersedes, the
+bookkeeping records children link through (Claude Code's `progress`), and the UI copies
+of old outputs. The plan takes reductions until the estimate (`sessionfix.context`'s)
+is within the budget and the size; repair's writer, verification and backups write it,
+and verification counts the result as context does again and measures its bytes.
+Nothing here knows a format's fields: the reductions go through the formats' editors.
 """
 
 from __future__ import annotations
@@ -20,13 +24,20 @@ from typing import Final, NamedTuple, cast
 
 from msgspec import Struct, field
 
-from sessionfix.diagnostics import Applicability, Diagnostic, Fix, RecordEdit, Severity
+from sessionfix.diagnostics import (
+    Applicability,
+    Diagnostic,
+    Fix,
+    RecordEdit,
+    RewriteRecord,
+    Severity,
+)
 from sessionfix.errors import SessionfixError, UsageError
-from sessionfix.formats import ContentBlocks, Format, ResultText, package_of
+from sessionfix.formats import ContentBlocks, Format, ResultText, Transform, package_of
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import provided
 from sessionfix.model.loaded import Loader, LoadRefused, Sent
-from sessionfix.model.view import InlineMedia, Kind, Role
+from sessionfix.model.view import Flag, InlineMedia, Kind, Role
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
@@ -71,6 +82,7 @@ MODEL_WINDOWS: Final = {
 model's name starts with counts: `claude-sonnet-4-5-20250929` is `claude-sonnet-4`)."""
 
 _PERCENT: Final = re.compile(r"^(\d+(?:\.\d+)?)%$")
+_SIZE: Final = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?$")
 
 
 def window_of(model: str) -> int:
@@ -111,22 +123,49 @@ def budget_tokens(budget: str, model: str | None) -> int:
     return tokens
 
 
+def size_bytes(size: str) -> int:
+    """Bytes `--max-size` allows: `100MB` (decimal), `100MiB` (binary), `5000000`."""
+    match = _SIZE.match(size.strip().lower().replace("_", "").replace(",", ""))
+    if match is None:
+        raise UsageError(
+            f"--max-size: {size!r} is no size (a number of bytes, or 100MB, 1.5GiB, 500KB)"
+        )
+    number, prefix, binary = match.groups()
+    power = "_kmgt".index(prefix) if prefix else 0
+    try:
+        value = int(float(number) * (1024 if binary else 1000) ** power)
+    except OverflowError:
+        raise UsageError(f"--max-size: {size!r} is too large") from None
+    if value <= 0:
+        raise UsageError("--max-size must be a positive number of bytes")
+    return value
+
+
 class Step(enum.Enum):
-    """A kind of reduction, in the order they are taken (the cheapest loss first)."""
+    """A kind of reduction, in the order they are taken (the cheapest loss first): the
+    first four for tokens, the last three, which save no tokens, for bytes."""
 
     REPAIR = "repair's own fixes (stale reads replaced by a placeholder)"
     TOOL_OUTPUT = "old tool outputs cut to a head and a tail"
     MEDIA = "inline media replaced by a placeholder"
     OLD_TURNS = "the oldest turns the last compaction keeps left out of the context"
+    HISTORY = "replacement histories a newer compaction supersedes dropped"
+    BOOKKEEPING = "progress records the agent never sends dropped"
+    KEPT_COPY = "the copies of old tool outputs kept for the UI cut to a head and a tail"
 
     @property
     def counts(self) -> str:
         """What its count counts."""
         return "turn" if self is Step.OLD_TURNS else "record"
 
+    @property
+    def key(self) -> str:
+        """Its name in machine output (`tool-output`)."""
+        return self.name.lower().replace("_", "-")
+
 
 class Reduction(Struct, frozen=True):
-    """One record changed to save tokens."""
+    """One record changed to save tokens or bytes."""
 
     step: Step
     record: int
@@ -135,51 +174,131 @@ class Reduction(Struct, frozen=True):
     """What the estimate loses with it."""
     turns: int = 0
     """`Step.OLD_TURNS`: the turns it leaves out."""
+    size: int = 0
+    """The bytes it takes off the session."""
+
+
+class PlanStep(NamedTuple):
+    """One step of a plan: how many records (or turns) it changes, and what it saves."""
+
+    step: Step
+    changed: int
+    tokens: int
+    size: int
 
 
 class SlimPlan(Struct):
-    """What slimming one session does: the estimate before, each reduction, and after."""
+    """What slimming one session does: the estimate and size before, each reduction,
+    and after."""
 
-    budget: int
+    budget: int | None
+    """Tokens the agent may load (None: no budget, only a size)."""
     before: int
     """Tokens the agent loads from the session now (`SessionContext.tokens`)."""
     repaired: int
     """Tokens after `repair`'s own fixes alone."""
+    max_size: int | None = None
+    """Bytes the session may take (None: no limit)."""
+    size: int = 0
+    """Its bytes now."""
     reductions: list[Reduction] = field(default_factory=list)
     after: int = 0
     """The estimate with every reduction taken (the written result is measured again)."""
+    size_after: int = 0
+    """Its bytes with every reduction taken (measured again once written)."""
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget is not None and self.before > self.budget
+
+    @property
+    def over_size(self) -> bool:
+        return self.max_size is not None and self.size > self.max_size
 
     @property
     def needed(self) -> bool:
-        """The session is over the budget: something is written."""
-        return self.before > self.budget
+        """The session is over the budget or the size: something is written."""
+        return self.over_budget or self.over_size
 
     @property
     def fits(self) -> bool:
-        return self.after <= self.budget
+        return (self.budget is None or self.after <= self.budget) and (
+            self.max_size is None or self.size_after <= self.max_size
+        )
 
-    def steps(self) -> Iterator[tuple[Step, int, int]]:
-        """Each step taken: how many records it changes and the tokens it saves."""
+    def steps(self) -> Iterator[PlanStep]:
+        """Each step taken: how many records it changes, the tokens and bytes it saves
+        (repair's own fixes: their tokens alone)."""
         if self.repaired < self.before:
-            yield Step.REPAIR, 0, self.before - self.repaired
-        for step in (Step.TOOL_OUTPUT, Step.MEDIA, Step.OLD_TURNS):
+            yield PlanStep(Step.REPAIR, 0, self.before - self.repaired, 0)
+        for step in Step:
             taken = [reduction for reduction in self.reductions if reduction.step is step]
             if taken:
                 count = sum(r.turns for r in taken) if step is Step.OLD_TURNS else len(taken)
-                yield step, count, sum(reduction.tokens for reduction in taken)
+                tokens = sum(reduction.tokens for reduction in taken)
+                yield PlanStep(step, count, tokens, sum(reduction.size for reduction in taken))
+
+    def measured(self, tokens: int | None, size: int | None) -> str:
+        """`150,000 tokens`, `95.4 MiB` or both, as far as the plan has each limit."""
+        shown = [] if self.budget is None or tokens is None else [f"{tokens:,} tokens"]
+        if self.max_size is not None and size is not None:
+            shown.append(human_bytes(size))
+        return " and ".join(shown)
+
+    def _limits(self, *, figures: bool) -> str:
+        """`the budget of 150,000 and the size limit of 95.4 MiB`, or without figures."""
+        limits = []
+        if self.budget is not None:
+            limits.append("the budget" + (f" of {self.budget:,}" if figures else ""))
+        if self.max_size is not None:
+            size = f" of {human_bytes(self.max_size)}" if figures else ""
+            limits.append("the size limit" + size)
+        return " and ".join(limits)
 
     def lines(self, name: str) -> list[str]:
         """The plan in words, a line each."""
+        now = f"{name}: {self.before:,} tokens"
+        if self.max_size is not None:
+            now += f", {human_bytes(self.size)}"
         if not self.needed:
-            return [f"{name}: {self.before:,} tokens, within the budget of {self.budget:,}"]
-        shown = [f"{name}: {self.before:,} tokens, over the budget of {self.budget:,}"]
-        for step, count, tokens in self.steps():
+            return [f"{now}, within {self._limits(figures=True)}"]
+        shown = [f"{now}, over {self._limits(figures=True)}"]
+        for step, count, tokens, size in self.steps():
             noun = step.counts + ("" if count == 1 else "s")
             records = f" ({count:,} {noun})" if count else ""
-            shown.append(f"  - {step.value}{records}: saves {tokens:,} tokens")
-        verdict = "within the budget" if self.fits else "still over the budget"
-        shown.append(f"  = {self.after:,} tokens remain, {verdict}")
+            saves = [f"{tokens:,} tokens"] if tokens or not size else []
+            if size and self.max_size is not None:
+                saves.append(human_bytes(size))
+            shown.append(f"  - {step.value}{records}: saves {' and '.join(saves)}")
+        remain = f"{self.after:,} tokens"
+        if self.max_size is not None:
+            remain += f" and {human_bytes(self.size_after)}"
+        verdict = "within" if self.fits else "still over"
+        shown.append(f"  = {remain} remain, {verdict} {self._limits(figures=False)}")
         return shown
+
+    def as_json(self, name: str) -> dict[str, object]:
+        """The plan as machine output: the limits, each step, what remains."""
+        return {
+            "filename": name,
+            "budget": self.budget,
+            "max_size": self.max_size,
+            "before": {"tokens": self.before, "bytes": self.size},
+            "needed": self.needed,
+            "steps": [
+                {
+                    "step": step.key,
+                    "description": step.value,
+                    "count": count,
+                    "counts": step.counts,
+                    "tokens_saved": tokens,
+                    "bytes_saved": size,
+                }
+                for step, count, tokens, size in self.steps()
+            ],
+            "after": {"tokens": self.after, "bytes": self.size_after},
+            "fits": self.fits,
+        }
 
 
 class DoesNotFit(SessionfixError):
@@ -211,19 +330,25 @@ def plan_slim(
     repaired: Callable[[], int],
     loader: Loader | None = None,
 ) -> tuple[SlimPlan, list[Diagnostic]]:
-    """The reductions that bring `scanned` under `settings.budget`, as diagnostics whose
-    fixes repair applies after `applied` (its own); `repaired` measures the tokens left
-    after those alone (asked only when they change a record the agent sends); `loader`:
-    what the agent sends, where not what the format's package says (a store's). Raises
-    `DoesNotFit` when every reduction leaves it over, `SessionfixError` when its agent
-    does not load it."""
-    assert settings.budget is not None, "a slim has a budget"
+    """The reductions that bring `scanned` under `settings.budget` and `settings.max_size`,
+    as diagnostics whose fixes repair applies after `applied` (its own); `repaired`
+    measures the tokens left after those alone (asked only when they change a record the
+    agent sends); `loader`: what the agent sends, where not what the format's package
+    says (a store's). Raises `DoesNotFit` when every reduction leaves it over,
+    `SessionfixError` when its agent does not load it."""
+    assert settings.slims, "a slim has a budget or a size"
     view = scanned.view
     sent = _sent_records(scanned, source, filename, loader)
     before = tokens_of(sent.values())
-    plan = SlimPlan(budget=settings.budget, before=before, repaired=before)
+    plan = SlimPlan(
+        budget=settings.budget,
+        before=before,
+        repaired=before,
+        max_size=settings.max_size,
+        size=scanned.info.size,
+    )
     if not plan.needed:
-        plan.after = before
+        plan.after, plan.size_after = before, plan.size
         return plan, []
     touched = {
         edit.record
@@ -232,7 +357,7 @@ def plan_slim(
         for edit in diagnostic.fix.edits
         if isinstance(edit, RecordEdit)
     }
-    if any(index in sent for index in touched):
+    if plan.over_budget and any(index in sent for index in touched):
         plan.repaired = repaired()
     ctx = RuleContext(
         view=view,
@@ -256,7 +381,7 @@ def plan_slim(
     ]
     capabilities = provided(Format(view.format), tree=view.tree)
     # Bytes of text and images still to lose, from the estimate after repair's fixes.
-    excess_bytes = (plan.repaired - plan.budget) * BYTES_PER_TOKEN
+    excess_bytes = 0 if plan.budget is None else (plan.repaired - plan.budget) * BYTES_PER_TOKEN
     chosen: list[Diagnostic] = []
     saved_text = saved_images = 0
     # Per record, the text bytes and images a reduction already took off it.
@@ -265,18 +390,24 @@ def plan_slim(
     def over() -> bool:
         return saved_text + saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN < excess_bytes
 
-    if Capability.SHORTENED_RESULTS in capabilities:
+    if Capability.SHORTENED_RESULTS in capabilities and over():
         results = [index for index in open_records if sent[index].result]
-        for index, saving, diagnostic in _truncations(ctx, results):
+        for index, saving, size, diagnostic in _truncations(ctx, results):
             if not over():
                 break
             chosen.append(diagnostic)
             saved_text += saving
             saved[index] = (saving, 0)
             plan.reductions.append(
-                Reduction(Step.TOOL_OUTPUT, index, view.rows[index], saving // BYTES_PER_TOKEN)
+                Reduction(
+                    Step.TOOL_OUTPUT,
+                    index,
+                    view.rows[index],
+                    saving // BYTES_PER_TOKEN,
+                    size=size,
+                )
             )
-    if Capability.INLINE_MEDIA in capabilities:
+    if Capability.INLINE_MEDIA in capabilities and over():
         for index, (count, added, diagnostic) in _media(ctx, open_records):
             if not over():
                 break
@@ -286,7 +417,10 @@ def plan_slim(
             before_text, before_images = saved.get(index, (0, 0))
             saved[index] = (before_text - added, before_images + count)
             tokens = count * IMAGE_TOKENS - added // BYTES_PER_TOKEN
-            plan.reductions.append(Reduction(Step.MEDIA, index, view.rows[index], tokens))
+            size = sum(media.encoded for media in view.media[index]) - added
+            plan.reductions.append(
+                Reduction(Step.MEDIA, index, view.rows[index], tokens, size=size)
+            )
     if Capability.SUMMARIES in capabilities and view.tree and over():
         need = excess_bytes - saved_text - saved_images * IMAGE_TOKENS * BYTES_PER_TOKEN
         cut = _old_turns(ctx, sent, touched, protected, saved, need)
@@ -313,11 +447,23 @@ def plan_slim(
     plan.after = max(
         0, plan.repaired - (saved_text // BYTES_PER_TOKEN) - saved_images * IMAGE_TOKENS
     )
+    plan.size_after = plan.size - sum(reduction.size for reduction in plan.reductions)
+    if plan.max_size is not None and plan.size_after > plan.max_size:
+        changed = touched | {reduction.record for reduction in plan.reductions}
+        for step, index, size, diagnostic in _unsent(ctx, sent, changed, protected):
+            if plan.size_after <= plan.max_size:
+                break
+            chosen.append(diagnostic)
+            plan.size_after -= size
+            plan.reductions.append(Reduction(step, index, view.rows[index], 0, size=size))
     if not plan.fits:
-        taken = "; ".join(f"{step.value}: {tokens:,}" for step, _, tokens in plan.steps())
+        taken = "; ".join(
+            f"{step.value}: {plan.measured(tokens, size)}" for step, _, tokens, size in plan.steps()
+        )
         raise DoesNotFit(
-            f"{filename}: cannot be brought under {plan.budget:,} tokens: {plan.before:,} now, "
-            f"{plan.after:,} with every reduction outside the last "
+            f"{filename}: cannot be brought under {plan.measured(plan.budget, plan.max_size)}: "
+            f"{plan.measured(plan.before, plan.size)} now, "
+            f"{plan.measured(plan.after, plan.size_after)} with every reduction outside the last "
             f"{settings.protect_last_turns} turns ({taken or 'none applies'}); nothing written",
             plan,
         )
@@ -360,23 +506,94 @@ def _sent_records(
     return sent
 
 
-def _truncations(ctx: RuleContext, records: list[int]) -> Iterator[tuple[int, int, Diagnostic]]:
+def _truncations(
+    ctx: RuleContext, records: list[int]
+) -> Iterator[tuple[int, int, int, Diagnostic]]:
     """Each of the tool results `records` worth cutting, oldest first: its record, the
-    bytes saved and the diagnostic whose fix cuts it."""
+    bytes the agent sends less, the bytes the record loses (the UI's copy cut too) and
+    the diagnostic whose fix cuts both."""
     view = ctx.view
     editor = cast(ResultText, ctx.editor)
     shortest = HEAD_CHARACTERS + TAIL_CHARACTERS + len(TRUNCATED) + MIN_SAVED_BYTES
     transform = editor.shorten_result_text(HEAD_CHARACTERS, TAIL_CHARACTERS, TRUNCATED)
+    copy = editor.shorten_kept_copy(HEAD_CHARACTERS, TAIL_CHARACTERS, TRUNCATED)
     for index in records:
         if view.sizes[index] <= shortest:
             continue
         edit = ctx.rewrite_record(index, transform)
-        assert edit.changed is not None
-        start, end, text = edit.changed()
-        saving = end - start - len(text.encode("utf-8", "surrogatepass"))
+        saving = _saved(edit)
         if saving < MIN_SAVED_BYTES:
             continue
-        yield index, saving, _reduction(ctx, index, Step.TOOL_OUTPUT, saving, edit)
+        size = saving
+        if copy is not None:
+            edit = ctx.rewrite_record(index, _both(transform, copy))
+            size = _saved(edit)
+        yield index, saving, size, _reduction(ctx, index, Step.TOOL_OUTPUT, size, edit)
+
+
+def _both(first: Transform, then: Transform) -> Transform:
+    return lambda record: then(first(record))
+
+
+def _saved(edit: RewriteRecord) -> int:
+    """The bytes a rewrite takes off its record."""
+    assert edit.changed is not None
+    start, end, text = edit.changed()
+    return end - start - len(text.encode("utf-8", "surrogatepass"))
+
+
+def _unsent(
+    ctx: RuleContext, sent: dict[int, _Sent], changed: set[int], protected: int
+) -> Iterator[tuple[Step, int, int, Diagnostic]]:
+    """What the agent keeps but never sends, oldest first within each step, outside the
+    last turns and the records other fixes change: its step, its record, the bytes it
+    saves and the diagnostic whose fix drops or cuts it."""
+    view = ctx.view
+    path = view.active_path
+    # The last turns' records, on the path or beside it, from the first one on.
+    end = path[protected] if 0 <= protected < len(path) else len(view.sizes)
+    capabilities = provided(Format(view.format), tree=view.tree)
+    if (
+        Capability.CARRIED_HISTORIES in capabilities
+        and next(view.records_flagged(Flag.ROLLBACK), None) is None
+    ):
+        carriers = view.history_carriers()
+        for index in carriers[:-1]:
+            if index in changed or index >= end:
+                continue
+            edit = ctx.rewrite_record(index, ctx.editor.drop_carried_history())
+            size = _saved(edit)
+            yield Step.HISTORY, index, size, _reduction(ctx, index, Step.HISTORY, size, edit)
+    for index in view.records_of_kind(Kind.CONTROL):
+        if index >= end:
+            break
+        if index in changed:
+            continue
+        size = view.sizes[index] + 1
+        drop = ctx.drop(index)
+        yield Step.BOOKKEEPING, index, size, _reduction(ctx, index, Step.BOOKKEEPING, size, drop)
+    if Capability.SHORTENED_RESULTS not in capabilities:
+        return
+    copy = cast(ResultText, ctx.editor).shorten_kept_copy(
+        HEAD_CHARACTERS, TAIL_CHARACTERS, TRUNCATED
+    )
+    if copy is None:
+        return
+    shortest = HEAD_CHARACTERS + TAIL_CHARACTERS + len(TRUNCATED) + MIN_SAVED_BYTES
+    for index in sorted(sent, key=lambda index: sent[index].position):
+        record = sent[index]
+        if (
+            not record.result
+            or index in changed
+            or index >= end
+            or view.sizes[index] <= shortest
+            or (view.signed is not None and view.signed(index))
+        ):
+            continue
+        edit = ctx.rewrite_record(index, copy)
+        size = _saved(edit)
+        if size >= MIN_SAVED_BYTES:
+            yield Step.KEPT_COPY, index, size, _reduction(ctx, index, Step.KEPT_COPY, size, edit)
 
 
 class _Cut(NamedTuple):
@@ -471,10 +688,10 @@ def _reduction(
     ctx: RuleContext, index: int, step: Step, saving: int, edit: RecordEdit
 ) -> Diagnostic:
     view = ctx.view
-    message = f"{step.value}: {human_bytes(saving)} less sent"
+    message = f"{step.value}: {human_bytes(saving)} less"
     return Diagnostic(
         code=CODE,
-        name=step.name.lower().replace("_", "-"),
+        name=step.key,
         severity=Severity.INFO,
         message=message,
         filename=ctx.filename,

@@ -20,6 +20,8 @@ MISSING_RESULT_TEXT: Final = "[Tool result missing due to internal error]"
 _REMINDER: Final = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _COPIED_ENVELOPE: Final = ("isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch")
 _COPIED_TAIL: Final = ("slug",)
+_INLINE_FILE: Final = "base64"
+"""The key of a read image's or document's data in `toolUseResult.file`."""
 
 
 _MEMBER: Final = RefRole.SEGMENT_MEMBER
@@ -184,6 +186,30 @@ class ClaudeEditor:
                 for part in content if isinstance(content, list) else ():
                     if isinstance(part, dict) and isinstance(part.get("text"), str):
                         part["text"] = shortened(part["text"], head, tail, note)
+            return record
+
+        return transform
+
+    def shorten_kept_copy(self, head: int, tail: int, note: str) -> Callable[[Any], Any]:
+        """Every text of the `toolUseResult` copy Claude Code keeps for its UI (a
+        command's stdout, a read file's content, an edit's original file...) is shortened
+        the same way; an inline file's base64 stays, for a media reduction to replace."""
+
+        def shorten(value: Any) -> Any:
+            if isinstance(value, str):
+                return shortened(value, head, tail, note)
+            if isinstance(value, list):
+                return [shorten(item) for item in value]
+            if isinstance(value, dict):
+                return {
+                    key: item if key == _INLINE_FILE else shorten(item)
+                    for key, item in value.items()
+                }
+            return value
+
+        def transform(record: Any) -> Any:
+            if "toolUseResult" in record:
+                record["toolUseResult"] = shorten(record["toolUseResult"])
             return record
 
         return transform

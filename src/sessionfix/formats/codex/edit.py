@@ -47,6 +47,10 @@ class CodexEditor:
 
         return transform
 
+    def shorten_kept_copy(self, head: int, tail: int, note: str) -> Transform | None:
+        """None: a rollout keeps no second copy of an output."""
+        return None
+
     def shorten_result_text(self, head: int, tail: int, note: str) -> Transform:
         """A call output's `output` text, or each text item of an output given as
         content items, is shortened (`shortened`)."""

@@ -76,6 +76,10 @@ class OpencodeEditor:
 
         return transform
 
+    def shorten_kept_copy(self, head: int, tail: int, note: str) -> Transform | None:
+        """None: a part's `metadata`, which opencode's UI shows, is left as it is."""
+        return None
+
     def shorten_result_text(self, head: int, tail: int, note: str) -> Transform:
         """A completed tool part's `state.output` is shortened (`shortened`); what its
         `metadata` keeps for opencode's UI stays."""

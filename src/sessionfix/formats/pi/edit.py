@@ -101,6 +101,10 @@ class PiEditor:
 
         return transform
 
+    def shorten_kept_copy(self, head: int, tail: int, note: str) -> Callable[[Any], Any] | None:
+        """None: pi keeps no second copy of a tool's output."""
+        return None
+
     def shorten_result_text(self, head: int, tail: int, note: str) -> Callable[[Any], Any]:
         """Each text block of a tool result's content is shortened (`shortened`)."""
 
