@@ -37,7 +37,7 @@ from sessionfix.read.compressed import (
     session_name,
     session_text,
 )
-from sessionfix.registry import ContainerDeclaration, JsonlFiles, SqliteStore
+from sessionfix.registry import ContainerDeclaration, JsonlFiles, StoreDeclaration
 
 if TYPE_CHECKING:
     from sessionfix.safety.writing import Snapshot
@@ -358,12 +358,12 @@ def declared_container(path: Path) -> ContainerDeclaration:
 
 def is_store(path: Path) -> bool:
     """Whether `path` is a store of sessions, as a package declares one."""
-    return isinstance(declared_container(path), SqliteStore)
+    return isinstance(declared_container(path), StoreDeclaration)
 
 
 def open_container(path: Path, shown: str) -> SessionFile | StoreContainer:
     """The container at `path`, as its package declares it: a store of sessions, else a
     session file (`InputError` when it is a store that cannot be opened)."""
-    if isinstance(declared_container(path), SqliteStore):
+    if isinstance(declared_container(path), StoreDeclaration):
         return StoreContainer(stores.open_store(path), shown)
     return SessionFile(path, shown)
