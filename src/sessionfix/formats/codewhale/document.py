@@ -1,0 +1,213 @@
+"""A CodeWhale session document as CodeWhale 0.9.10 reads it (spec formats/codewhale.md
+§2-3): parsed strictly and whole, checked as its serde types check it, its journal's
+active branch walked from the leaf, each entry projected to the message it stands for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import orjson
+from msgspec import Struct, field
+
+SUPPORTED_SCHEMA: Final = 1
+ENTRY_KINDS: Final = frozenset(
+    {"message", "user", "assistant", "compaction", "branch_summary", "system"}
+)
+BLOCK_TYPES: Final = frozenset(
+    {
+        "text",
+        "image_url",
+        "thinking",
+        "tool_use",
+        "tool_result",
+        "server_tool_use",
+        "tool_search_tool_result",
+        "code_execution_tool_result",
+    }
+)
+CALLER_ROLES: Final = frozenset({"assistant", "assistant_interrupted"})
+"""The roles whose `tool_use` blocks open a group of tool calls (§3 step 6)."""
+MUTATION_TOOLS: Final = frozenset({"write", "edit", "write_file", "edit_file", "apply_patch"})
+"""Tools whose confirmations CodeWhale never collapses on the wire (PR #1741)."""
+BOM: Final = b"\xef\xbb\xbf"
+
+
+class Unreadable(Struct, frozen=True):
+    """A document CodeWhale cannot parse at all: why, in words."""
+
+    reason: str
+
+
+class Document(Struct):
+    """A document that parses as JSON, with what CodeWhale's types refuse of it."""
+
+    value: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    """Why CodeWhale refuses to load it, one sentence each (empty: it loads)."""
+
+    @property
+    def journal(self) -> dict[str, Any] | None:
+        journal = self.value.get("journal")
+        return journal if isinstance(journal, dict) else None
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        journal = self.journal
+        entries = journal.get("entries") if journal is not None else None
+        return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+    @property
+    def leaf_id(self) -> str | None:
+        journal = self.journal
+        leaf = journal.get("leaf_id") if journal is not None else None
+        return leaf if isinstance(leaf, str) else None
+
+    @property
+    def messages(self) -> list[Any]:
+        messages = self.value.get("messages")
+        return messages if isinstance(messages, list) else []
+
+
+def parse(data: bytes) -> Document | Unreadable:
+    """The document in `data`, as `serde_json::from_str` takes it: whole, strict (no
+    byte-order mark, nothing after the value but whitespace), valid UTF-8."""
+    if data.startswith(BOM):
+        return Unreadable("starts with a UTF-8 byte-order mark")
+    if b"\x00" in data:
+        return Unreadable("holds NUL bytes")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Unreadable("is not valid UTF-8")
+    if not data.strip():
+        return Unreadable("is empty")
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return Unreadable(f"does not parse ({exc.msg} at byte {exc.pos})")
+    if not isinstance(value, dict):
+        return Unreadable("is no JSON object")
+    return Document(value, problems(value))
+
+
+def _is_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in value
+
+
+def _message_problems(message: object, where: str) -> list[str]:
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        return [f"{where} is no message (a role and content blocks)"]
+    content = message.get("content")
+    if not isinstance(content, list):
+        return [f"{where} has no list of content blocks"]
+    found: list[str] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in BLOCK_TYPES:
+            found.append(f"{where} holds a content block of unknown type {kind!r}")
+    return found
+
+
+def problems(value: dict[str, Any]) -> list[str]:
+    """What CodeWhale's `SavedSession` type refuses of a parsed document (§2)."""
+    found: list[str] = []
+    version = value.get("schema_version", SUPPORTED_SCHEMA)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        found.append(f"schema_version {version!r} is no version number")
+    elif version > SUPPORTED_SCHEMA:
+        found.append(f"schema v{version} is newer than supported v{SUPPORTED_SCHEMA}")
+    if not isinstance(value.get("metadata"), dict):
+        found.append("the required `metadata` object is missing")
+    if not isinstance(value.get("messages"), list):
+        found.append("the required `messages` list is missing")
+    else:
+        for position, message in enumerate(value["messages"]):
+            found.extend(_message_problems(message, f"message {position}"))
+    journal = value.get("journal")
+    if journal is None:
+        return found
+    entries = journal.get("entries") if isinstance(journal, dict) else None
+    if not isinstance(entries, list):
+        found.append("the journal holds no list of entries")
+        return found
+    for position, entry in enumerate(entries):
+        where = f"journal entry {position}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+            found.append(f"{where} has no id")
+            continue
+        kind = entry.get("kind")
+        if kind not in ENTRY_KINDS:
+            found.append(f"{where} is of unknown kind {kind!r}")
+        elif kind == "message":
+            found.extend(_message_problems(entry.get("message"), where))
+        if not _is_time(entry.get("created_at")):
+            found.append(f"{where} has no RFC 3339 created_at ({entry.get('created_at')!r})")
+    return found
+
+
+def _text_message(role: str, text: object) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": text}]}
+
+
+def projected(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The message an entry stands for in the active messages (None: no message)."""
+    kind = entry.get("kind")
+    if kind == "message":
+        message = entry.get("message")
+        return message if isinstance(message, dict) else None
+    if kind in ("user", "assistant"):
+        return _text_message(kind, entry.get("text", ""))
+    if kind == "compaction":
+        return _text_message("system", f"[compaction summary] {entry.get('summary', '')}")
+    if kind == "branch_summary":
+        return _text_message("system", f"[branch summary] {entry.get('summary', '')}")
+    if kind == "system":
+        return _text_message("system", entry.get("content", ""))
+    return None
+
+
+def by_id(entries: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Entry id → its place; a later duplicate wins, as CodeWhale's map keeps it."""
+    return {entry["id"]: at for at, entry in enumerate(entries) if isinstance(entry.get("id"), str)}
+
+
+def root_to_leaf(entries: Sequence[dict[str, Any]], leaf_id: str | None) -> list[int]:
+    """The places of the entries from the root to `leaf_id`, as CodeWhale walks them: up
+    the parent links until an id names no entry or one already seen (§3 step 4)."""
+    index = by_id(entries)
+    path: list[int] = []
+    seen: set[int] = set()
+    current = index.get(leaf_id) if leaf_id is not None else None
+    while current is not None and current not in seen:
+        seen.add(current)
+        path.append(current)
+        parent = entries[current].get("parent_id")
+        current = index.get(parent) if isinstance(parent, str) else None
+    path.reverse()
+    return path
+
+
+def active_messages(document: Document) -> list[Any]:
+    """The messages CodeWhale loads (`ensure_journal`): the journal's active branch when
+    it has one and that path is not empty, else the document's `messages` array."""
+    if document.journal is not None:
+        entries = document.entries
+        path = root_to_leaf(entries, document.leaf_id)
+        if path:
+            return [m for m in (projected(entries[at]) for at in path) if m is not None]
+    return document.messages
+
+
+def serialised(value: dict[str, Any]) -> bytes:
+    """As CodeWhale writes a document: `serde_json::to_string_pretty` (2 spaces, `": "`,
+    non-ASCII as it is, no final newline)."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2)

@@ -1,0 +1,161 @@
+"""A CodeWhale document as a store of one session (`JsonDocuments`): its transcript is
+the document's lines (`transcript`); a repair goes back as a whole new document
+(`write`), after a backup beside it, never while CodeWhale has the session open."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import xxhash
+
+from sessionfix.errors import InputError, SessionfixError, described
+from sessionfix.formats.codewhale.context import loaded_messages
+from sessionfix.formats.codewhale.transcript import lines
+from sessionfix.formats.codewhale.write import (
+    SessionLive,
+    live_reason,
+    repaired_document,
+    write_document,
+)
+from sessionfix.safety.writing import FileChanged
+from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
+
+KIND: Final = "CodeWhale session document"
+FORMAT_VALUE: Final = "codewhale"
+
+
+def _read(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({described(exc)})") from None
+
+
+class CodeWhaleDocument:
+    """One session document, read whole each time it is asked for."""
+
+    kind: Final = KIND
+    session_format: Final = FORMAT_VALUE
+    copies_as_store: Final = True
+    """Its lines are sessionfix's reading of the document: `-o` writes a document."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.session_id = path.stem
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> CodeWhaleDocument:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def sessions(self) -> list[StoredSession]:
+        return [StoredSession(self.session_id)]
+
+    def transcript(self, session: StoredSession, folder: Path) -> Transcript:
+        data = _read(self.path)
+        transcript = Transcript(folder / f"{self.session_id}.codewhale.jsonl", session, key_noun="")
+        try:
+            with open(transcript.path, "xb") as out:
+                for number, line in enumerate(lines(self.session_id, data)):
+                    out.write(line)
+                    transcript.rows.append("document" if number == 0 else number)
+        except OSError as exc:
+            raise InputError(
+                f"{self.path}: cannot read it into {folder} ({described(exc)})"
+            ) from None
+        transcript.digest = xxhash.xxh3_64_hexdigest(data)
+        return transcript
+
+    def loader(self, transcript: Transcript) -> Any:
+        return loaded_messages
+
+    def _repaired(self, transcript: Transcript, repaired: Path, origins: Origins) -> bytes:
+        data = _read(self.path)
+        if xxhash.xxh3_64_hexdigest(data) != transcript.digest:
+            raise FileChanged(f"{self.path}: changed since it was read; left untouched", grew=False)
+        return repaired_document(data, transcript.path, repaired, origins, self.session_id)
+
+    def replace(
+        self,
+        transcript: Transcript,
+        repaired: Path,
+        origins: Origins,
+        *,
+        backup: bool,
+    ) -> Path | None:
+        reason = live_reason(self.path, self.session_id)
+        if reason is not None:
+            raise SessionLive(
+                f"{self.path}: {reason}; CodeWhale's next autosave would revert a write"
+            )
+        from sessionfix.safety.locks import busy_reason
+        from sessionfix.settings import DEFAULT_QUIESCENCE
+
+        busy = busy_reason(self.path, DEFAULT_QUIESCENCE)
+        if busy is not None:
+            raise SessionLive(f"{self.path}: {busy}")
+        return write_document(
+            self.path, self._repaired(transcript, repaired, origins), backup=backup
+        )
+
+    def write_copy(
+        self,
+        output: Path,
+        transcript: Transcript,
+        repaired: Path | None,
+        origins: Origins | None,
+        *,
+        replace: bool,
+    ) -> None:
+        """The repaired document at `output` (a new file, or replacing one when `replace`)."""
+        data = _read(self.path)
+        if repaired is not None and origins is not None:
+            data = self._repaired(transcript, repaired, origins)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
+        try:
+            fd = os.open(output, flags, 0o600)
+        except FileExistsError:
+            raise SessionfixError(f"{output}: exists (--force to replace it)") from None
+        except OSError as exc:
+            raise SessionfixError(f"{output}: cannot write ({described(exc)})") from None
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+
+    def rewrite_notes(self, transcript: Transcript) -> list[str]:
+        return []
+
+    def key_after_rewrite(self, line: int) -> str | int | None:
+        return "document" if line == 1 else line
+
+    def check_integrity(self, backups: Sequence[Path]) -> None:
+        """Nothing beyond the document, which the repair verified before writing it."""
+
+    def backups(self, session_id: str | None) -> list[StoreBackup]:
+        from sessionfix.safety.backups import list_backups
+
+        return [
+            StoreBackup(
+                backup.path,
+                self.session_id,
+                backup.taken.isoformat(),
+                1,
+                "ok" if backup.status.value == "verified" else backup.status.value,
+            )
+            for backup in list_backups(self.path)
+        ]
+
+    def restore(self, session_id: str, backup: str | None, *, keep_current: bool) -> Path:
+        from sessionfix.safety.backups import restore
+
+        chosen = None if backup is None else self.path.with_name(Path(backup).name)
+        return restore(self.path, chosen, keep_current=keep_current, quiescence=0).source.path

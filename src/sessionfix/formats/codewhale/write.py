@@ -1,0 +1,299 @@
+"""Writing a repaired CodeWhale document the way CodeWhale itself repairs one (spec
+formats/codewhale.md §4, §7): the journal is append-only evidence, so a change of what
+the session loads is a sibling branch appended under the last entry it shares with the
+active one, and the leaf moves to its tip; only pointer fixes (a `parent_id`) and a
+byte-identical repeat of an entry change the entries there are. `messages`,
+`metadata.message_count` and `context_references` follow the new branch; everything
+else, `metadata.updated_at` first (it decides which 50 sessions CodeWhale keeps), stays.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from sessionfix.errors import SessionfixError
+from sessionfix.formats.claude.edit import claude_uuid
+from sessionfix.formats.codewhale.document import (
+    BOM,
+    Document,
+    Unreadable,
+    by_id,
+    parse,
+    projected,
+    root_to_leaf,
+    serialised,
+)
+from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, TAG, without_tag
+from sessionfix.stores import Origins, StoreRefused
+
+RUNTIME_LOCK: Final = ("runtime", "runtime-process.owner.lock")
+"""Under `<sessions>/<id>/`: the lock CodeWhale 0.9.12+ holds for a session's process."""
+CHECKPOINTS: Final = "checkpoints"
+
+
+class RepairNotWritable(SessionfixError):
+    """A repaired transcript that is no change a CodeWhale repair may make."""
+
+
+class SessionLive(StoreRefused):
+    """The session is open in a running CodeWhale, whose next autosave would revert a
+    write: nothing was changed."""
+
+
+def live_reason(document: Path, session_id: str) -> str | None:
+    """Why the session may be open in a running CodeWhale (spec §6): its Runtime owner
+    lock is held, or a checkpoint younger than the document shows a turn in flight."""
+    lock = document.parent / session_id / Path(*RUNTIME_LOCK)
+    if lock.exists():
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return "a running CodeWhale holds the session's Runtime lock"
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+    checkpoint = document.parent / CHECKPOINTS / document.name
+    try:
+        if os.stat(checkpoint).st_mtime_ns > os.stat(document).st_mtime_ns:
+            return "its checkpoint is younger than the document (a turn is in flight)"
+    except OSError:
+        pass
+    return None
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        yield from handle
+
+
+def _decoded(line: bytes) -> dict[str, Any]:
+    value = orjson.loads(line[len(BOM) :] if line.startswith(BOM) else line)
+    if not isinstance(value, dict):
+        raise RepairNotWritable("CodeWhale document: a repaired line is no JSON object")
+    return value
+
+
+def new_entry_id(session_id: str, parent_id: str | None, position: int) -> str:
+    """A deterministic UUID for an entry a repair appends (rules.md §9.3)."""
+    return claude_uuid(f"codewhale\0{session_id}\0{parent_id or ''}\0{position}")
+
+
+def rebranched(
+    entries: list[dict[str, Any]],
+    leaf_id: str | None,
+    wanted: Sequence[Any],
+    session_id: str,
+    spawn_depth: object,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """`rebranch_active_messages(wanted)`: keep the common prefix of the active path, and
+    append the rest of `wanted` as new `message` entries under its last entry (dated as
+    the entry they follow); the entries after it and the new leaf."""
+    path = root_to_leaf(entries, leaf_id)
+    shared = 0
+    while (
+        shared < len(path)
+        and shared < len(wanted)
+        and projected(entries[path[shared]]) == wanted[shared]
+    ):
+        shared += 1
+    parent = entries[path[shared - 1]] if shared else None
+    parent_id: str | None = parent["id"] if parent is not None else None
+    created = (parent or (entries[path[0]] if path else {})).get("created_at")
+    taken = set(by_id(entries))
+    added: list[dict[str, Any]] = []
+    for position, message in enumerate(wanted[shared:], start=shared):
+        entry_id = new_entry_id(session_id, parent_id, position)
+        serial = 0
+        while entry_id in taken:
+            serial += 1
+            entry_id = new_entry_id(session_id, f"{parent_id}\0{serial}", position)
+        taken.add(entry_id)
+        entry: dict[str, Any] = {"id": entry_id}
+        if parent_id is not None:
+            entry["parent_id"] = parent_id
+        entry["kind"] = "message"
+        entry["message"] = message
+        if created is not None:
+            entry["created_at"] = created
+        entry["spawn_depth"] = spawn_depth if spawn_depth is not None else 0
+        added.append(entry)
+        parent_id = entry_id
+    return entries + added, parent_id
+
+
+def _shift_references(references: Any, before: Sequence[Any], after: Sequence[Any]) -> Any:
+    """`context_references` with each `message_index` moved to where its message is now
+    (the same message at or after the place they share up to; else the nearest place):
+    none is dropped."""
+    if not isinstance(references, list):
+        return references
+    shared = 0
+    while shared < min(len(before), len(after)) and before[shared] == after[shared]:
+        shared += 1
+    for reference in references:
+        index = reference.get("message_index") if isinstance(reference, dict) else None
+        if not isinstance(index, int) or index < shared:
+            continue
+        moved = None
+        if index < len(before):
+            moved = next(
+                (at for at in range(shared, len(after)) if after[at] == before[index]), None
+            )
+        reference["message_index"] = (
+            moved if moved is not None else max(0, min(index, len(after) - 1))
+        )
+    return references
+
+
+def repaired_document(
+    original: bytes, transcript: Path, repaired: Path, origins: Origins, session_id: str
+) -> bytes:
+    """The bytes of the document `original` after the repair the transcript's lines
+    (`transcript`, read from `original`) became `repaired`'s."""
+    document = parse(original)
+    new_lines = list(_lines(repaired))
+    old_lines = list(_lines(transcript))
+    if isinstance(document, Unreadable):
+        return _unreadable_repaired(original, old_lines, new_lines)
+    if not new_lines or _decoded(new_lines[0]).get(TAG) != DOCUMENT:
+        raise RepairNotWritable("CodeWhale document: a repair may not remove the document line")
+    if document.journal is None or document.problems:
+        if new_lines[1:] != old_lines[1:]:
+            raise RepairNotWritable(
+                "CodeWhale document without a journal: a repair may not change its messages"
+            )
+        return original
+    return _journal_repaired(document, old_lines, new_lines, origins, session_id)
+
+
+def _unreadable_repaired(original: bytes, old: list[bytes], new: list[bytes]) -> bytes:
+    """A document that does not parse: only its byte-order mark may go."""
+    if len(new) == len(old) == 2 and old[1].startswith(BOM) and new[1] == old[1][len(BOM) :]:
+        return original[len(BOM) :]
+    if new == old:
+        return original
+    raise RepairNotWritable("CodeWhale document that does not parse: only a BOM may be removed")
+
+
+def _journal_repaired(
+    document: Document,
+    old_lines: list[bytes],
+    new_lines: list[bytes],
+    origins: Origins,
+    session_id: str,
+) -> bytes:
+    value = document.value
+    journal = value["journal"]
+    stored = list(journal["entries"])
+    base = [dict(entry) for entry in stored]
+    seen: set[int] = set()
+    known = set(by_id(stored))
+    repaired: list[dict[str, Any]] = []
+    made: set[str] = set()
+    for number, line in enumerate(new_lines[1:], start=2):
+        record = _decoded(line)
+        if record.get(TAG) != ENTRY:
+            raise RepairNotWritable("CodeWhale document: a repair may only change entries")
+        entry = without_tag(record)
+        repaired.append(entry)
+        origin, unchanged = origins(number)
+        at = origin - 2
+        if origin < 2 or at >= len(stored) or at in seen:
+            made.add(str(entry.get("id")))
+            continue
+        seen.add(at)
+        if unchanged:
+            continue
+        before = {k: v for k, v in stored[at].items() if k != "parent_id"}
+        after = {k: v for k, v in entry.items() if k != "parent_id"}
+        if before == after and stored[at].get("parent_id") not in known:
+            base[at] = entry  # a pointer fix: the dangling link changes in place
+    raw = [orjson.dumps(entry) for entry in stored]
+    repeats = {
+        at
+        for at in range(len(stored))
+        if at not in seen and any(raw[other] == raw[at] for other in seen)
+    }
+    base = [entry for at, entry in enumerate(base) if at not in repeats]
+    leaf_id = document.leaf_id
+    index = by_id(repaired)
+    leaf = index.get(leaf_id) if leaf_id is not None else None
+    while leaf is not None:  # the leaf follows what a repair appended below it
+        below = next(
+            (
+                at
+                for at, entry in enumerate(repaired)
+                if entry.get("parent_id") == repaired[leaf].get("id") and entry.get("id") in made
+            ),
+            None,
+        )
+        if below is None:
+            break
+        leaf = below
+        leaf_id = repaired[leaf].get("id")
+    path = root_to_leaf(repaired, leaf_id)
+    wanted = [m for m in (projected(repaired[at]) for at in path) if m is not None]
+    current = [
+        m
+        for m in (projected(base[at]) for at in root_to_leaf(base, document.leaf_id))
+        if m is not None
+    ]
+    entries, new_leaf = base, document.leaf_id
+    if wanted != current and path:
+        entries, new_leaf = rebranched(
+            base, document.leaf_id, wanted, session_id, journal.get("spawn_depth")
+        )
+    messages = [
+        m
+        for m in (projected(entries[at]) for at in root_to_leaf(entries, new_leaf))
+        if m is not None
+    ]
+    if not messages:
+        messages = document.messages
+    journal["entries"] = entries
+    if new_leaf is not None:
+        journal["leaf_id"] = new_leaf
+        if "leaf_id" in value:
+            value["leaf_id"] = new_leaf
+    if "context_references" in value:
+        _shift_references(value["context_references"], document.messages, messages)
+    value["messages"] = messages
+    metadata = value.get("metadata")
+    if isinstance(metadata, dict):
+        metadata["message_count"] = len(messages)
+    return serialised(value)
+
+
+def write_document(
+    path: Path, data: bytes, *, backup: bool, verify: Callable[[Path], None] | None = None
+) -> Path | None:
+    """Replace the document at `path` by `data` as CodeWhale writes one (a temp file in
+    its folder, fsync, rename, folder fsync, mode 0600), keeping the old one as a
+    backup named `<id>.json.sessionfix-bak-…` (never `*.json`: CodeWhale would list it)."""
+    import msgspec
+
+    from sessionfix.formats.sqlite_writes import kill_point
+    from sessionfix.safety.writing import replace_file, snapshot
+
+    original = msgspec.structs.replace(snapshot(path), mode=0o600)
+
+    def checked(temp: Path) -> None:
+        kill_point("codewhale-written")
+        if verify is not None:
+            verify(temp)
+
+    kept = replace_file(original, [data], backup=backup, verify=checked)
+    kill_point("codewhale-replaced")
+    return kept
