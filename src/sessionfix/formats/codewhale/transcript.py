@@ -4,10 +4,12 @@ The first line stands for the document: its id (the file's stem), schema version
 workspace, journal leaf, whether its `messages` array is the journal's projection, and
 what CodeWhale refuses of it (`{"codewhale":"document",…}`). Then one line per journal
 entry, as stored with the tag in front (`{"codewhale":"entry","id":…,"parent_id":…}`);
-a document without a journal (before 0.9.5) has one line per message instead
-(`{"codewhale":"message","message":{…}}`). A document CodeWhale cannot parse is its
-document line saying why, then its bytes on one line (line breaks made spaces, a
-byte-order mark kept in front), which the line rules read as any damaged line.
+a document without a journal (before 0.9.5), or one whose walk is empty, has one line
+per message of its `messages` array (`{"codewhale":"message","message":{…}}`). A
+document CodeWhale cannot parse is its document line saying why, its bytes on one line
+(line breaks made spaces, a byte-order mark kept in front), which the line rules read
+as any damaged line, and an end line (so that they are never read as a last line cut
+short, which a fix would drop).
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ TAG: Final = "codewhale"
 DOCUMENT: Final = "document"
 ENTRY: Final = "entry"
 MESSAGE: Final = "message"
-RAW: Final = "raw"
-"""The key of the document line's record of the bytes line that follows it."""
+END: Final = "end"
+"""After the bytes of a document that does not parse."""
 
 
 def is_line(value: dict[str, Any]) -> bool:
     """Whether a decoded line is one of this format's."""
-    return value.get(TAG) in (DOCUMENT, ENTRY, MESSAGE)
+    return value.get(TAG) in (DOCUMENT, ENTRY, MESSAGE, END)
 
 
 def in_step(document: Document) -> bool:
@@ -86,6 +88,7 @@ def lines(session_id: str, data: bytes) -> Iterator[bytes]:
     yield document_line(session_id, document)
     if isinstance(document, Unreadable):
         yield raw_line(data)
+        yield _line({TAG: END})
         return
     if document.problems:
         return

@@ -167,7 +167,9 @@ def repaired_document(
     old_lines = list(_lines(transcript))
     if isinstance(document, Unreadable):
         return _unreadable_repaired(original, old_lines, new_lines)
-    if not new_lines or _decoded(new_lines[0]).get(TAG) != DOCUMENT:
+    if isinstance(document, Document) and (
+        not new_lines or _decoded(new_lines[0]).get(TAG) != DOCUMENT
+    ):
         raise RepairNotWritable("CodeWhale document: a repair may not remove the document line")
     if document.journal is None or document.problems:
         if new_lines[1:] != old_lines[1:]:
@@ -180,7 +182,7 @@ def repaired_document(
 
 def _unreadable_repaired(original: bytes, old: list[bytes], new: list[bytes]) -> bytes:
     """A document that does not parse: only its byte-order mark may go."""
-    if len(new) == len(old) == 2 and old[1].startswith(BOM) and new[1] == old[1][len(BOM) :]:
+    if len(new) == len(old) == 3 and old[1].startswith(BOM) and new[1] == old[1][len(BOM) :]:
         return original[len(BOM) :]
     if new == old:
         return original

@@ -1,0 +1,211 @@
+"""Hand-made CodeWhale 0.9.10 session documents, following spec formats/codewhale.md §2:
+the cases the tests and the golden fixtures (`tests/fixtures/*-codewhale-*`) are made of."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+
+CREATED: Final = "2026-08-20T10:00:00Z"
+UPDATED: Final = "2026-08-20T11:30:00Z"
+
+
+def text(role: str, body: str) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": body}]}
+
+
+def call(call_id: str, name: str = "read_file", path: str = "src/a.rs") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": f"running {name}"},
+            {"type": "tool_use", "id": call_id, "name": name, "input": {"path": path}},
+        ],
+    }
+
+
+def result(*call_ids: str, body: str = "ok") -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": c, "content": body} for c in call_ids],
+    }
+
+
+def entry(entry_id: str, parent: str | None, message: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {"id": entry_id}
+    if parent is not None:
+        found["parent_id"] = parent
+    found.update(kind="message", message=message, created_at=CREATED, spawn_depth=0)
+    return found
+
+
+def chain(messages: list[dict[str, Any]], prefix: str = "e") -> list[dict[str, Any]]:
+    """One unbranched chain of entries `e1`, `e2`, … holding `messages`."""
+    return [
+        entry(f"{prefix}{n}", f"{prefix}{n - 1}" if n > 1 else None, message)
+        for n, message in enumerate(messages, start=1)
+    ]
+
+
+def document(
+    entries: list[dict[str, Any]] | None,
+    leaf: str | None,
+    messages: list[dict[str, Any]],
+    **extra: Any,
+) -> dict[str, Any]:
+    """A document as CodeWhale saves one (serde order); `entries` None: no journal."""
+    value: dict[str, Any] = {
+        "schema_version": 1,
+        "metadata": {
+            "id": "s",
+            "title": "fix the parser",
+            "created_at": CREATED,
+            "updated_at": UPDATED,
+            "message_count": len(messages),
+            "total_tokens": 1200,
+            "model": "deepseek-v4",
+            "model_provider": "deepseek",
+            "workspace": "/home/u/proj",
+            "mode": None,
+            "cost": {"input_tokens": 1000, "output_tokens": 200},
+            "cumulative_turn_secs": 12,
+            "spawn_depth": 0,
+        },
+        "messages": messages,
+    }
+    if entries is not None:
+        journal: dict[str, Any] = {"entries": entries}
+        if leaf is not None:
+            journal["leaf_id"] = leaf
+        journal.update(schema_version=1, spawn_depth=0)
+        value["journal"] = journal
+        if leaf is not None:
+            value["leaf_id"] = leaf
+    value["system_prompt"] = "You are CodeWhale."
+    value.update(extra)
+    return value
+
+
+def saved(value: dict[str, Any]) -> bytes:
+    """As CodeWhale writes it: `to_string_pretty`, no final newline."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2)
+
+
+HI: Final = text("user", "fix the parser")
+DONE: Final = text("assistant", "done")
+
+
+def clean() -> bytes:
+    messages = [HI, call("c1"), result("c1"), DONE]
+    return saved(document(chain(messages), "e4", messages))
+
+
+def crashed_call() -> bytes:
+    messages = [HI, call("c1"), DONE]
+    return saved(document(chain(messages), "e3", messages))
+
+
+def duplicate_result() -> bytes:
+    messages = [HI, call("c1"), result("c1"), result("c1", body="again"), DONE]
+    return saved(document(chain(messages), "e5", messages))
+
+
+def orphan_result() -> bytes:
+    messages = [HI, text("assistant", "thinking"), result("c9"), DONE]
+    return saved(document(chain(messages), "e4", messages))
+
+
+def late_result() -> bytes:
+    messages = [HI, call("c1"), text("assistant", "moving on"), result("c1"), DONE]
+    return saved(document(chain(messages), "e5", messages))
+
+
+def missing_parent() -> bytes:
+    messages = [HI, DONE, text("user", "next"), text("assistant", "sure")]
+    entries = chain(messages)
+    entries[2]["parent_id"] = "gone"
+    return saved(document(entries, "e4", messages))
+
+
+def duplicate_entry() -> bytes:
+    messages = [HI, DONE]
+    entries = chain(messages)
+    entries.append(dict(entries[1]))
+    return saved(document(entries, "e2", messages))
+
+
+def different_duplicate() -> bytes:
+    messages = [HI, DONE]
+    entries = chain(messages)
+    other = dict(entries[1])
+    other["message"] = text("assistant", "other")
+    entries.append(other)
+    return saved(document(entries, "e2", messages))
+
+
+def parent_cycle() -> bytes:
+    messages = [HI, DONE]
+    entries = chain(messages)
+    entries[0]["parent_id"] = "e2"
+    return saved(document(entries, "e2", messages))
+
+
+def abandoned_branch() -> bytes:
+    old = [HI, call("c1"), result("c1"), DONE]
+    entries = chain(old)
+    entries.append(entry("b1", "e1", text("assistant", "redo")))
+    return saved(document(entries, "b1", [HI, text("assistant", "redo")]))
+
+
+def schema_two() -> bytes:
+    messages = [HI, DONE]
+    value = document(chain(messages), "e2", messages)
+    value["schema_version"] = 2
+    return saved(value)
+
+
+def unknown_kind() -> bytes:
+    messages = [HI, DONE]
+    entries = chain(messages)
+    entries[1]["kind"] = "checkpoint"
+    return saved(document(entries, "e2", messages))
+
+
+def with_bom() -> bytes:
+    return b"\xef\xbb\xbf" + clean()
+
+
+def torn() -> bytes:
+    data = clean()
+    return data[: len(data) // 2]
+
+
+CASES: Final[dict[str, Callable[[], bytes]]] = {
+    "SF402-codewhale-crashed-tool-call": crashed_call,
+    "SF402-trap-codewhale-answered-call": clean,
+    "SF403-codewhale-duplicate-result": duplicate_result,
+    "SF403-trap-codewhale-one-result": clean,
+    "SF401-codewhale-orphan-result": orphan_result,
+    "SF401-trap-codewhale-answered-result": clean,
+    "SF404-codewhale-result-after-next-turn": late_result,
+    "SF404-trap-codewhale-result-in-group": clean,
+    "SF103-codewhale-missing-parent": missing_parent,
+    "SF103-trap-codewhale-root-entry": clean,
+    "SF104-codewhale-repeated-entry": duplicate_entry,
+    "SF104-codewhale-different-entry-same-id": different_duplicate,
+    "SF104-trap-codewhale-distinct-ids": clean,
+    "SF105-codewhale-parent-cycle": parent_cycle,
+    "SF105-trap-codewhale-chain": clean,
+    "SF205-codewhale-abandoned-branch": abandoned_branch,
+    "SF205-trap-codewhale-one-branch": clean,
+    "SF101-codewhale-schema-v2": schema_two,
+    "SF101-codewhale-unknown-entry-kind": unknown_kind,
+    "SF101-trap-codewhale-schema-v1": clean,
+    "SF005-codewhale-bom": with_bom,
+    "SF005-trap-codewhale-no-bom": clean,
+    "SF008-codewhale-torn-document": torn,
+    "SF008-trap-codewhale-whole-document": clean,
+}
+"""Fixture name → the document it holds."""

@@ -1,0 +1,280 @@
+"""CodeWhale sessions (spec formats/codewhale.md): the reimplemented load path holds to
+every behaviour §3 records, and sessionfix finds, shows and repairs documents so that
+CodeWhale loads exactly the intended messages with no resume repair left to do."""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from typer.testing import CliRunner
+
+from sessionfix.cli import app
+from sessionfix.formats.codewhale.transcript import lines
+
+from . import codewhale_documents as docs
+from .codewhale_loader import LoadError, load_session, load_snapshot, repair_tool_call_pairs
+from .conftest import FIXTURES
+
+ENV: Final = {"NO_COLOR": "1", "COLUMNS": "120", "TERM": "xterm"}
+CASES: Final = sorted(docs.CASES)
+SRC: Final = Path(__file__).resolve().parent.parent / "src"
+
+
+def run(*args: str | Path, home: Path | None = None) -> Any:
+    env = dict(ENV, HOME=str(home)) if home is not None else ENV
+    return CliRunner().invoke(app, [str(a) for a in args], env=env, color=False)
+
+
+def placed(tmp_path: Path, data: bytes, stem: str = "s") -> Path:
+    """The document saved in a sessions folder, written long enough ago to be at rest."""
+    folder = tmp_path / ".codewhale" / "sessions"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{stem}.json"
+    path.write_bytes(data)
+    path.chmod(0o600)
+    past = time.time() - 3600
+    os.utime(path, (past, past))
+    return path
+
+
+def loads(value: dict[str, Any], tmp_path: Path) -> list[Any]:
+    return load_session(placed(tmp_path, docs.saved(value), "probe")).messages
+
+
+# ---- the load path (spec §3): one test per recorded behaviour --------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xef\xbb\xbf" + docs.clean(),
+        docs.clean()[:-10],
+        docs.clean() + b"x",
+        docs.clean()[:20] + b"\xff" + docs.clean()[20:],
+    ],
+    ids=["bom", "torn", "trailing-garbage", "invalid-utf8"],
+)
+def test_a_document_that_does_not_parse_whole_fails_the_load(tmp_path: Path, data: bytes) -> None:
+    with pytest.raises(LoadError):
+        load_session(placed(tmp_path, data))
+
+
+def test_a_trailing_newline_is_fine(tmp_path: Path) -> None:
+    assert load_session(placed(tmp_path, docs.clean() + b"\n")).messages
+
+
+@pytest.mark.parametrize(
+    "make", [docs.schema_two, docs.unknown_kind], ids=["schema-v2", "unknown-kind"]
+)
+def test_the_types_refuse_the_whole_document(tmp_path: Path, make: Any) -> None:
+    with pytest.raises(LoadError):
+        load_session(placed(tmp_path, make()))
+
+
+def test_missing_messages_unknown_block_and_bad_created_at_fail(tmp_path: Path) -> None:
+    value = json.loads(docs.clean())
+    for broken in (
+        {k: v for k, v in value.items() if k != "messages"},
+        {**value, "messages": [{"role": "user", "content": [{"type": "video"}]}]},
+    ):
+        with pytest.raises(LoadError):
+            loads(broken, tmp_path)
+    bad_time = copy.deepcopy(value)
+    bad_time["journal"]["entries"][0]["created_at"] = "yesterday"
+    with pytest.raises(LoadError):
+        loads(bad_time, tmp_path)
+
+
+def test_the_journal_walk_replaces_a_stale_messages_array(tmp_path: Path) -> None:
+    value = json.loads(docs.clean())
+    value["messages"] = [docs.text("user", "stale")]
+    assert loads(value, tmp_path) == [docs.HI, docs.call("c1"), docs.result("c1"), docs.DONE]
+
+
+def test_a_missing_parent_silently_truncates_the_path(tmp_path: Path) -> None:
+    assert load_snapshot(placed(tmp_path, docs.missing_parent())).messages == [
+        docs.text("user", "next"),
+        docs.text("assistant", "sure"),
+    ]
+
+
+def test_a_dangling_leaf_falls_back_to_messages_else_loads_empty(tmp_path: Path) -> None:
+    value = json.loads(docs.clean())
+    value["journal"]["leaf_id"] = "nowhere"
+    assert loads(value, tmp_path) == value["messages"]
+    value["messages"] = []
+    assert loads(value, tmp_path) == []
+
+
+def test_a_duplicate_id_resolves_to_the_later_entry(tmp_path: Path) -> None:
+    assert load_snapshot(placed(tmp_path, docs.different_duplicate())).messages == [
+        docs.HI,
+        docs.text("assistant", "other"),
+    ]
+
+
+def test_a_parent_cycle_stops_at_the_first_repeat(tmp_path: Path) -> None:
+    assert load_snapshot(placed(tmp_path, docs.parent_cycle())).messages == [docs.HI, docs.DONE]
+
+
+def test_the_resume_repair_of_tool_call_pairs() -> None:
+    """Kept: the first result in a later message of the group; gone: repeats, results
+    naming no pending call (same message, before, after the next turn); a crashed call
+    gets its result right after the call message; a receipt closes a changed list."""
+    same_message = {
+        "role": "assistant",
+        "content": [*docs.call("c1")["content"], *docs.result("c1")["content"]],
+    }
+    repaired, changed = repair_tool_call_pairs(
+        [
+            docs.HI,
+            same_message,
+            docs.text("user", "wait"),
+            docs.result("c1"),
+            docs.result("c1"),
+            docs.DONE,
+            docs.result("c1"),
+        ]
+    )
+    assert changed
+    assert repaired[:3] == [docs.HI, docs.call("c1"), docs.text("user", "wait")]
+    assert repaired[3] == docs.result("c1")
+    assert repaired[-1]["content"][0]["text"] == (
+        "[tool_history_repair] Repaired 0 crashed tool call(s); quarantined 1 duplicate and "
+        "2 orphan terminal result(s)."
+    )
+    crashed, changed = repair_tool_call_pairs(
+        [docs.HI, docs.call("c1"), docs.text("user", "go on"), docs.DONE]
+    )
+    assert crashed[2]["content"][0]["is_error"] is True
+    assert crashed[3] == docs.text("user", "go on")
+    assert repair_tool_call_pairs([docs.HI, docs.call("c1"), docs.result("c1"), docs.DONE]) == (
+        [docs.HI, docs.call("c1"), docs.result("c1"), docs.DONE],
+        False,
+    )
+
+
+# ---- fixtures: the documents the golden fixtures hold ---------------------------------
+
+
+def test_each_fixture_holds_the_transcript_of_its_document() -> None:
+    for name in CASES:
+        case = FIXTURES / name
+        data = (case / "session.json").read_bytes()
+        assert data == docs.CASES[name](), name
+        assert (case / "input.jsonl").read_bytes() == b"".join(lines("s", data)), name
+
+
+REPAIRED: Final = {
+    "SF402-codewhale-crashed-tool-call",
+    "SF403-codewhale-duplicate-result",
+    "SF401-codewhale-orphan-result",
+    "SF103-codewhale-missing-parent",
+    "SF104-codewhale-repeated-entry",
+    "SF005-codewhale-bom",
+}
+
+
+def intended(original: Path) -> list[Any]:
+    """What the session should load: CodeWhale's own pair repair, without its receipt;
+    with a lost parent re-linked, the whole history."""
+    try:
+        loaded = load_session(original)
+    except LoadError:
+        return load_session(placed(original.parent.parent.parent / "clean", docs.clean())).messages
+    if original.read_bytes() == docs.missing_parent():
+        return [docs.HI, docs.DONE, docs.text("user", "next"), docs.text("assistant", "sure")]
+    return loaded.repaired[:-1] if loaded.changed else loaded.messages
+
+
+@pytest.mark.parametrize("name", sorted(REPAIRED))
+def test_a_repaired_fixture_loads_as_intended_with_nothing_left_to_repair(
+    name: str, tmp_path: Path
+) -> None:
+    data = (FIXTURES / name / "session.json").read_bytes()
+    original = placed(tmp_path / "before", data)
+    path = placed(tmp_path, data)
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code == 0, result.output
+    after = load_session(path)
+    assert not after.changed
+    assert after.messages == intended(original)
+    value = json.loads(path.read_bytes())
+    assert value["metadata"]["updated_at"] == docs.UPDATED
+    assert value["metadata"]["message_count"] == len(value["messages"]) == len(after.messages)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert not path.read_bytes().endswith(b"\n")
+    backups = [p.name for p in path.parent.iterdir() if p != path]
+    assert backups
+    assert not any(b.endswith(".json") for b in backups)
+    if name.startswith(("SF40",)):
+        before = json.loads(data)["journal"]["entries"]
+        assert value["journal"]["entries"][: len(before)] == before  # append-only
+
+
+def test_a_document_codewhale_refuses_is_left_as_it_is(tmp_path: Path) -> None:
+    path = placed(tmp_path, docs.schema_two())
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code == 1
+    assert path.read_bytes() == docs.schema_two()
+    assert "schema v2 is newer than supported v1" in result.output
+
+
+# ---- the command line ------------------------------------------------------------------
+
+
+def test_discovery_check_diff_copy_restore_and_context(tmp_path: Path) -> None:
+    path = placed(tmp_path, docs.crashed_call())
+    (path.parent / "session_boot_owners.json").write_text('{"s": "boot_000000000000"}')
+    found = run("scan", "--output-format", "json", "--no-progress", home=tmp_path)
+    assert found.exit_code == 1
+    assert [f["code"] for f in json.loads(found.stdout)] == ["SF402"]
+    diff = run("repair", "--diff", "--unsafe-fixes", path)
+    assert "crashed_and_repaired" in diff.stdout
+    copied = tmp_path / "copy.json"
+    assert run("repair", "-o", copied, "--unsafe-fixes", path).exit_code == 0
+    assert not load_session(copied).changed
+    assert path.read_bytes() == docs.crashed_call()
+    context = run("context", path)
+    assert context.exit_code == 0
+    assert f"CodeWhale loads {len(load_session(path).repaired)} messages" in context.output
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert run("restore", path).exit_code == 0
+    assert path.read_bytes() == docs.crashed_call()
+
+
+def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> None:
+    path = placed(tmp_path, docs.crashed_call())
+    lock = path.parent / "s" / "runtime" / "runtime-process.owner.lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    with open(lock, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code != 0
+    assert "Runtime lock" in result.output
+    assert path.read_bytes() == docs.crashed_call()
+
+
+@pytest.mark.parametrize("point", ["codewhale-written", "codewhale-replaced"])
+def test_a_kill_leaves_the_document_as_it_was_or_fully_repaired(point: str, tmp_path: Path) -> None:
+    path = placed(tmp_path, docs.crashed_call())
+    whole = placed(tmp_path / "whole", docs.crashed_call())
+    assert run("repair", "--in-place", "--unsafe-fixes", whole).exit_code == 0
+    env = dict(os.environ, SESSIONFIX_KILL_AT=point, PYTHONPATH=str(SRC))
+    subprocess.run(
+        [sys.executable, "-m", "sessionfix", "repair", "--in-place", "--unsafe-fixes", str(path)],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert path.read_bytes() in (docs.crashed_call(), whole.read_bytes())
