@@ -159,6 +159,11 @@ def abandoned_branch() -> bytes:
     return saved(document(entries, "b1", [HI, text("assistant", "redo")]))
 
 
+def dangling_leaf() -> bytes:
+    messages = [HI, DONE]
+    return saved(document(chain(messages), "lost", messages))
+
+
 def schema_two() -> bytes:
     messages = [HI, DONE]
     value = document(chain(messages), "e2", messages)
@@ -199,6 +204,8 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF105-codewhale-parent-cycle": parent_cycle,
     "SF105-trap-codewhale-chain": clean,
     "SF205-codewhale-abandoned-branch": abandoned_branch,
+    "SF108-codewhale-dangling-leaf": dangling_leaf,
+    "SF108-trap-codewhale-leaf-names-entry": clean,
     "SF205-trap-codewhale-one-branch": clean,
     "SF101-codewhale-schema-v2": schema_two,
     "SF101-codewhale-unknown-entry-kind": unknown_kind,

@@ -278,3 +278,48 @@ def test_a_kill_leaves_the_document_as_it_was_or_fully_repaired(point: str, tmp_
         check=False,
     )
     assert path.read_bytes() in (docs.crashed_call(), whole.read_bytes())
+
+
+def test_a_legacy_copy_and_an_expired_checkpoint_are_reported_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    """CodeWhale reads the `~/.codewhale` copy of a session also under `~/.deepseek`, and
+    deletes a checkpoint older than a day: those copies are info, never read as sessions."""
+    current = placed(tmp_path, docs.clean())
+    legacy = tmp_path / ".deepseek" / "sessions" / "s.json"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(docs.crashed_call())
+    legacy_only = legacy.with_name("t.json")  # read: no `~/.codewhale` copy of it
+    legacy_only.write_bytes(docs.crashed_call())
+    checkpoint = current.parent / "checkpoints" / "s.json"
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(docs.crashed_call())
+    old = time.time() - 2 * 24 * 3600
+    os.utime(checkpoint, (old, old))
+    found = run("scan", "--output-format", "json", "--no-progress", home=tmp_path)
+    codes = sorted(
+        (Path(f["filename"].split(":")[0]).parent.name, f["code"]) for f in json.loads(found.stdout)
+    )
+    assert codes == [("checkpoints", "SF113"), ("sessions", "SF113"), ("sessions", "SF402")]
+    assert run("repair", "--in-place", "--unsafe-fixes", legacy).exit_code == 0
+    assert legacy.read_bytes() == docs.crashed_call()
+
+
+def test_context_of_a_document_codewhale_cannot_load_says_so(tmp_path: Path) -> None:
+    for data in (docs.torn(), docs.schema_two()):
+        result = run("context", placed(tmp_path, data))
+        assert "CodeWhale" in result.output
+        assert "loads 0 messages" not in result.output
+
+
+def test_a_lost_parent_is_not_relinked_once_codewhale_saved_the_cut_history(
+    tmp_path: Path,
+) -> None:
+    """After CodeWhale's own resume and save, `messages` holds the cut-down list: the
+    re-link would no longer give back what the document holds (spec §5)."""
+    value = json.loads(docs.missing_parent())
+    value["messages"] = value["messages"][2:]
+    path = placed(tmp_path, docs.saved(value))
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code != 0
+    assert path.read_bytes() == docs.saved(value)

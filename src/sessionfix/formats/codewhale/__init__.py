@@ -50,6 +50,7 @@ CAPABILITIES: Final = frozenset(
         Capability.TOOL_CALLS,
         Capability.FILE_ACTIONS,
         Capability.RESULT_REPAIRS,
+        Capability.UNREAD_SESSIONS,
     }
 )
 NOT_SESSIONS: Final = frozenset({"session_boot_owners.json", "offline_queue.json", "latest.json"})

@@ -28,6 +28,8 @@ from sessionfix.model.view import (
     Flag,
     HeaderFacts,
     Kind,
+    Reference,
+    RefRole,
     Role,
     SessionView,
     ToolCall,
@@ -36,6 +38,8 @@ from sessionfix.model.view import (
 from sessionfix.read.reader import LineReport, RecordSource
 
 FORMAT_NAME: Final = "codewhale"
+LEAF_FIELD: Final = "leaf_id"
+"""How the journal names the entry CodeWhale walks back from."""
 READS: Final = frozenset({"read_file", "read"})
 FULL_WRITES: Final = frozenset({"write_file", "write"})
 
@@ -68,6 +72,7 @@ class Line(msgspec.Struct, gc=False):
     leaf_id: Any = None
     problems: list[str] = msgspec.field(default_factory=list)
     unreadable: str | None = None
+    unread: str | None = None
 
 
 LINE: Final = msgspec.json.Decoder(Line)
@@ -196,10 +201,13 @@ class CodeWhaleAdapter:
             view.header = HeaderFacts(
                 row, record.id, record.schema_version, workspace, tuple(record.problems)
             )
-            view.tree = record.journal and record.unreadable is None
+            view.unread = record.unread
+            view.tree = record.journal and record.unreadable is None and record.unread is None
             if view.tree:
                 leaf = record.leaf_id if isinstance(record.leaf_id, str) else None
                 view.policy = _Leaf(leaf)
+                if leaf is not None and not record.problems:  # else no entry was read
+                    view.references[0] = (Reference(LEAF_FIELD, leaf, role=RefRole.LEAF),)
             return
         message = message_of(record)
         kind = Kind.OTHER
@@ -272,7 +280,13 @@ class CodeWhaleAdapter:
         if view.policy is None:
             view.tree = False
         view.read_ids = partial(_read_ids, RecordSource(self.path), view)
+        view.type_name = _type_name
         view.finish()
+
+
+def _type_name(index: int) -> str | None:
+    """The document line stands for the journal (what its leaf pointer belongs to)."""
+    return "journal" if index == 0 else None
 
 
 _read_ids: Final = ids_reader("id", "parent_id")

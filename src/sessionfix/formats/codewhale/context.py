@@ -79,10 +79,12 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
     """The messages CodeWhale's resume sends, in order; `LoadRefused` where it cannot
     load the document (it does not parse, or its types refuse it)."""
     if view.unread is not None:
-        raise LoadRefused(f"CodeWhale cannot read the document: it {view.unread}")
+        return
+    if lines.findings:
+        raise LoadRefused("CodeWhale cannot parse the document")
     header = view.header
     if header is not None and header.problems:
-        raise LoadRefused(f"CodeWhale refuses to load the document: {header.problems[0]}")
+        raise LoadRefused(f"CodeWhale refuses the document ({header.problems[0]})")
     records: list[int] = []
     messages: list[dict[str, Any]] = []
     kinds: list[object] = []

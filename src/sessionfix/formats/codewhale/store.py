@@ -5,6 +5,7 @@ the document's lines (`transcript`); a repair goes back as a whole new document
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -12,6 +13,7 @@ from typing import Any, Final
 import xxhash
 
 from sessionfix.errors import InputError, SessionfixError, described
+from sessionfix.formats.codewhale import CHECKPOINTS, SESSIONS
 from sessionfix.formats.codewhale.context import loaded_messages
 from sessionfix.formats.codewhale.transcript import lines
 from sessionfix.formats.codewhale.write import (
@@ -25,6 +27,40 @@ from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
 
 KIND: Final = "CodeWhale session document"
 FORMAT_VALUE: Final = "codewhale"
+CHECKPOINT_LIFE: Final = 24 * 3600
+"""Seconds after which CodeWhale deletes a checkpoint when it lists them (spec §1)."""
+LEGACY_HOME: Final = ".deepseek"
+HOME: Final = ".codewhale"
+
+
+def unread_reason(path: Path, data: bytes, now: float) -> str | None:
+    """Why CodeWhale never reads this copy of a session (spec §1): a checkpoint older
+    than a day (deleted when checkpoints are listed), or a legacy `~/.deepseek` copy
+    whose session `~/.codewhale` holds with other content (the one CodeWhale reads)."""
+    folder = path.parent
+    if folder.name == CHECKPOINTS and folder.parent.name == SESSIONS:
+        try:
+            age = now - os.stat(path).st_mtime
+        except OSError:
+            return None
+        if age > CHECKPOINT_LIFE:
+            return (
+                "a checkpoint older than 24 hours, which CodeWhale deletes the next time it "
+                "lists checkpoints"
+            )
+        return None
+    if folder.name == SESSIONS and folder.parent.name == LEGACY_HOME:
+        current = folder.parent.parent / HOME / SESSIONS / path.name
+        try:
+            held = current.read_bytes()
+        except OSError:
+            return None
+        if held != data:
+            return (
+                f"a legacy copy under ~/{LEGACY_HOME}; CodeWhale reads the one under "
+                f"~/{HOME}, which holds other content"
+            )
+    return None
 
 
 def _read(path: Path) -> bytes:
@@ -61,10 +97,11 @@ class CodeWhaleDocument:
 
     def transcript(self, session: StoredSession, folder: Path) -> Transcript:
         data = _read(self.path)
+        unread = unread_reason(self.path, data, time.time())
         transcript = Transcript(folder / f"{self.session_id}.codewhale.jsonl", session, key_noun="")
         try:
             with open(transcript.path, "xb") as out:
-                for number, line in enumerate(lines(self.session_id, data)):
+                for number, line in enumerate(lines(self.session_id, data, unread)):
                     out.write(line)
                     transcript.rows.append("document" if number == 0 else number)
         except OSError as exc:

@@ -82,8 +82,12 @@ def raw_line(data: bytes) -> bytes:
     return data.replace(b"\r", b" ").replace(b"\n", b" ") + b"\n"
 
 
-def lines(session_id: str, data: bytes) -> Iterator[bytes]:
-    """The transcript of the document whose bytes are `data`."""
+def lines(session_id: str, data: bytes, unread: str | None = None) -> Iterator[bytes]:
+    """The transcript of the document whose bytes are `data`; `unread`: why CodeWhale
+    never reads this copy (its document line says so, and nothing else of it is read)."""
+    if unread is not None:
+        yield _line({TAG: DOCUMENT, "id": session_id, "unread": unread})
+        return
     document = parse(data)
     yield document_line(session_id, document)
     if isinstance(document, Unreadable):

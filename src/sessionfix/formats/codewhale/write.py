@@ -165,6 +165,8 @@ def repaired_document(
     document = parse(original)
     new_lines = list(_lines(repaired))
     old_lines = list(_lines(transcript))
+    if new_lines == old_lines:
+        return original
     if isinstance(document, Unreadable):
         return _unreadable_repaired(original, old_lines, new_lines)
     if isinstance(document, Document) and (
@@ -202,6 +204,7 @@ def _journal_repaired(
     base = [dict(entry) for entry in stored]
     seen: set[int] = set()
     known = set(by_id(stored))
+    relinked = False
     repaired: list[dict[str, Any]] = []
     made: set[str] = set()
     for number, line in enumerate(new_lines[1:], start=2):
@@ -222,6 +225,7 @@ def _journal_repaired(
         after = {k: v for k, v in entry.items() if k != "parent_id"}
         if before == after and stored[at].get("parent_id") not in known:
             base[at] = entry  # a pointer fix: the dangling link changes in place
+            relinked = True
     raw = [orjson.dumps(entry) for entry in stored]
     repeats = {
         at
@@ -252,6 +256,11 @@ def _journal_repaired(
         for m in (projected(base[at]) for at in root_to_leaf(base, document.leaf_id))
         if m is not None
     ]
+    if relinked and current != document.messages:
+        raise RepairNotWritable(
+            "CodeWhale document: re-linking the entry would not give back the messages the "
+            "document holds (CodeWhale has saved it since the link broke); left as it is"
+        )
     entries, new_leaf = base, document.leaf_id
     if wanted != current and path:
         entries, new_leaf = rebranched(
@@ -293,6 +302,10 @@ def write_document(
 
     def checked(temp: Path) -> None:
         kill_point("codewhale-written")
+        with open(temp, "rb") as handle:
+            written = parse(handle.read())
+        if not isinstance(written, Document) or written.problems:
+            raise RepairNotWritable(f"{path}: the repaired document would not load; left as it is")
         if verify is not None:
             verify(temp)
 
