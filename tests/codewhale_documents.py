@@ -159,6 +159,34 @@ def abandoned_branch() -> bytes:
     return saved(document(entries, "b1", [HI, text("assistant", "redo")]))
 
 
+def read_then_written() -> bytes:
+    """A file read, then wholly rewritten (the read is stale), then the session goes on."""
+    messages = [
+        HI,
+        call("r1", "read_file", "src/a.rs"),
+        result("r1", body="fn a() {}\n" * 40),
+        call("w1", "write_file", "src/a.rs"),
+        result("w1", body="wrote src/a.rs"),
+        text("assistant", "rewrote it"),
+        *(m for n in range(3) for m in (text("user", f"turn {n}"), text("assistant", "ok"))),
+    ]
+    return saved(document(chain(messages), f"e{len(messages)}", messages))
+
+
+def write_confirmed_twice() -> bytes:
+    """The same long confirmation of two writes: never a stale read (nor deduplicated)."""
+    body = "wrote src/a.rs\n" * 80
+    messages = [
+        HI,
+        call("w1", "write_file", "src/a.rs"),
+        result("w1", body=body),
+        call("w2", "write_file", "src/a.rs"),
+        result("w2", body=body),
+        *(m for n in range(3) for m in (text("user", f"turn {n}"), text("assistant", "ok"))),
+    ]
+    return saved(document(chain(messages), f"e{len(messages)}", messages))
+
+
 def dangling_leaf() -> bytes:
     messages = [HI, DONE]
     return saved(document(chain(messages), "lost", messages))
@@ -205,6 +233,8 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF105-trap-codewhale-chain": clean,
     "SF205-codewhale-abandoned-branch": abandoned_branch,
     "SF108-codewhale-dangling-leaf": dangling_leaf,
+    "SF301-codewhale-read-before-write": read_then_written,
+    "SF301-trap-codewhale-write-confirmations": write_confirmed_twice,
     "SF108-trap-codewhale-leaf-names-entry": clean,
     "SF205-trap-codewhale-one-branch": clean,
     "SF101-codewhale-schema-v2": schema_two,

@@ -84,6 +84,9 @@ class Capability(enum.Enum):
     """Empty or whitespace-only text blocks the agent sends as they are."""
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
     """The loader reads the first line without one (pi); a line reader still fails on it."""
+    APPEND_ONLY = "an append-only journal its agent rebranches on any edit"
+    """Changing an old record makes the agent append everything after it again as a new
+    branch (CodeWhale): a fix that only trims weight off a record is not worth it."""
     VALUES_AS_ENTRIES = "any JSON value on a line kept as an entry"
     """What `JSON.parse` accepts is an entry to the loader, an object or not (pi)."""
 

@@ -51,6 +51,7 @@ CAPABILITIES: Final = frozenset(
         Capability.FILE_ACTIONS,
         Capability.RESULT_REPAIRS,
         Capability.UNREAD_SESSIONS,
+        Capability.APPEND_ONLY,
     }
 )
 NOT_SESSIONS: Final = frozenset({"session_boot_owners.json", "offline_queue.json", "latest.json"})

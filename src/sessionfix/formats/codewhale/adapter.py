@@ -18,7 +18,7 @@ import msgspec
 from sessionfix.formats.codewhale.document import CALLER_ROLES, MUTATION_TOOLS
 from sessionfix.formats.codewhale.edit import CodeWhaleEditor
 from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE
-from sessionfix.formats.common import ids_reader
+from sessionfix.formats.common import ids_reader, text_exceeds
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
     NO_ID_KEY,
@@ -281,7 +281,30 @@ class CodeWhaleAdapter:
             view.tree = False
         view.read_ids = partial(_read_ids, RecordSource(self.path), view)
         view.type_name = _type_name
+        view.result_text_exceeds = partial(_result_text_exceeds, RecordSource(self.path), view)
         view.finish()
+
+
+def _result_text_exceeds(
+    source: RecordSource, view: SessionView, index: int, limit: int, prefix: str
+) -> bool:
+    """Whether a message's tool result text is over `limit` bytes and not `prefix`-led
+    (every result of the message, when it holds several)."""
+    try:
+        line = LINE.decode(source.read(view.offsets[index], view.sizes[index]))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    message = message_of(line)
+    if message is None or not isinstance(message.content, list):
+        return False
+    texts = [
+        block.get("content")
+        for block in message.content
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    return bool(texts) and all(
+        isinstance(text, str) and text_exceeds(text, limit, prefix) for text in texts
+    )
 
 
 def _type_name(index: int) -> str | None:
