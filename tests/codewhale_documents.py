@@ -210,6 +210,14 @@ def with_bom() -> bytes:
     return b"\xef\xbb\xbf" + clean()
 
 
+def nul_filled() -> bytes:
+    return b"\x00" * len(clean())
+
+
+def nul_run_before() -> bytes:
+    return b"\x00" * 64 + clean()
+
+
 def torn() -> bytes:
     data = clean()
     return data[: len(data) // 2]
@@ -243,6 +251,9 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF005-codewhale-bom": with_bom,
     "SF005-trap-codewhale-no-bom": clean,
     "SF008-codewhale-torn-document": torn,
+    "SF004-codewhale-nul-filled-copy": nul_filled,
+    "SF004-codewhale-nul-run-before-document": nul_run_before,
+    "SF004-trap-codewhale-no-nul": clean,
     "SF008-trap-codewhale-whole-document": clean,
 }
 """Fixture name → the document it holds."""

@@ -181,6 +181,7 @@ REPAIRED: Final = {
     "SF103-codewhale-missing-parent",
     "SF104-codewhale-repeated-entry",
     "SF005-codewhale-bom",
+    "SF004-codewhale-nul-run-before-document",
 }
 
 
@@ -221,12 +222,18 @@ def test_a_repaired_fixture_loads_as_intended_with_nothing_left_to_repair(
         assert value["journal"]["entries"][: len(before)] == before  # append-only
 
 
-def test_a_document_codewhale_refuses_is_left_as_it_is(tmp_path: Path) -> None:
-    path = placed(tmp_path, docs.schema_two())
+@pytest.mark.parametrize(
+    "make", [docs.schema_two, docs.torn, docs.nul_filled], ids=["schema-v2", "torn", "nul"]
+)
+def test_a_document_codewhale_cannot_load_is_reported_and_left_as_it_is(
+    tmp_path: Path, make: Any
+) -> None:
+    """No fix offered, none written: the damaged bytes are the whole session."""
+    path = placed(tmp_path, make())
     result = run("repair", "--in-place", "--unsafe-fixes", path)
-    assert result.exit_code == 1
-    assert path.read_bytes() == docs.schema_two()
-    assert "schema v2 is newer than supported v1" in result.output
+    assert result.exit_code == 1, result.output
+    assert "Nothing to repair" in result.output
+    assert path.read_bytes() == make()
 
 
 # ---- the command line ------------------------------------------------------------------

@@ -84,6 +84,9 @@ class Capability(enum.Enum):
     """Empty or whitespace-only text blocks the agent sends as they are."""
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
     """The loader reads the first line without one (pi); a line reader still fails on it."""
+    WHOLE_DOCUMENT = "a session its agent parses whole"
+    """A damaged line is the whole session's bytes, which the agent then loads none of
+    (CodeWhale's JSON document): dropping it would drop the session."""
     APPEND_ONLY = "an append-only journal its agent rebranches on any edit"
     """Changing an old record makes the agent append everything after it again as a new
     branch (CodeWhale): a fix that only trims weight off a record is not worth it."""

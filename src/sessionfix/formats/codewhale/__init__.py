@@ -52,6 +52,7 @@ CAPABILITIES: Final = frozenset(
         Capability.RESULT_REPAIRS,
         Capability.UNREAD_SESSIONS,
         Capability.APPEND_ONLY,
+        Capability.WHOLE_DOCUMENT,
     }
 )
 NOT_SESSIONS: Final = frozenset({"session_boot_owners.json", "offline_queue.json", "latest.json"})

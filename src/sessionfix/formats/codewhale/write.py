@@ -183,12 +183,17 @@ def repaired_document(
 
 
 def _unreadable_repaired(original: bytes, old: list[bytes], new: list[bytes]) -> bytes:
-    """A document that does not parse: only its byte-order mark may go."""
-    if len(new) == len(old) == 3 and old[1].startswith(BOM) and new[1] == old[1][len(BOM) :]:
+    """A document that does not parse, whose bytes line a fix changed: only into a
+    document CodeWhale loads (a byte-order mark or NUL bytes stripped), written as
+    CodeWhale writes one (only a stripped byte-order mark keeps every other byte)."""
+    if len(new) != len(old) or new[0] != old[0] or new[2:] != old[2:]:
+        raise RepairNotWritable("CodeWhale document that does not parse: only its bytes may change")
+    if old[1].startswith(BOM) and new[1] == old[1][len(BOM) :]:
         return original[len(BOM) :]
-    if new == old:
-        return original
-    raise RepairNotWritable("CodeWhale document that does not parse: only a BOM may be removed")
+    fixed = parse(new[1].removesuffix(b"\n"))
+    if not isinstance(fixed, Document) or fixed.problems:
+        raise RepairNotWritable("CodeWhale document: the fixed bytes would still not load")
+    return serialised(fixed.value)
 
 
 def _journal_repaired(
