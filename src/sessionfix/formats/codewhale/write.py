@@ -85,6 +85,25 @@ def _decoded(line: bytes) -> dict[str, Any]:
     return value
 
 
+def _broken_links(entries: Sequence[dict[str, Any]]) -> set[int]:
+    """The entries whose `parent_id` names no entry, or leads back to themselves."""
+    index = by_id(entries)
+    broken: set[int] = set()
+    for at, entry in enumerate(entries):
+        parent = entry.get("parent_id")
+        if isinstance(parent, str) and parent not in index:
+            broken.add(at)
+            continue
+        current, steps = index.get(parent) if isinstance(parent, str) else None, 0
+        while current is not None and steps <= len(entries):
+            if current == at:
+                broken.add(at)
+                break
+            up = entries[current].get("parent_id")
+            current, steps = index.get(up) if isinstance(up, str) else None, steps + 1
+    return broken
+
+
 def new_entry_id(session_id: str, parent_id: str | None, position: int) -> str:
     """A deterministic UUID for an entry a repair appends (rules.md §9.3)."""
     return claude_uuid(f"codewhale\0{session_id}\0{parent_id or ''}\0{position}")
@@ -209,6 +228,7 @@ def _journal_repaired(
     base = [dict(entry) for entry in stored]
     seen: set[int] = set()
     known = set(by_id(stored))
+    broken = _broken_links(stored)
     relinked = False
     repaired: list[dict[str, Any]] = []
     made: set[str] = set()
@@ -228,16 +248,19 @@ def _journal_repaired(
             continue
         before = {k: v for k, v in stored[at].items() if k != "parent_id"}
         after = {k: v for k, v in entry.items() if k != "parent_id"}
-        if before == after and stored[at].get("parent_id") not in known:
-            base[at] = entry  # a pointer fix: the dangling link changes in place
-            relinked = True
+        if before == after and at in broken:
+            base[at] = entry  # a pointer fix: the broken link changes in place
+            relinked = relinked or stored[at].get("parent_id") not in known
     raw = [orjson.dumps(entry) for entry in stored]
-    repeats = {
+    active = set(root_to_leaf(stored, document.leaf_id))
+    gone = {
         at
         for at in range(len(stored))
-        if at not in seen and any(raw[other] == raw[at] for other in seen)
+        if at not in seen and (at not in active or any(raw[other] == raw[at] for other in seen))
     }
-    base = [entry for at, entry in enumerate(base) if at not in repeats]
+    # Byte-identical repeats and entries off the active path (a prune) go; an entry of the
+    # path a fix dropped stays, and the repaired messages become a branch of their own.
+    base = [entry for at, entry in enumerate(base) if at not in gone]
     leaf_id = document.leaf_id
     index = by_id(repaired)
     leaf = index.get(leaf_id) if leaf_id is not None else None
