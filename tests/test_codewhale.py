@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sessionfix.cli import app
@@ -333,3 +335,60 @@ def test_a_lost_parent_is_not_relinked_once_codewhale_saved_the_cut_history(
     result = run("repair", "--in-place", "--unsafe-fixes", path)
     assert result.exit_code != 0
     assert path.read_bytes() == docs.saved(value)
+
+
+# ---- invariants over generated conversations -------------------------------------------
+
+CALL_IDS: Final = ("c1", "c2", "c3")
+
+
+def _message(kind: str, ids: tuple[str, ...], n: int) -> dict[str, Any]:
+    if kind == "user":
+        return docs.text("user", f"ask {n}")
+    if kind == "assistant":
+        message = docs.text("assistant", f"answer {n}")
+        for call_id in ids:
+            message["content"].append(
+                {"type": "tool_use", "id": call_id, "name": "bash", "input": {"cmd": "ls"}}
+            )
+        return message
+    return docs.result(*ids, body=f"out {n}")
+
+
+conversations = st.lists(
+    st.tuples(
+        st.sampled_from(("user", "assistant", "result")),
+        st.lists(st.sampled_from(CALL_IDS), max_size=2, unique=True).map(tuple),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=25)
+@given(turns=conversations)
+def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
+    turns: list[tuple[str, tuple[str, ...]]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whatever the conversation, a repair appends and never edits an entry, keeps
+    `updated_at`, and CodeWhale loads what it writes; where no finding of a tool-call
+    pair is left, CodeWhale's resume repair has nothing to do."""
+    messages = [
+        _message(kind, ids, n)
+        for n, (kind, ids) in enumerate(turns)
+        if kind == "user" or ids or kind == "assistant"
+    ]
+    data = docs.saved(docs.document(docs.chain(messages), f"e{len(messages)}", messages))
+    path = placed(tmp_path_factory.mktemp("doc"), data)
+    result = run("repair", "--in-place", "--unsafe-fixes", "--output-format", "json", path)
+    assert result.exit_code in (0, 1), result.output
+    value = json.loads(path.read_bytes())
+    before = json.loads(data)["journal"]["entries"]
+    assert value["journal"]["entries"][: len(before)] == before
+    assert value["metadata"]["updated_at"] == docs.UPDATED
+    after = load_session(path)
+    assert value["messages"] == after.messages
+    left = run("check", "--output-format", "json", path)
+    codes = {finding["code"] for finding in json.loads(left.stdout or "[]")}
+    if not codes & {"SF401", "SF402", "SF403", "SF404"}:
+        assert not after.changed, after.repaired

@@ -11,12 +11,14 @@ from typing import Any, Final
 from sessionfix.errors import SessionfixError
 from sessionfix.formats.claude.edit import generate_uuid
 from sessionfix.formats.codewhale.pairs import crashed_result
-from sessionfix.formats.codewhale.transcript import ENTRY, TAG
+from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, TAG
 from sessionfix.formats.common import without_message_blocks
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
 Transform = Callable[[Any], Any]
 PARENT: Final = "parent_id"
+LEAF: Final = "leaf_id"
+"""The document line's copy of the journal's leaf pointer."""
 
 
 def _message(record: Any) -> dict[str, Any]:
@@ -32,9 +34,11 @@ class CodeWhaleEditor:
     parent_link = PARENT
 
     def references(self, record: Any) -> list[tuple[str, RefRole]]:
-        if isinstance(record, dict) and isinstance(record.get(PARENT), str):
-            return [(PARENT, RefRole.PARENT)]
-        return []
+        if not isinstance(record, dict):
+            return []
+        if record.get(TAG) == DOCUMENT:
+            return [(LEAF, RefRole.LEAF)] if isinstance(record.get(LEAF), str) else []
+        return [(PARENT, RefRole.PARENT)] if isinstance(record.get(PARENT), str) else []
 
     def get_field(self, record: Any, name: str) -> object:
         return record.get(name) if isinstance(record, dict) else None

@@ -261,7 +261,8 @@ def _journal_repaired(
     # Byte-identical repeats and entries off the active path (a prune) go; an entry of the
     # path a fix dropped stays, and the repaired messages become a branch of their own.
     base = [entry for at, entry in enumerate(base) if at not in gone]
-    leaf_id = document.leaf_id
+    named = _decoded(new_lines[0]).get("leaf_id")
+    leaf_id = named if isinstance(named, str) else None
     index = by_id(repaired)
     leaf = index.get(leaf_id) if leaf_id is not None else None
     while leaf is not None:  # the leaf follows what a repair appended below it
@@ -279,33 +280,32 @@ def _journal_repaired(
         leaf_id = repaired[leaf].get("id")
     path = root_to_leaf(repaired, leaf_id)
     wanted = [m for m in (projected(repaired[at]) for at in path) if m is not None]
-    current = [
-        m
-        for m in (projected(base[at]) for at in root_to_leaf(base, document.leaf_id))
-        if m is not None
-    ]
+    active_path = root_to_leaf(base, document.leaf_id)
+    current = [m for m in (projected(base[at]) for at in active_path) if m is not None]
     if relinked and current != document.messages:
         raise RepairNotWritable(
             "CodeWhale document: re-linking the entry would not give back the messages the "
             "document holds (CodeWhale has saved it since the link broke); left as it is"
         )
     entries, new_leaf = base, document.leaf_id
-    if wanted != current and path:
+    if wanted != current and (path or active_path):
         entries, new_leaf = rebranched(
             base, document.leaf_id, wanted, session_id, journal.get("spawn_depth")
         )
-    messages = [
-        m
-        for m in (projected(entries[at]) for at in root_to_leaf(entries, new_leaf))
-        if m is not None
-    ]
-    if not messages:
-        messages = document.messages
+    walked = root_to_leaf(entries, new_leaf)
+    messages = (
+        [m for m in (projected(entries[at]) for at in walked) if m is not None]
+        if walked or active_path
+        else document.messages  # the walk was empty before: CodeWhale loads `messages`
+    )
     journal["entries"] = entries
     if new_leaf is not None:
         journal["leaf_id"] = new_leaf
         if "leaf_id" in value:
             value["leaf_id"] = new_leaf
+    elif active_path:  # every message went: the leaf moves to none
+        journal.pop("leaf_id", None)
+        value.pop("leaf_id", None)
     if "context_references" in value:
         _shift_references(value["context_references"], document.messages, messages)
     value["messages"] = messages
