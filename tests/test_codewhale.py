@@ -392,3 +392,46 @@ def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
     codes = {finding["code"] for finding in json.loads(left.stdout or "[]")}
     if not codes & {"SF401", "SF402", "SF403", "SF404"}:
         assert not after.changed, after.repaired
+
+
+def test_a_document_without_a_journal_has_its_messages_repaired(tmp_path: Path) -> None:
+    """Before 0.9.5 there is no journal: the messages are edited as they are (spec §7)."""
+    messages = [docs.HI, docs.call("c1"), docs.DONE]
+    path = placed(tmp_path, docs.saved(docs.document(None, None, messages)))
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    after = load_session(path)
+    assert not after.changed
+    assert after.messages == load_session(placed(tmp_path / "o", docs.crashed_call())).repaired[:-1]
+    assert "journal" not in json.loads(path.read_bytes())
+
+
+def test_context_references_follow_their_messages_and_unknown_fields_stay(
+    tmp_path: Path,
+) -> None:
+    messages = [docs.HI, docs.call("c1"), docs.DONE]
+    references = [
+        {"message_index": 0, "reference": {"path": "a"}},
+        {"message_index": 2, "reference": {"path": "b"}},
+    ]
+    value = docs.document(
+        docs.chain(messages), "e3", messages, context_references=references, x_plugin={"k": 1}
+    )
+    path = placed(tmp_path, docs.saved(value))
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    written = json.loads(path.read_bytes())
+    assert [r["message_index"] for r in written["context_references"]] == [0, 3]
+    assert written["messages"][3] == docs.DONE
+    assert written["x_plugin"] == {"k": 1}
+    assert list(written) == list(value)
+
+
+def test_a_session_with_a_younger_checkpoint_is_not_written(tmp_path: Path) -> None:
+    """A turn in flight writes `checkpoints/<id>.json`: CodeWhale has the session open."""
+    path = placed(tmp_path, docs.crashed_call())
+    checkpoint = path.parent / "checkpoints" / path.name
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(docs.crashed_call())
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code != 0
+    assert "checkpoint" in result.output
+    assert path.read_bytes() == docs.crashed_call()

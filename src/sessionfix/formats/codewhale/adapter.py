@@ -220,7 +220,9 @@ class CodeWhaleAdapter:
         if record.codewhale != ENTRY:
             if view.tree:  # the `messages` a journal with an empty walk falls back to
                 kind, flags = Kind.METADATA, 0
-            view.add(row, column, offset, size, kind, role, flags)
+            index = view.add(row, column, offset, size, kind, role, flags)
+            if message is not None and not view.tree:  # no journal: the messages in order
+                self._events(index, message)
             return
         entry_id = record.id if isinstance(record.id, str) and record.id else None
         parent = record.parent_id
@@ -255,8 +257,10 @@ class CodeWhaleAdapter:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
         message = message_of(record)
-        if message is None:
-            return
+        if message is not None:
+            self._events(index, message)
+
+    def _events(self, index: int, message: Message) -> None:
         tracker = self.tracker
         blocks = _blocks(message)
         if message.role in CALLER_ROLES:

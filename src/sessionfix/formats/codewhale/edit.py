@@ -11,7 +11,7 @@ from typing import Any, Final
 from sessionfix.errors import SessionfixError
 from sessionfix.formats.claude.edit import generate_uuid
 from sessionfix.formats.codewhale.pairs import crashed_result
-from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, TAG
+from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE, TAG
 from sessionfix.formats.common import without_message_blocks
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
@@ -140,12 +140,16 @@ class CodeWhaleEditor:
         self, assistant: Any, call: ToolCall, entry_id: str | None, parent_id: str | None, text: str
     ) -> dict[str, Any]:
         """CodeWhale's own repair as an entry: a user message with its crashed result,
-        below the call's entry, dated as it is (never the wall clock)."""
+        below the call's entry, dated as it is (never the wall clock); in a document without
+        a journal, the message alone."""
+        message = {"role": "user", "content": [crashed_result(call.id)]}
+        if assistant.get(TAG) == MESSAGE:
+            return {TAG: MESSAGE, MESSAGE: message}
         record: dict[str, Any] = {TAG: ENTRY, "id": entry_id}
         if parent_id is not None:
             record[PARENT] = parent_id
         record["kind"] = "message"
-        record["message"] = {"role": "user", "content": [crashed_result(call.id)]}
+        record["message"] = message
         if "created_at" in assistant:
             record["created_at"] = assistant["created_at"]
         if "spawn_depth" in assistant:

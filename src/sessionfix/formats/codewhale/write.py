@@ -29,7 +29,7 @@ from sessionfix.formats.codewhale.document import (
     root_to_leaf,
     serialised,
 )
-from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, TAG, without_tag
+from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE, TAG, without_tag
 from sessionfix.stores import Origins, StoreRefused
 
 RUNTIME_LOCK: Final = ("runtime", "runtime-process.owner.lock")
@@ -192,12 +192,10 @@ def repaired_document(
         not new_lines or _decoded(new_lines[0]).get(TAG) != DOCUMENT
     ):
         raise RepairNotWritable("CodeWhale document: a repair may not remove the document line")
-    if document.journal is None or document.problems:
-        if new_lines[1:] != old_lines[1:]:
-            raise RepairNotWritable(
-                "CodeWhale document without a journal: a repair may not change its messages"
-            )
-        return original
+    if document.problems:
+        raise RepairNotWritable("CodeWhale refuses the document: a repair may not change it")
+    if document.journal is None:
+        return _messages_repaired(document, new_lines)
     return _journal_repaired(document, old_lines, new_lines, origins, session_id)
 
 
@@ -213,6 +211,25 @@ def _unreadable_repaired(original: bytes, old: list[bytes], new: list[bytes]) ->
     if not isinstance(fixed, Document) or fixed.problems:
         raise RepairNotWritable("CodeWhale document: the fixed bytes would still not load")
     return serialised(fixed.value)
+
+
+def _messages_repaired(document: Document, new_lines: list[bytes]) -> bytes:
+    """A document without a journal (before 0.9.5): its `messages` are the repaired
+    lines' (CodeWhale builds the journal from them on its next save)."""
+    value = document.value
+    messages = []
+    for line in new_lines[1:]:
+        record = _decoded(line)
+        if record.get(TAG) != MESSAGE or not isinstance(record.get(MESSAGE), dict):
+            raise RepairNotWritable("CodeWhale document: a repair may only change messages")
+        messages.append(record[MESSAGE])
+    if "context_references" in value:
+        _shift_references(value["context_references"], document.messages, messages)
+    value["messages"] = messages
+    metadata = value.get("metadata")
+    if isinstance(metadata, dict):
+        metadata["message_count"] = len(messages)
+    return serialised(value)
 
 
 def _journal_repaired(
