@@ -435,3 +435,15 @@ def test_a_session_with_a_younger_checkpoint_is_not_written(tmp_path: Path) -> N
     assert result.exit_code != 0
     assert "checkpoint" in result.output
     assert path.read_bytes() == docs.crashed_call()
+
+
+def test_a_document_written_within_the_quiescence_window_waits(tmp_path: Path) -> None:
+    path = placed(tmp_path, docs.crashed_call())
+    os.utime(path)
+    refused = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert refused.exit_code != 0
+    assert "quiescence" in refused.output
+    assert path.read_bytes() == docs.crashed_call()
+    done = run("repair", "--in-place", "--unsafe-fixes", "--quiescence", "0", path)
+    assert done.exit_code == 0, done.output
+    assert not load_session(path).changed

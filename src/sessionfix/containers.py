@@ -306,10 +306,19 @@ class StoreContainer:
         return HeldSession(held.text, self.path, self.shown, names, transcript=transcript)
 
     def take_back(
-        self, held: HeldSession, repaired: Path, origins: stores.Origins, *, backup: bool
+        self,
+        held: HeldSession,
+        repaired: Path,
+        origins: stores.Origins,
+        *,
+        backup: bool,
+        quiescence: float = 0.0,
     ) -> Path | None:
-        """Replace the session's rows by the lines of `repaired`, in one transaction;
-        returns the backup kept, if any."""
+        """Replace the session's rows by the lines of `repaired`, in one transaction (a
+        store its agent writes without a lock only once it has been quiet for
+        `quiescence` seconds); returns the backup kept, if any."""
+        if isinstance(self.store, stores.WaitsForQuiet):
+            self.store.refuse_unquiet(quiescence)
         return self.store.replace(_transcript_of(held), repaired, origins, backup=backup)
 
     def write_copy(

@@ -16,7 +16,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from msgspec import Struct, field
 
@@ -187,6 +187,16 @@ class SessionStore(Protocol):
     def __enter__(self) -> SessionStore: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class WaitsForQuiet(Protocol):
+    """A store its agent writes without a lock sessionfix can see (a CodeWhale document):
+    a rewrite waits until it has not changed for the quiescence window."""
+
+    def refuse_unquiet(self, quiescence: float) -> None:
+        """Raise `StoreRefused` when the store changed within `quiescence` seconds."""
+        ...
 
 
 class StorePackage(Protocol):

@@ -133,15 +133,18 @@ class CodeWhaleDocument:
             raise SessionLive(
                 f"{self.path}: {reason}; CodeWhale's next autosave would revert a write"
             )
-        from sessionfix.safety.locks import busy_reason
-        from sessionfix.settings import DEFAULT_QUIESCENCE
-
-        busy = busy_reason(self.path, DEFAULT_QUIESCENCE)
-        if busy is not None:
-            raise SessionLive(f"{self.path}: {busy}")
         return write_document(
             self.path, self._repaired(transcript, repaired, origins), backup=backup
         )
+
+    def refuse_unquiet(self, quiescence: float) -> None:
+        """CodeWhale takes no lock on a document (0.9.10): one it changed within the
+        quiescence window may be mid-turn."""
+        from sessionfix.safety.locks import busy_reason
+
+        busy = busy_reason(self.path, quiescence)
+        if busy is not None:
+            raise SessionLive(f"{self.path}: {busy}")
 
     def write_copy(
         self,
