@@ -447,3 +447,29 @@ def test_a_document_written_within_the_quiescence_window_waits(tmp_path: Path) -
     done = run("repair", "--in-place", "--unsafe-fixes", "--quiescence", "0", path)
     assert done.exit_code == 0, done.output
     assert not load_session(path).changed
+
+
+def test_context_sends_a_repeated_long_result_as_a_reference_but_never_a_writes(
+    tmp_path: Path,
+) -> None:
+    """CodeWhale's wire dedup (PR #1741): the second identical long read result is a
+    back-reference; a write's identical confirmation is sent whole each time."""
+    from sessionfix.context import contexts
+
+    body = "x" * 2000
+
+    def sent(tool: str, folder: str) -> int:
+        messages = [
+            docs.HI,
+            docs.call("a", tool),
+            docs.result("a", body=body),
+            docs.call("b", tool),
+            docs.result("b", body=body),
+            docs.DONE,
+        ]
+        path = placed(
+            tmp_path / folder, docs.saved(docs.document(docs.chain(messages), "e6", messages))
+        )
+        return next(contexts([path]))[0].message_bytes
+
+    assert sent("write_file", "w") - sent("read_file", "r") > len(body) - 100

@@ -1,6 +1,7 @@
 """What CodeWhale 0.9.10 sends the model from a saved session (spec formats/codewhale.md
 §3): the journal's root-to-leaf walk (else the document's `messages`), with its resume
-repair of tool-call pairs applied, an interrupted turn's output behind its prefix.
+repair of tool-call pairs applied, an interrupted turn's output behind its prefix, and a
+long result repeated as a back-reference, a mutation tool's confirmation never.
 
 `tests/codewhale_loader.py` holds this to a reimplementation of CodeWhale's load path.
 """
@@ -13,6 +14,7 @@ from typing import Any, Final
 import msgspec
 import orjson
 
+from sessionfix.formats.codewhale.document import MUTATION_TOOLS
 from sessionfix.formats.codewhale.pairs import repair_pairs
 from sessionfix.formats.codewhale.transcript import ENTRY, MESSAGE
 from sessionfix.model.loaded import MADE_BY_LOADER, Loaded, LoadRefused, Sent
@@ -23,6 +25,7 @@ INTERRUPTED_PREFIX: Final = (
     "[The following assistant output was interrupted before completion and may be "
     "incomplete or wrong]"
 )
+DEDUP_CHARACTERS: Final = 1024
 _SUMMARY_KINDS: Final = frozenset({"compaction", "branch_summary"})
 
 
@@ -68,11 +71,43 @@ def _sent(message: dict[str, Any], kind: object) -> Sent:
     return Sent.USER if role == "user" else Sent.OTHER
 
 
-def _size(message: dict[str, Any]) -> int:
-    size = len(orjson.dumps(message))
-    if message.get("role") == "assistant_interrupted":
-        size += len(INTERRUPTED_PREFIX.encode()) + 1
-    return size
+class _Wire:
+    """CodeWhale's wire shaping of results (`client/chat.rs`): a result of 1,024
+    characters or more identical to an earlier one is sent as a back-reference to it,
+    except a mutation tool's confirmation (PR #1741: the model would think the write
+    never happened)."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, str] = {}
+        self.first: dict[str, str] = {}
+        """Result text → the call whose result first held it."""
+
+    def size(self, message: dict[str, Any]) -> int:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
+        shaped = []
+        for block in blocks:
+            if not isinstance(block, dict):
+                shaped.append(block)
+                continue
+            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                self.tools[block["id"]] = str(block.get("name"))
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), str):
+                block = self._result(block)
+            shaped.append(block)
+        size = len(orjson.dumps({**message, "content": shaped} if blocks else message))
+        if message.get("role") == "assistant_interrupted":
+            size += len(INTERRUPTED_PREFIX.encode()) + 1
+        return size
+
+    def _result(self, block: dict[str, Any]) -> dict[str, Any]:
+        text, call = block["content"], str(block.get("tool_use_id"))
+        if len(text) < DEDUP_CHARACTERS or self.tools.get(call) in MUTATION_TOOLS:
+            return block
+        first = self.first.setdefault(text, call)
+        if first == call:
+            return block
+        return {**block, "content": f'<TOOL_RESULT_REF tool_use_id="{first}">'}
 
 
 def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) -> Iterator[Loaded]:
@@ -109,8 +144,9 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
         messages.append(message)
         kinds.append(line.kind)
     repaired = repair_pairs(messages)
+    wire = _Wire()
     for message, origin in zip(repaired.messages, repaired.kept_from, strict=True):
         if origin < 0:
-            yield Loaded(MADE_BY_LOADER, _sent(message, None), _size(message))
+            yield Loaded(MADE_BY_LOADER, _sent(message, None), wire.size(message))
         else:
-            yield Loaded(records[origin], _sent(message, kinds[origin]), _size(message))
+            yield Loaded(records[origin], _sent(message, kinds[origin]), wire.size(message))
