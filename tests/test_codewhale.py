@@ -473,3 +473,32 @@ def test_context_sends_a_repeated_long_result_as_a_reference_but_never_a_writes(
         return next(contexts([path]))[0].message_bytes
 
     assert sent("write_file", "w") - sent("read_file", "r") > len(body) - 100
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - REPAIRED))
+def test_a_fixture_with_nothing_to_fix_is_left_byte_for_byte(name: str, tmp_path: Path) -> None:
+    """Traps, and findings CodeWhale's model leaves to the user (a refused document, a
+    different entry under a repeated id, a lost leaf, a result after the next turn, a
+    stale read): the document is not written."""
+    data = (FIXTURES / name / "session.json").read_bytes()
+    path = placed(tmp_path, data)
+    result = run("repair", "--in-place", "--unsafe-fixes", "--prune-to-leaf", path)
+    assert result.exit_code in (0, 1), result.output
+    assert path.read_bytes() == data
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_a_repair_keeps_the_session_among_the_fifty_codewhale_keeps(tmp_path: Path) -> None:
+    """`cleanup_old_sessions` keeps the 50 most recently updated: a repair keeps
+    `updated_at`, and its backup is no `*.json` that would count among them."""
+    from .codewhale_loader import surviving_sessions
+
+    for n in range(51):
+        value = json.loads(docs.crashed_call())
+        value["metadata"]["updated_at"] = f"2026-08-20T11:{n:02d}:00Z"
+        placed(tmp_path, docs.saved(value), f"s{n:02d}")
+    folder = tmp_path / ".codewhale" / "sessions"
+    before = surviving_sessions(folder)
+    assert "s00" not in before
+    assert run("repair", "--in-place", "--unsafe-fixes", folder / "s01.json").exit_code == 0
+    assert surviving_sessions(folder) == before
