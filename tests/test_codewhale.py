@@ -502,3 +502,22 @@ def test_a_repair_keeps_the_session_among_the_fifty_codewhale_keeps(tmp_path: Pa
     assert "s00" not in before
     assert run("repair", "--in-place", "--unsafe-fixes", folder / "s01.json").exit_code == 0
     assert surviving_sessions(folder) == before
+
+
+def test_another_agents_json_in_a_sessions_folder_is_no_codewhale_document(
+    tmp_path: Path,
+) -> None:
+    """OpenClaw keeps its session index as `agents/<id>/sessions/sessions.json`: a walk
+    neither takes it for a session nor reads it as CodeWhale's."""
+    from sessionfix.containers import is_store
+    from sessionfix.discovery import discover
+
+    folder = tmp_path / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    index = folder / "sessions.json"
+    index.write_text('{\n  "agent:main:main": {"sessionId": "s1", "updatedAt": 1767225600000}\n}')
+    assert not is_store(index)
+    assert discover([tmp_path]).files == []
+    document = placed(tmp_path, docs.clean())
+    assert is_store(document)
+    assert discover([tmp_path]).files == [document]

@@ -262,12 +262,25 @@ def open_store(path: Path) -> SessionStore:
 
 
 def is_store_path(path: Path) -> bool:
-    """Whether a directory walk takes the file at `path` for a store, by its name (and,
-    for a document, its folder)."""
-    return any(
-        store.takes(path) if isinstance(store, JsonDocuments) else store.takes(path.name)
-        for _, store in _packages()
-    )
+    """Whether a directory walk takes the file at `path` for a store: a database by its
+    name; a document by its name and folder, and its first bytes (other agents keep JSON
+    files in folders of the same names)."""
+    for package, store in _packages():
+        if isinstance(store, SqliteStore):
+            if store.takes(path.name):
+                return True
+        elif store.takes(path) and _head_is_store(package, path):
+            return True
+    return False
+
+
+def _head_is_store(package: StorePackage, path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return False
+    return package.is_store(path, head)
 
 
 def select_sessions(

@@ -62,6 +62,12 @@ _NAME_CHARACTERS: Final = frozenset(
 )
 
 
+_FIRST_KEYS: Final = (b'"schema_version"', b'"metadata"')
+"""What a document opens with: serde writes `schema_version` first (older DeepSeek-TUI
+documents open with `metadata`); another agent's JSON file in a `sessions` folder
+(OpenClaw's `sessions.json`) does not."""
+
+
 def detect(first_record: dict[str, Any]) -> Format | None:
     """A transcript of a document (`transcript`): sessionfix's own lines."""
     from sessionfix.formats.codewhale.transcript import is_line
@@ -120,15 +126,20 @@ def loaded_messages(view: SessionView, source: RecordSource, lines: LineReport) 
 
 def is_store(path: Path, head: bytes) -> bool:
     """A document where CodeWhale keeps them (`CONTAINERS`), named as CodeWhale names
-    session files, whose bytes begin as a JSON object would (after a byte-order mark, or
-    NUL bytes of a copy cut short) or hold nothing: CodeWhale tries to load each such file."""
+    session files, whose bytes begin as CodeWhale's documents do (after a byte-order mark;
+    or cut short there), or are NUL bytes of a copy cut short, or nothing."""
     if path.name in NOT_SESSIONS or not set(path.stem) <= _NAME_CHARACTERS or not path.stem:
         return False
     from sessionfix.formats.codewhale.document import BOM
 
     body = head[len(BOM) :] if head.startswith(BOM) else head
     body = body.lstrip(b" \t\r\n")
-    return not body or body.startswith((b"{", b"\x00"))
+    if not body or body.startswith(b"\x00"):
+        return True
+    if not body.startswith(b"{"):
+        return False
+    first = body[1:].lstrip(b" \t\r\n")
+    return any(key.startswith(first) or first.startswith(key) for key in _FIRST_KEYS)
 
 
 def open_store(path: Path) -> CodeWhaleDocument:
