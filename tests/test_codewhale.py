@@ -269,12 +269,18 @@ def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> 
     lock = path.parent / "s" / "runtime" / "runtime-process.owner.lock"
     lock.parent.mkdir(parents=True)
     lock.touch()
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    repaired = path.read_bytes()
     with open(lock, "rb") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
+        path.write_bytes(docs.crashed_call())
+        os.utime(path, (time.time() - 3600,) * 2)
         result = run("repair", "--in-place", "--unsafe-fixes", path)
+        restored = run("restore", path)
     assert result.exit_code != 0
     assert "Runtime lock" in result.output
-    assert path.read_bytes() == docs.crashed_call()
+    assert restored.exit_code != 0
+    assert path.read_bytes() == docs.crashed_call() != repaired
 
 
 @pytest.mark.parametrize("point", ["codewhale-written", "codewhale-replaced"])

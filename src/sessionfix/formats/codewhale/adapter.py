@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sessionfix.formats.codewhale.document import CALLER_ROLES, MUTATION_TOOLS
+from sessionfix.formats.codewhale.document import CALLER_ROLES
 from sessionfix.formats.codewhale.edit import CodeWhaleEditor
 from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE
 from sessionfix.formats.common import ids_reader, text_exceeds
@@ -317,8 +317,3 @@ def _type_name(index: int) -> str | None:
 
 
 _read_ids: Final = ids_reader("id", "parent_id")
-
-
-def is_mutation(name: str) -> bool:
-    """Whether CodeWhale keeps this tool's results off its wire dedup (PR #1741)."""
-    return name in MUTATION_TOOLS

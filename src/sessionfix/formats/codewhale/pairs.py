@@ -26,8 +26,6 @@ class PairRepair(Struct):
     crashed: int = 0
     duplicates: int = 0
     orphans: int = 0
-    made: list[int] = field(default_factory=list)
-    """Places in `messages` of the messages the repair made (results, its receipt)."""
     kept_from: list[int] = field(default_factory=list)
     """For each message of `messages`, the place of the message it comes from (-1: made)."""
 
@@ -122,5 +120,4 @@ def repair_pairs(messages: Sequence[Any], *, receipt: bool = True) -> PairRepair
             {"role": "assistant", "content": [{"type": "text", "text": out.receipt}]}
         )
         out.kept_from.append(-1)
-    out.made = [at for at, origin in enumerate(out.kept_from) if origin < 0]
     return out

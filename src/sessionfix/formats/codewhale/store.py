@@ -195,7 +195,13 @@ class CodeWhaleDocument:
         ]
 
     def restore(self, session_id: str, backup: str | None, *, keep_current: bool) -> Path:
+        """The backup put back by the session-file recipe, never while CodeWhale has the
+        session open (its autosave would revert it)."""
         from sessionfix.safety.backups import restore
+
+        reason = live_reason(self.path, self.session_id)
+        if reason is not None:
+            raise SessionLive(f"{self.path}: {reason}; not restored")
 
         chosen = None if backup is None else self.path.with_name(Path(backup).name)
         return restore(self.path, chosen, keep_current=keep_current, quiescence=0).source.path

@@ -20,10 +20,8 @@ from typing import Any, Final
 import orjson
 
 from sessionfix.formats.codewhale.document import (
-    BOM,
     Document,
     Unreadable,
-    active_messages,
     parse,
     projected,
     root_to_leaf,
@@ -72,7 +70,6 @@ def document_line(session_id: str, document: Document | Unreadable) -> bytes:
     head["leaf_id"] = document.leaf_id
     head["messages"] = len(document.messages)
     head["in_step"] = in_step(document)
-    head["loads_messages"] = len(active_messages(document))
     head["problems"] = document.problems
     return _line(head)
 
@@ -111,7 +108,3 @@ def lines(session_id: str, data: bytes, unread: str | None = None) -> Iterator[b
 def without_tag(record: dict[str, Any]) -> dict[str, Any]:
     """An entry line's record as the journal holds the entry."""
     return {key: value for key, value in record.items() if key != TAG}
-
-
-def strip_bom(data: bytes) -> bytes:
-    return data[len(BOM) :] if data.startswith(BOM) else data
