@@ -283,19 +283,26 @@ def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> 
     assert path.read_bytes() == docs.crashed_call() != repaired
 
 
-@pytest.mark.parametrize("point", ["codewhale-written", "codewhale-replaced"])
+@pytest.mark.parametrize(
+    "point", ["codewhale-written", "codewhale-backed-up", "codewhale-replaced"]
+)
 def test_a_kill_leaves_the_document_as_it_was_or_fully_repaired(point: str, tmp_path: Path) -> None:
     path = placed(tmp_path, docs.crashed_call())
     whole = placed(tmp_path / "whole", docs.crashed_call())
     assert run("repair", "--in-place", "--unsafe-fixes", whole).exit_code == 0
     env = dict(os.environ, SESSIONFIX_KILL_AT=point, PYTHONPATH=str(SRC))
-    subprocess.run(
+    killed = subprocess.run(
         [sys.executable, "-m", "sessionfix", "repair", "--in-place", "--unsafe-fixes", str(path)],
         env=env,
         capture_output=True,
         check=False,
     )
+    assert killed.returncode == -9
     assert path.read_bytes() in (docs.crashed_call(), whole.read_bytes())
+    assert load_session(path).messages in (
+        load_snapshot(placed(tmp_path / "before", docs.crashed_call())).messages,
+        load_session(whole).messages,
+    )
 
 
 def test_a_legacy_copy_and_an_expired_checkpoint_are_reported_and_left_alone(

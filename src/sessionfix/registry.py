@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Final
+from typing import ClassVar, Final
 
 from msgspec import Struct
 
@@ -56,9 +56,12 @@ class JsonDocuments(Struct, frozen=True):
     opens it as a store of that one session (see `stores`)."""
 
     names: frozenset[str]
-    """What the agent names its documents (shell patterns: `*.json`)."""
+    """What the agent names its documents (shell patterns ending in `SUFFIX`: `*.json`)."""
     folders: frozenset[str]
     """The names of the folders it keeps them in: a JSON file elsewhere is none of them."""
+
+    SUFFIX: ClassVar[str] = ".json"
+    """How every document's name ends: a file named otherwise is never asked about."""
 
     def takes(self, path: Path) -> bool:
         """Whether a file at `path` is one of the agent's documents, by its name and folder."""

@@ -237,9 +237,13 @@ def declared_store(path: Path) -> tuple[StorePackage, StoreDeclaration] | None:
             head = handle.read(HEAD_BYTES)
     except OSError:
         return None
-    documents = ((p, s) for p, s in _packages() if isinstance(s, JsonDocuments) and s.takes(path))
     if not head.startswith(SQLITE_MAGIC):  # every database store is a database
-        found = next(((p, s) for p, s in documents if p.is_store(path, head)), None)
+        found = None
+        if path.name.endswith(JsonDocuments.SUFFIX):
+            documents = (
+                (p, s) for p, s in _packages() if isinstance(s, JsonDocuments) and s.takes(path)
+            )
+            found = next(((p, s) for p, s in documents if p.is_store(path, head)), None)
         if found is not None or head:
             return found
         # SQLite reads an empty file as an empty database

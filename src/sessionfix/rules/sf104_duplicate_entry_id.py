@@ -36,14 +36,14 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 f"id {entry_id!r} repeats the identical record ", on_line(view.rows[first])
             )
             if moves:
-                message += f"; it is the copy {_resolver(ctx)} resolves the id to, so it stays"
+                message += f"; it is the copy {_resolver(ctx)} the id to, so it stays"
             fix = None if moves else safe("drop the repeated copy", ctx.drop(later, first))
             yield ctx.entry_diagnostic(RULE, later, message, fix=fix)
         else:
             resolved = (
                 "; pi resolves it to this later line, OpenClaw's TranscriptFileState to the first"
                 if ctx.provides(Capability.LAST_ENTRY_LEAF)
-                else f"; {_resolver(ctx)} resolves it to this later line"
+                else f"; {_resolver(ctx)} it to this later line"
             )
             yield ctx.entry_diagnostic(
                 RULE,
@@ -57,10 +57,10 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
 
 
 def _resolver(ctx: RuleContext) -> str:
-    """Who reads the file and resolves an id to its last holder."""
+    """Who reads the file and resolves an id to its last holder, and the verb."""
     if ctx.provides(Capability.LAST_ENTRY_LEAF):
-        return "pi"
-    return agent_of(ctx.format) or "its agent"
+        return "pi resolves"
+    return f"{agent_of(ctx.format) or 'its agent'} resolves"
 
 
 RULE = Rule(

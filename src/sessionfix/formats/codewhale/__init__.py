@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sessionfix.formats import Format, configured_folder
 from sessionfix.formats.capabilities import Capability
+from sessionfix.formats.codewhale.names import CHECKPOINTS, HOME, LEGACY_HOME, SESSIONS
 from sessionfix.formats.headerless import (  # noqa: F401 (what the package declares)
     rebuilt_header,
     writer_lock,
@@ -34,8 +35,6 @@ FORMATS: Final = (CODEWHALE,)
 AGENTS: Final[dict[Format, str]] = {CODEWHALE: "CodeWhale"}
 SUFFIXES: Final[tuple[str, ...]] = ()
 """No JSONL session file: every session is a JSON document."""
-SESSIONS: Final = "sessions"
-CHECKPOINTS: Final = "checkpoints"
 CONTAINERS: Final = (JsonDocuments(frozenset({"*.json"}), frozenset({SESSIONS, CHECKPOINTS})),)
 READ_IN_RANGES: Final = False
 HEADER_START: Final = b'{"codewhale":"document"'
@@ -109,8 +108,8 @@ def sessions_folders(env: Mapping[str, str], home: Path) -> list[Path]:
     """`$CODEWHALE_HOME/sessions`, by default `~/.codewhale/sessions`; and the legacy
     `~/.deepseek/sessions` (moved or merged into the new one on first use, which never
     happens when `CODEWHALE_HOME` is set)."""
-    main = configured_folder(env, "CODEWHALE_HOME", home, home / ".codewhale") / SESSIONS
-    legacy = home / ".deepseek" / SESSIONS
+    main = configured_folder(env, "CODEWHALE_HOME", home, home / HOME) / SESSIONS
+    legacy = home / LEGACY_HOME / SESSIONS
     return [main] if legacy == main else [main, legacy]
 
 

@@ -9,10 +9,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from sessionfix.errors import SessionfixError
-from sessionfix.formats.claude.edit import generate_uuid
 from sessionfix.formats.codewhale.pairs import crashed_result
 from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE, TAG
-from sessionfix.formats.common import without_message_blocks
+from sessionfix.formats.common import generate_uuid, without_message_blocks
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
 Transform = Callable[[Any], Any]

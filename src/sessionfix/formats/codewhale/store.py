@@ -1,6 +1,7 @@
 """A CodeWhale document as a store of one session (`JsonDocuments`): its transcript is
 the document's lines (`transcript`); a repair goes back as a whole new document
-(`write`), after a backup beside it, never while CodeWhale has the session open."""
+(`write` makes it, `files` writes it), after a backup beside it, never while CodeWhale
+may have the session open."""
 
 from __future__ import annotations
 
@@ -10,27 +11,28 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import xxhash
-
 from sessionfix.errors import InputError, SessionfixError, described
-from sessionfix.formats.codewhale import CHECKPOINTS, SESSIONS
 from sessionfix.formats.codewhale.context import loaded_messages
-from sessionfix.formats.codewhale.transcript import lines
-from sessionfix.formats.codewhale.write import (
+from sessionfix.formats.codewhale.files import (
+    DocumentChanged,
     SessionLive,
+    digest,
+    list_backups,
     live_reason,
-    repaired_document,
+    read,
+    restore_document,
+    unquiet_reason,
     write_document,
 )
-from sessionfix.safety.writing import FileChanged
+from sessionfix.formats.codewhale.names import CHECKPOINTS, HOME, LEGACY_HOME, SESSIONS
+from sessionfix.formats.codewhale.transcript import lines
+from sessionfix.formats.codewhale.write import repaired_document
 from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
 
 KIND: Final = "CodeWhale session document"
 FORMAT_VALUE: Final = "codewhale"
 CHECKPOINT_LIFE: Final = 24 * 3600
 """Seconds after which CodeWhale deletes a checkpoint when it lists them (spec §1)."""
-LEGACY_HOME: Final = ".deepseek"
-HOME: Final = ".codewhale"
 
 
 def unread_reason(path: Path, data: bytes, now: float) -> str | None:
@@ -50,9 +52,8 @@ def unread_reason(path: Path, data: bytes, now: float) -> str | None:
             )
         return None
     if folder.name == SESSIONS and folder.parent.name == LEGACY_HOME:
-        current = folder.parent.parent / HOME / SESSIONS / path.name
         try:
-            held = current.read_bytes()
+            held = (folder.parent.parent / HOME / SESSIONS / path.name).read_bytes()
         except OSError:
             return None
         if held != data:
@@ -61,14 +62,6 @@ def unread_reason(path: Path, data: bytes, now: float) -> str | None:
                 f"~/{HOME}, which holds other content"
             )
     return None
-
-
-def _read(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({described(exc)})") from None
 
 
 class CodeWhaleDocument:
@@ -96,7 +89,7 @@ class CodeWhaleDocument:
         return [StoredSession(self.session_id)]
 
     def transcript(self, session: StoredSession, folder: Path) -> Transcript:
-        data = _read(self.path)
+        data = read(self.path)
         unread = unread_reason(self.path, data, time.time())
         transcript = Transcript(folder / f"{self.session_id}.codewhale.jsonl", session, key_noun="")
         try:
@@ -108,17 +101,22 @@ class CodeWhaleDocument:
             raise InputError(
                 f"{self.path}: cannot read it into {folder} ({described(exc)})"
             ) from None
-        transcript.digest = xxhash.xxh3_64_hexdigest(data)
+        transcript.digest = digest(data)
         return transcript
 
     def loader(self, transcript: Transcript) -> Any:
         return loaded_messages
 
     def _repaired(self, transcript: Transcript, repaired: Path, origins: Origins) -> bytes:
-        data = _read(self.path)
-        if xxhash.xxh3_64_hexdigest(data) != transcript.digest:
-            raise FileChanged(f"{self.path}: changed since it was read; left untouched", grew=False)
+        data = read(self.path)
+        if digest(data) != transcript.digest:
+            raise DocumentChanged(f"{self.path}: changed since it was read; left untouched")
         return repaired_document(data, transcript.path, repaired, origins, self.session_id)
+
+    def refuse_unquiet(self, quiescence: float) -> None:
+        busy = unquiet_reason(self.path, quiescence)
+        if busy is not None:
+            raise SessionLive(f"{self.path}: {busy}")
 
     def replace(
         self,
@@ -133,18 +131,8 @@ class CodeWhaleDocument:
             raise SessionLive(
                 f"{self.path}: {reason}; CodeWhale's next autosave would revert a write"
             )
-        return write_document(
-            self.path, self._repaired(transcript, repaired, origins), backup=backup
-        )
-
-    def refuse_unquiet(self, quiescence: float) -> None:
-        """CodeWhale takes no lock on a document (0.9.10): one it changed within the
-        quiescence window may be mid-turn."""
-        from sessionfix.safety.locks import busy_reason
-
-        busy = busy_reason(self.path, quiescence)
-        if busy is not None:
-            raise SessionLive(f"{self.path}: {busy}")
+        data = self._repaired(transcript, repaired, origins)
+        return write_document(self.path, data, expected=transcript.digest, backup=backup)
 
     def write_copy(
         self,
@@ -156,7 +144,7 @@ class CodeWhaleDocument:
         replace: bool,
     ) -> None:
         """The repaired document at `output` (a new file, or replacing one when `replace`)."""
-        data = _read(self.path)
+        data = read(self.path)
         if repaired is not None and origins is not None:
             data = self._repaired(transcript, repaired, origins)
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
@@ -178,30 +166,10 @@ class CodeWhaleDocument:
         return "document" if line == 1 else line
 
     def check_integrity(self, backups: Sequence[Path]) -> None:
-        """Nothing beyond the document, which the repair verified before writing it."""
+        """Nothing beyond the document, which was checked to load before it was written."""
 
     def backups(self, session_id: str | None) -> list[StoreBackup]:
-        from sessionfix.safety.backups import list_backups
-
-        return [
-            StoreBackup(
-                backup.path,
-                self.session_id,
-                backup.taken.isoformat(),
-                1,
-                "ok" if backup.status.value == "verified" else backup.status.value,
-            )
-            for backup in list_backups(self.path)
-        ]
+        return list_backups(self.path, self.session_id)
 
     def restore(self, session_id: str, backup: str | None, *, keep_current: bool) -> Path:
-        """The backup put back by the session-file recipe, never while CodeWhale has the
-        session open (its autosave would revert it)."""
-        from sessionfix.safety.backups import restore
-
-        reason = live_reason(self.path, self.session_id)
-        if reason is not None:
-            raise SessionLive(f"{self.path}: {reason}; not restored")
-
-        chosen = None if backup is None else self.path.with_name(Path(backup).name)
-        return restore(self.path, chosen, keep_current=keep_current, quiescence=0).source.path
+        return restore_document(self.path, self.session_id, backup, keep_current=keep_current)

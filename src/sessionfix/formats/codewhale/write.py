@@ -9,16 +9,13 @@ else, `metadata.updated_at` first (it decides which 50 sessions CodeWhale keeps)
 
 from __future__ import annotations
 
-import fcntl
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
 from sessionfix.errors import SessionfixError
-from sessionfix.formats.claude.edit import claude_uuid
 from sessionfix.formats.codewhale.document import (
     BOM,
     Document,
@@ -30,47 +27,12 @@ from sessionfix.formats.codewhale.document import (
     serialised,
 )
 from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE, TAG, without_tag
-from sessionfix.stores import Origins, StoreRefused
-
-RUNTIME_LOCK: Final = ("runtime", "runtime-process.owner.lock")
-"""Under `<sessions>/<id>/`: the lock CodeWhale 0.9.12+ holds for a session's process."""
-CHECKPOINTS: Final = "checkpoints"
+from sessionfix.formats.common import uuid_of
+from sessionfix.stores import Origins
 
 
 class RepairNotWritable(SessionfixError):
     """A repaired transcript that is no change a CodeWhale repair may make."""
-
-
-class SessionLive(StoreRefused):
-    """The session is open in a running CodeWhale, whose next autosave would revert a
-    write: nothing was changed."""
-
-
-def live_reason(document: Path, session_id: str) -> str | None:
-    """Why the session may be open in a running CodeWhale (spec §6): its Runtime owner
-    lock is held, or a checkpoint younger than the document shows a turn in flight."""
-    lock = document.parent / session_id / Path(*RUNTIME_LOCK)
-    if lock.exists():
-        try:
-            fd = os.open(lock, os.O_RDONLY)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return "a running CodeWhale holds the session's Runtime lock"
-            else:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
-    checkpoint = document.parent / CHECKPOINTS / document.name
-    try:
-        if os.stat(checkpoint).st_mtime_ns > os.stat(document).st_mtime_ns:
-            return "its checkpoint is younger than the document (a turn is in flight)"
-    except OSError:
-        pass
-    return None
 
 
 def _lines(path: Path) -> Iterator[bytes]:
@@ -106,7 +68,7 @@ def _broken_links(entries: Sequence[dict[str, Any]]) -> set[int]:
 
 def new_entry_id(session_id: str, parent_id: str | None, position: int) -> str:
     """A deterministic UUID for an entry a repair appends (rules.md §9.3)."""
-    return claude_uuid(f"codewhale\0{session_id}\0{parent_id or ''}\0{position}")
+    return uuid_of(f"codewhale\0{session_id}\0{parent_id or ''}\0{position}")
 
 
 def rebranched(
@@ -330,30 +292,3 @@ def _journal_repaired(
     if isinstance(metadata, dict):
         metadata["message_count"] = len(messages)
     return serialised(value)
-
-
-def write_document(
-    path: Path, data: bytes, *, backup: bool, verify: Callable[[Path], None] | None = None
-) -> Path | None:
-    """Replace the document at `path` by `data` as CodeWhale writes one (a temp file in
-    its folder, fsync, rename, folder fsync, mode 0600), keeping the old one as a
-    backup named `<id>.json.sessionfix-bak-…` (never `*.json`: CodeWhale would list it)."""
-    import msgspec
-
-    from sessionfix.formats.sqlite_writes import kill_point
-    from sessionfix.safety.writing import replace_file, snapshot
-
-    original = msgspec.structs.replace(snapshot(path), mode=0o600)
-
-    def checked(temp: Path) -> None:
-        kill_point("codewhale-written")
-        with open(temp, "rb") as handle:
-            written = parse(handle.read())
-        if not isinstance(written, Document) or written.problems:
-            raise RepairNotWritable(f"{path}: the repaired document would not load; left as it is")
-        if verify is not None:
-            verify(temp)
-
-    kept = replace_file(original, [data], backup=backup, verify=checked)
-    kill_point("codewhale-replaced")
-    return kept
