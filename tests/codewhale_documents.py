@@ -107,6 +107,24 @@ def crashed_call() -> bytes:
     return saved(document(chain(messages), "e3", messages))
 
 
+def crashed_at_the_end() -> bytes:
+    """The process died while the tool ran: the call is the last message."""
+    messages = [HI, call("c1")]
+    return saved(document(chain(messages), "e2", messages))
+
+
+def one_of_two_answered() -> bytes:
+    messages = [HI, call("c1"), result("c1"), DONE]
+    messages[1] = {
+        "role": "assistant",
+        "content": [
+            *messages[1]["content"],
+            {"type": "tool_use", "id": "c2", "name": "bash", "input": {"cmd": "make"}},
+        ],
+    }
+    return saved(document(chain(messages), "e4", messages))
+
+
 def duplicate_result() -> bytes:
     messages = [HI, call("c1"), result("c1"), result("c1", body="again"), DONE]
     return saved(document(chain(messages), "e5", messages))
@@ -226,6 +244,8 @@ def torn() -> bytes:
 CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF402-codewhale-crashed-tool-call": crashed_call,
     "SF402-trap-codewhale-answered-call": clean,
+    "SF402-codewhale-crash-mid-call": crashed_at_the_end,
+    "SF402-codewhale-one-of-two-calls-answered": one_of_two_answered,
     "SF403-codewhale-duplicate-result": duplicate_result,
     "SF403-trap-codewhale-one-result": clean,
     "SF401-codewhale-orphan-result": orphan_result,

@@ -178,6 +178,8 @@ def test_each_fixture_holds_the_transcript_of_its_document() -> None:
 
 REPAIRED: Final = {
     "SF402-codewhale-crashed-tool-call",
+    "SF402-codewhale-crash-mid-call",
+    "SF402-codewhale-one-of-two-calls-answered",
     "SF403-codewhale-duplicate-result",
     "SF401-codewhale-orphan-result",
     "SF103-codewhale-missing-parent",

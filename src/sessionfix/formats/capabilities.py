@@ -84,6 +84,10 @@ class Capability(enum.Enum):
     """Empty or whitespace-only text blocks the agent sends as they are."""
     FIRST_LINE_BOM_TRIMMED = "a byte-order mark its loader trims off the first line"
     """The loader reads the first line without one (pi); a line reader still fails on it."""
+    CRASHED_CALLS = "calls without a result its resume takes for crashed"
+    """The agent's resume gives every call left without a result, at the end of the
+    session too, a crashed result right after the call (CodeWhale): a fix does the same
+    on disk, in the same place."""
     WHOLE_DOCUMENT = "a session its agent parses whole"
     """A damaged line is the whole session's bytes, which the agent then loads none of
     (CodeWhale's JSON document): dropping it would drop the session."""

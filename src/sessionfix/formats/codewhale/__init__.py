@@ -52,6 +52,7 @@ CAPABILITIES: Final = frozenset(
         Capability.UNREAD_SESSIONS,
         Capability.APPEND_ONLY,
         Capability.WHOLE_DOCUMENT,
+        Capability.CRASHED_CALLS,
     }
 )
 NOT_SESSIONS: Final = frozenset({"session_boot_owners.json", "offline_queue.json", "latest.json"})
