@@ -250,8 +250,8 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF403-trap-codewhale-one-result": clean,
     "SF401-codewhale-orphan-result": orphan_result,
     "SF401-trap-codewhale-answered-result": clean,
-    "SF404-codewhale-result-after-next-turn": late_result,
-    "SF404-trap-codewhale-result-in-group": clean,
+    "SF401-codewhale-result-after-next-turn": late_result,
+    "SF404-trap-codewhale-result-after-next-turn": late_result,
     "SF103-codewhale-missing-parent": missing_parent,
     "SF103-trap-codewhale-root-entry": clean,
     "SF104-codewhale-repeated-entry": duplicate_entry,
@@ -277,3 +277,104 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF008-trap-codewhale-whole-document": clean,
 }
 """Fixture name → the document it holds."""
+
+DESCRIPTIONS: Final[dict[str, str]] = {
+    "SF402-codewhale-crashed-tool-call": (
+        "A CodeWhale document whose read_file call got no result before the next "
+        "assistant turn: CodeWhale's resume gives it a crashed result right after the "
+        "call."
+    ),
+    "SF402-trap-codewhale-answered-call": (
+        "A clean CodeWhale document: the call is answered in the next message of its group."
+    ),
+    "SF402-codewhale-crash-mid-call": (
+        "A CodeWhale document that ends with a call the process died running: CodeWhale's"
+        " resume takes it for crashed."
+    ),
+    "SF402-codewhale-one-of-two-calls-answered": (
+        "A CodeWhale document whose assistant made two calls, one answered: the other's "
+        "crashed result goes right after the call message, before the answer."
+    ),
+    "SF403-codewhale-duplicate-result": (
+        "A CodeWhale document with a second result for one call in the same group: "
+        "CodeWhale quarantines the repeat."
+    ),
+    "SF403-trap-codewhale-one-result": ("A clean CodeWhale document: one result per call."),
+    "SF401-codewhale-orphan-result": (
+        "A CodeWhale document with a result naming no call of its group: CodeWhale "
+        "quarantines the orphan."
+    ),
+    "SF401-trap-codewhale-answered-result": (
+        "A clean CodeWhale document: every result answers a call of its group."
+    ),
+    "SF401-codewhale-result-after-next-turn": (
+        "A CodeWhale document whose result comes after the next assistant turn: "
+        "CodeWhale's repair counts it an orphan, and its call crashed."
+    ),
+    "SF404-trap-codewhale-result-after-next-turn": (
+        "The same document: CodeWhale never counts a result after its group displaced "
+        "(SF401 and SF402 instead)."
+    ),
+    "SF103-codewhale-missing-parent": (
+        "A CodeWhale document whose entry names a parent that is no entry: the walk from "
+        "the leaf stops there, and the first turns are lost."
+    ),
+    "SF103-trap-codewhale-root-entry": (
+        "A clean CodeWhale document: its first entry is a root without parent_id."
+    ),
+    "SF104-codewhale-repeated-entry": (
+        "A CodeWhale document whose journal holds one entry twice, byte for byte."
+    ),
+    "SF104-codewhale-different-entry-same-id": (
+        "A CodeWhale document with two different entries under one id: CodeWhale follows the later."
+    ),
+    "SF104-trap-codewhale-distinct-ids": ("A clean CodeWhale document: every entry id is its own."),
+    "SF105-codewhale-parent-cycle": (
+        "A CodeWhale document whose first entry names the second as its parent: "
+        "CodeWhale's walk stops at the repeat."
+    ),
+    "SF105-trap-codewhale-chain": ("A clean CodeWhale document: one chain from a root."),
+    "SF205-codewhale-abandoned-branch": (
+        "A CodeWhale document rebranched after its first message: the old branch stays in"
+        " the journal."
+    ),
+    "SF205-trap-codewhale-one-branch": ("A clean CodeWhale document: one branch."),
+    "SF108-codewhale-dangling-leaf": (
+        "A CodeWhale document whose leaf_id names no entry: CodeWhale loads its messages "
+        "array instead."
+    ),
+    "SF108-trap-codewhale-leaf-names-entry": (
+        "A clean CodeWhale document: leaf_id names its last entry."
+    ),
+    "SF301-codewhale-read-before-write": (
+        "A CodeWhale document whose file read is followed by a whole write of the file: "
+        "reported, never edited (the journal is append-only)."
+    ),
+    "SF301-trap-codewhale-write-confirmations": (
+        "A CodeWhale document with two identical long write confirmations: never stale reads."
+    ),
+    "SF101-codewhale-schema-v2": (
+        "A CodeWhale document of schema_version 2: CodeWhale 0.9.10 refuses to load it."
+    ),
+    "SF101-codewhale-unknown-entry-kind": (
+        "A CodeWhale document with a journal entry of an unknown kind: the whole load fails."
+    ),
+    "SF101-trap-codewhale-schema-v1": ("A clean CodeWhale document of schema_version 1."),
+    "SF005-codewhale-bom": (
+        "A CodeWhale document that starts with a UTF-8 byte-order mark: serde refuses it whole."
+    ),
+    "SF005-trap-codewhale-no-bom": ("A clean CodeWhale document without a byte-order mark."),
+    "SF008-codewhale-torn-document": (
+        "A CodeWhale document cut off halfway: CodeWhale loads none of it."
+    ),
+    "SF008-trap-codewhale-whole-document": ("A clean CodeWhale document, whole."),
+    "SF004-codewhale-nul-filled-copy": (
+        "A CodeWhale document that is NUL bytes only (a zero-filled copy): nothing to "
+        "recover from it."
+    ),
+    "SF004-codewhale-nul-run-before-document": (
+        "A CodeWhale document after a run of NUL bytes: stripped, it loads."
+    ),
+    "SF004-trap-codewhale-no-nul": ("A clean CodeWhale document without NUL bytes."),
+}
+"""Fixture name → its `case.json` description."""

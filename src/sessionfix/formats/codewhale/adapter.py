@@ -162,7 +162,7 @@ class CodeWhaleAdapter:
         self.path = path
         self.view = SessionView(path=path, format=FORMAT_NAME, tree=True)
         self.editor = CodeWhaleEditor()
-        self.tracker = PathTracker()
+        self.tracker = PathTracker(late_results=False)
         self._workspace: str | None = None
 
     decode = staticmethod(LINE.decode)
