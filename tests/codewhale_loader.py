@@ -68,6 +68,29 @@ def parse(data: bytes) -> dict[str, Any]:
     return value
 
 
+STRINGS = {
+    "text": ["text"],
+    "thinking": ["thinking"],
+    "tool_use": ["id", "name"],
+    "tool_result": ["tool_use_id", "content"],
+    "server_tool_use": ["id", "name"],
+    "tool_search_tool_result": ["tool_use_id"],
+    "code_execution_tool_result": ["tool_use_id"],
+    "user": ["text"],
+    "assistant": ["text"],
+    "compaction": ["summary"],
+    "branch_summary": ["branch_id", "summary"],
+    "system": ["content"],
+}
+"""Per block type and entry kind: the fields serde reads as `String` (spec §2)."""
+
+
+def _check_strings(value: dict[str, Any], kind: str) -> None:
+    for name in STRINGS.get(kind, []):
+        if not isinstance(value.get(name), str):
+            raise LoadError(f"invalid type for `{name}` of `{kind}`: expected a string")
+
+
 def _check_message(message: Any) -> None:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise LoadError("invalid type: expected struct Message")
@@ -75,9 +98,13 @@ def _check_message(message: Any) -> None:
         raise LoadError("missing field `content`")
     for block in message["content"]:
         if not isinstance(block, dict) or block.get("type") not in BLOCKS:
-            raise LoadError(
-                f"unknown variant {block.get('type') if isinstance(block, dict) else block!r}"
-            )
+            kind = block.get("type") if isinstance(block, dict) else block
+            raise LoadError(f"unknown variant {kind!r}")
+        _check_strings(block, block["type"])
+        if block["type"] == "image_url" and not isinstance(
+            (block.get("image_url") or {}).get("url"), str
+        ):
+            raise LoadError("missing field `url`")
 
 
 def deserialise(value: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +127,8 @@ def deserialise(value: dict[str, Any]) -> dict[str, Any]:
                 raise LoadError("input contains invalid characters (created_at)")
             if entry["kind"] == "message":
                 _check_message(entry.get("message"))
+            else:
+                _check_strings(entry, entry["kind"])
     if version > 1:
         raise LoadError(f"Session schema v{version} is newer than supported v1")
     return value

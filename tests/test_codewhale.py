@@ -545,3 +545,24 @@ def test_another_agents_json_in_a_sessions_folder_is_no_codewhale_document(
     document = placed(tmp_path, docs.clean())
     assert is_store(document)
     assert discover([tmp_path]).files == [document]
+
+
+def test_a_block_or_entry_of_the_wrong_shape_fails_the_load_and_is_sf101(
+    tmp_path: Path,
+) -> None:
+    """serde reads a result's content as a string, a text entry's text too: a content
+    list (Anthropic's shape) or a missing summary fails the whole load."""
+    listed = json.loads(docs.clean())
+    listed["journal"]["entries"][2]["message"]["content"][0]["content"] = [
+        {"type": "text", "text": "ok"}
+    ]
+    summary = json.loads(docs.clean())
+    summary["journal"]["entries"].append(
+        {"id": "c", "parent_id": "e4", "kind": "compaction", "created_at": docs.CREATED}
+    )
+    for value in (listed, summary):
+        path = placed(tmp_path, docs.saved(value))
+        with pytest.raises(LoadError):
+            load_session(path)
+        found = json.loads(run("check", "--output-format", "json", path).stdout)
+        assert [f["code"] for f in found] == ["SF101"]

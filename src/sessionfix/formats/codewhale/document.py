@@ -103,6 +103,31 @@ def _is_time(value: object) -> bool:
     return "T" in value
 
 
+BLOCK_TEXTS: Final[dict[str, tuple[str, ...]]] = {
+    "text": ("text",),
+    "thinking": ("thinking",),
+    "tool_use": ("id", "name"),
+    "tool_result": ("tool_use_id", "content"),
+    "server_tool_use": ("id", "name"),
+    "tool_search_tool_result": ("tool_use_id",),
+    "code_execution_tool_result": ("tool_use_id",),
+}
+"""The string fields each block type requires (`ContentBlock`, §2): serde refuses a
+block without one, or with another type there (a `tool_result` content list)."""
+ENTRY_TEXTS: Final[dict[str, tuple[str, ...]]] = {
+    "user": ("text",),
+    "assistant": ("text",),
+    "compaction": ("summary",),
+    "branch_summary": ("branch_id", "summary"),
+    "system": ("content",),
+}
+"""The string fields each entry kind other than `message` requires (`SessionEntry`)."""
+
+
+def _missing_texts(value: dict[str, Any], names: tuple[str, ...]) -> list[str]:
+    return [name for name in names if not isinstance(value.get(name), str)]
+
+
 def _message_problems(message: object, where: str) -> list[str]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         return [f"{where} is no message (a role and content blocks)"]
@@ -112,8 +137,17 @@ def _message_problems(message: object, where: str) -> list[str]:
     found: list[str] = []
     for block in content:
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind not in BLOCK_TYPES:
+        if not isinstance(block, dict) or kind not in BLOCK_TYPES:
             found.append(f"{where} holds a content block of unknown type {kind!r}")
+            continue
+        missing = _missing_texts(block, BLOCK_TEXTS.get(kind, ()))
+        if kind == "image_url":
+            image = block.get("image_url")
+            missing = (
+                [] if isinstance(image, dict) and isinstance(image.get("url"), str) else ["url"]
+            )
+        if missing:
+            found.append(f"{where} holds a {kind} block without a string `{missing[0]}`")
     return found
 
 
@@ -149,6 +183,8 @@ def problems(value: dict[str, Any]) -> list[str]:
             found.append(f"{where} is of unknown kind {kind!r}")
         elif kind == "message":
             found.extend(_message_problems(entry.get("message"), where))
+        elif missing := _missing_texts(entry, ENTRY_TEXTS[kind]):
+            found.append(f"{where} ({kind}) has no string `{missing[0]}`")
         if not _is_time(entry.get("created_at")):
             found.append(f"{where} has no RFC 3339 created_at ({entry.get('created_at')!r})")
     return found
