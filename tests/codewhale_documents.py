@@ -236,6 +236,10 @@ def nul_run_before() -> bytes:
     return b"\x00" * 64 + clean()
 
 
+def empty() -> bytes:
+    return b""
+
+
 def torn() -> bytes:
     data = clean()
     return data[: len(data) // 2]
@@ -267,6 +271,7 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF205-trap-codewhale-one-branch": clean,
     "SF101-codewhale-schema-v2": schema_two,
     "SF101-codewhale-unknown-entry-kind": unknown_kind,
+    "SF101-codewhale-empty-document": empty,
     "SF101-trap-codewhale-schema-v1": clean,
     "SF005-codewhale-bom": with_bom,
     "SF005-trap-codewhale-no-bom": clean,
@@ -279,6 +284,10 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
 """Fixture name → the document it holds."""
 
 DESCRIPTIONS: Final[dict[str, str]] = {
+    "SF101-codewhale-empty-document": (
+        "An empty CodeWhale document: CodeWhale fails to load it (nothing to read as a "
+        "damaged line, nothing to fix)."
+    ),
     "SF402-codewhale-crashed-tool-call": (
         "A CodeWhale document whose read_file call got no result before the next "
         "assistant turn: CodeWhale's resume gives it a crashed result right after the "

@@ -41,6 +41,10 @@ class Unreadable(Struct, frozen=True):
     reason: str
 
 
+EMPTY: Final = Unreadable("is empty")
+"""A document of no bytes, or only whitespace."""
+
+
 class Document(Struct):
     """A document that parses as JSON, with what CodeWhale's types refuse of it."""
 
@@ -82,8 +86,8 @@ def parse(data: bytes) -> Document | Unreadable:
         data.decode("utf-8")
     except UnicodeDecodeError:
         return Unreadable("is not valid UTF-8")
-    if not data.strip():
-        return Unreadable("is empty")
+    if not data.strip(b" \t\r\n"):
+        return EMPTY
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
