@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Final
 
 import orjson
-from msgspec import Struct, field
+from msgspec import Struct
 
 SUPPORTED_SCHEMA: Final = 1
 ENTRY_KINDS: Final = frozenset(
@@ -45,34 +45,26 @@ EMPTY: Final = Unreadable("is empty")
 """A document of no bytes, or only whitespace."""
 
 
-class Document(Struct):
-    """A document that parses as JSON, with what CodeWhale's types refuse of it."""
+class Document:
+    """A document that parses as JSON, with what CodeWhale's types refuse of it, and its
+    parts read once."""
 
-    value: dict[str, Any]
-    problems: list[str] = field(default_factory=list)
-    """Why CodeWhale refuses to load it, one sentence each (empty: it loads)."""
+    __slots__ = ("entries", "journal", "leaf_id", "messages", "problems", "value")
 
-    @property
-    def journal(self) -> dict[str, Any] | None:
-        journal = self.value.get("journal")
-        return journal if isinstance(journal, dict) else None
-
-    @property
-    def entries(self) -> list[dict[str, Any]]:
-        journal = self.journal
-        entries = journal.get("entries") if journal is not None else None
-        return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-
-    @property
-    def leaf_id(self) -> str | None:
-        journal = self.journal
-        leaf = journal.get("leaf_id") if journal is not None else None
-        return leaf if isinstance(leaf, str) else None
-
-    @property
-    def messages(self) -> list[Any]:
-        messages = self.value.get("messages")
-        return messages if isinstance(messages, list) else []
+    def __init__(self, value: dict[str, Any]) -> None:
+        self.value = value
+        self.problems = problems(value)
+        """Why CodeWhale refuses to load it, one sentence each (empty: it loads)."""
+        journal = value.get("journal")
+        self.journal: dict[str, Any] | None = journal if isinstance(journal, dict) else None
+        entries = self.journal.get("entries") if self.journal is not None else None
+        self.entries: list[dict[str, Any]] = (
+            [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+        )
+        leaf = self.journal.get("leaf_id") if self.journal is not None else None
+        self.leaf_id: str | None = leaf if isinstance(leaf, str) else None
+        messages = value.get("messages")
+        self.messages: list[Any] = messages if isinstance(messages, list) else []
 
 
 def parse(data: bytes) -> Document | Unreadable:
@@ -94,7 +86,7 @@ def parse(data: bytes) -> Document | Unreadable:
         return Unreadable(f"does not parse ({exc.msg} at byte {exc.pos})")
     if not isinstance(value, dict):
         return Unreadable("is no JSON object")
-    return Document(value, problems(value))
+    return Document(value)
 
 
 def _is_time(value: object) -> bool:

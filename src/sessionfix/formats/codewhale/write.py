@@ -50,19 +50,25 @@ def _decoded(line: bytes) -> dict[str, Any]:
 def _broken_links(entries: Sequence[dict[str, Any]]) -> set[int]:
     """The entries whose `parent_id` names no entry, or leads back to themselves."""
     index = by_id(entries)
-    broken: set[int] = set()
-    for at, entry in enumerate(entries):
-        parent = entry.get("parent_id")
-        if isinstance(parent, str) and parent not in index:
-            broken.add(at)
-            continue
-        current, steps = index.get(parent) if isinstance(parent, str) else None, 0
-        while current is not None and steps <= len(entries):
-            if current == at:
-                broken.add(at)
-                break
-            up = entries[current].get("parent_id")
-            current, steps = index.get(up) if isinstance(up, str) else None, steps + 1
+    parents = [
+        index.get(parent) if isinstance(parent := entry.get("parent_id"), str) else None
+        for entry in entries
+    ]
+    broken = {
+        at
+        for at, entry in enumerate(entries)
+        if isinstance(entry.get("parent_id"), str) and parents[at] is None
+    }
+    done: set[int] = set()
+    for start in range(len(entries)):
+        walked: dict[int, int] = {}
+        current: int | None = start
+        while current is not None and current not in done and current not in walked:
+            walked[current] = len(walked)
+            current = parents[current]
+        if current is not None and current in walked:
+            broken.update(list(walked)[walked[current] :])
+        done.update(walked)
     return broken
 
 
@@ -231,11 +237,10 @@ def _journal_repaired(
             base[at] = entry  # a pointer fix: the broken link changes in place
             relinked = relinked or stored[at].get("parent_id") not in known
     raw = [orjson.dumps(entry) for entry in stored]
+    kept = {raw[at] for at in seen}
     active = set(root_to_leaf(stored, document.leaf_id))
     gone = {
-        at
-        for at in range(len(stored))
-        if at not in seen and (at not in active or any(raw[other] == raw[at] for other in seen))
+        at for at in range(len(stored)) if at not in seen and (at not in active or raw[at] in kept)
     }
     # Byte-identical repeats and entries off the active path (a prune) go; an entry of the
     # path a fix dropped stays, and the repaired messages become a branch of their own.
