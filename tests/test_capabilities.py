@@ -11,6 +11,7 @@ from sessionfix.cli import main
 from sessionfix.formats import all_formats
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.claude import CLAUDE
+from sessionfix.formats.codewhale import CODEWHALE
 from sessionfix.formats.codex import CODEX as CODEX_FORMAT
 from sessionfix.formats.coverage import provided
 from sessionfix.formats.opencode import OPENCODE
@@ -49,7 +50,7 @@ def test_every_rule_lists_the_formats_it_covers() -> None:
         assert rule.formats, rule.code
         assert "Formats: " in rule.doc
     stale = next(r for r in RULES if r.code == "SF301")
-    assert stale.formats == {PI, OPENCLAW, CLAUDE, OPENCODE}
+    assert stale.formats == {PI, OPENCLAW, CLAUDE, OPENCODE, CODEWHALE}
 
 
 def test_a_rule_selected_by_code_warns_once_where_it_cannot_run(

@@ -32,6 +32,7 @@ AGENT_VARIABLES: Final = (
     "OPENCLAW_STATE_DIR",
     "XDG_DATA_HOME",
     "OPENCODE_DB",
+    "CODEWHALE_HOME",
     "DATA_DIR",
     "DATABASE_URL",
 )
@@ -147,7 +148,8 @@ def test_scan_without_paths_and_no_agent_is_one_line_and_exit_zero(home: Path) -
     assert result.stderr.strip().splitlines() == [
         "No agent session folders found (looked in ~/.pi/agent/sessions, ~/.openclaw/agents, "
         "~/.codex/sessions, ~/.codex/archived_sessions, ~/.codex/state_5.sqlite, "
-        "~/.codex/sqlite/state_5.sqlite, ~/.claude/projects, ~/.local/share/opencode)"
+        "~/.codex/sqlite/state_5.sqlite, ~/.claude/projects, ~/.local/share/opencode, "
+        "~/.codewhale/sessions, ~/.deepseek/sessions)"
     ]
 
 
@@ -166,6 +168,7 @@ def test_the_agents_variables_move_their_folders(home: Path, tmp_path: Path) -> 
         "PI_CODING_AGENT_DIR": str(tmp_path / "pi"),
         "OPENCLAW_STATE_DIR": str(tmp_path / "openclaw"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
+        "CODEWHALE_HOME": str(tmp_path / "codewhale"),
     }
     _, looked = agent_folders(env, home)
     assert set(looked) == {
@@ -177,6 +180,8 @@ def test_the_agents_variables_move_their_folders(home: Path, tmp_path: Path) -> 
         tmp_path / "pi" / "sessions",
         tmp_path / "openclaw" / "agents",
         tmp_path / "data" / "opencode",
+        tmp_path / "codewhale" / "sessions",
+        home / ".deepseek" / "sessions",
     }
     sessions_only = {**env, "PI_CODING_AGENT_SESSION_DIR": str(tmp_path / "pi-sessions")}
     assert tmp_path / "pi-sessions" in agent_folders(sessions_only, home)[1]

@@ -16,7 +16,7 @@ from sessionfix.formats import (
 from sessionfix.formats.claude import CLAUDE
 from sessionfix.formats.codex import CODEX
 from sessionfix.formats.pi import PI
-from sessionfix.registry import JsonlFiles, SqliteStore
+from sessionfix.registry import JsonDocuments, JsonlFiles, SqliteStore
 
 PROVIDES = (
     "FORMATS",
@@ -63,11 +63,11 @@ def test_each_package_declares_how_its_sessions_are_held() -> None:
     declared = {name: importlib.import_module(name).CONTAINERS for name in registry.PACKAGES}
     for name in FORMAT_PACKAGES:
         kinds = [type(container) for container in declared[name]]
-        assert kinds in ([JsonlFiles], [SqliteStore]), name
+        assert kinds in ([JsonlFiles], [SqliteStore], [JsonDocuments]), name
     for name in STORE_PACKAGES:
         assert [type(container) for container in declared[name]] == [SqliteStore], name
     for name, containers in declared.items():
-        if any(isinstance(container, SqliteStore) for container in containers):
+        if any(isinstance(container, SqliteStore | JsonDocuments) for container in containers):
             module = importlib.import_module(name)
             missing = [member for member in STORE_PROVIDES if not hasattr(module, member)]
             assert not missing, f"{name} lacks {missing}"

@@ -37,7 +37,7 @@ from sessionfix.read.compressed import (
     session_name,
     session_text,
 )
-from sessionfix.registry import ContainerDeclaration, JsonlFiles, SqliteStore
+from sessionfix.registry import ContainerDeclaration, JsonlFiles, StoreDeclaration
 
 if TYPE_CHECKING:
     from sessionfix.safety.writing import Snapshot
@@ -306,10 +306,19 @@ class StoreContainer:
         return HeldSession(held.text, self.path, self.shown, names, transcript=transcript)
 
     def take_back(
-        self, held: HeldSession, repaired: Path, origins: stores.Origins, *, backup: bool
+        self,
+        held: HeldSession,
+        repaired: Path,
+        origins: stores.Origins,
+        *,
+        backup: bool,
+        quiescence: float = 0.0,
     ) -> Path | None:
-        """Replace the session's rows by the lines of `repaired`, in one transaction;
-        returns the backup kept, if any."""
+        """Replace the session's rows by the lines of `repaired`, in one transaction (a
+        store its agent writes without a lock only once it has been quiet for
+        `quiescence` seconds); returns the backup kept, if any."""
+        if isinstance(self.store, stores.WaitsForQuiet):
+            self.store.refuse_unquiet(quiescence)
         return self.store.replace(_transcript_of(held), repaired, origins, backup=backup)
 
     def write_copy(
@@ -358,12 +367,12 @@ def declared_container(path: Path) -> ContainerDeclaration:
 
 def is_store(path: Path) -> bool:
     """Whether `path` is a store of sessions, as a package declares one."""
-    return isinstance(declared_container(path), SqliteStore)
+    return isinstance(declared_container(path), StoreDeclaration)
 
 
 def open_container(path: Path, shown: str) -> SessionFile | StoreContainer:
     """The container at `path`, as its package declares it: a store of sessions, else a
     session file (`InputError` when it is a store that cannot be opened)."""
-    if isinstance(declared_container(path), SqliteStore):
+    if isinstance(declared_container(path), StoreDeclaration):
         return StoreContainer(stores.open_store(path), shown)
     return SessionFile(path, shown)

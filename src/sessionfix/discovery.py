@@ -14,7 +14,7 @@ from msgspec import Struct, field
 from sessionfix.formats import Format, detect, is_sibling_file, session_roots, session_suffixes
 from sessionfix.read.compressed import is_compressed, plain_name
 from sessionfix.read.reader import classify_line
-from sessionfix.stores import is_store_name
+from sessionfix.stores import is_store_path
 
 _OWN_FILES = ("*.sessionfix-bak-*", "*.sessionfix-tmp*")
 """sessionfix's own backups and temporary files."""
@@ -109,7 +109,7 @@ def discover(paths: Iterable[Path], *, sniff: bool = False) -> Discovery:
             for path in _walk(root, found):
                 if path not in seen:
                     seen.add(path)
-                    if sniff and not is_store_name(path.name) and is_foreign(path):
+                    if sniff and not is_store_path(path) and is_foreign(path):
                         found.foreign.append(path)
                     else:
                         found.files.append(path)
@@ -160,7 +160,7 @@ def _walk(root: Path, found: Discovery) -> list[Path]:
                 ):
                     found.skipped.append(path)
                     continue
-                if (entry.name.endswith(suffixes) or is_store_name(entry.name)) and entry.is_file(
+                if (entry.name.endswith(suffixes) or is_store_path(path)) and entry.is_file(
                     follow_symlinks=True
                 ):
                     files.append(path)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import fnmatch
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
-from typing import Final
+from typing import ClassVar, Final
 
 from msgspec import Struct
 
@@ -23,6 +24,7 @@ PACKAGES: Final = (
     "sessionfix.formats.claude",
     "sessionfix.formats.openclaw_store",
     "sessionfix.formats.opencode",
+    "sessionfix.formats.codewhale",
     "sessionfix.formats.openwebui",
     "sessionfix.formats.opaque",
 )
@@ -49,8 +51,31 @@ class SqliteStore(Struct, frozen=True):
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.names)
 
 
-ContainerDeclaration = JsonlFiles | SqliteStore
+class JsonDocuments(Struct, frozen=True):
+    """A container a package declares: one session per JSON document (CodeWhale), which
+    is read and written whole; its package's `is_store` recognises one and `open_store`
+    opens it as a store of that one session (see `stores`)."""
+
+    names: frozenset[str]
+    """What the agent names its documents (shell patterns ending in `SUFFIX`: `*.json`)."""
+    folders: frozenset[str]
+    """The names of the folders it keeps them in: a JSON file elsewhere is none of them."""
+
+    SUFFIX: ClassVar[str] = ".json"
+    """How every document's name ends: a file named otherwise is never asked about."""
+
+    def takes(self, path: Path) -> bool:
+        """Whether a file at `path` is one of the agent's documents, by its name and folder."""
+        return path.parent.name in self.folders and any(
+            fnmatch.fnmatchcase(path.name, pattern) for pattern in self.names
+        )
+
+
+ContainerDeclaration = JsonlFiles | SqliteStore | JsonDocuments
 """How a package's sessions are held: what it lists in `CONTAINERS`."""
+
+StoreDeclaration = SqliteStore | JsonDocuments
+"""The containers read as a store of sessions (`stores`), not as lines of a file."""
 
 
 _IMPORTED: dict[str, ModuleType] = {}

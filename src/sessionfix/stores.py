@@ -5,7 +5,8 @@ JSONL file (`Transcript`), which every rule and repair reads as it reads any ses
 file; findings are then located by the store's own row numbers. Writing a repair back
 is the store's business (one transaction, the store's own recipe). Adding a kind of
 store is a package under `formats/` that declares an `SqliteStore` among its
-`CONTAINERS`, and a line in the registry (`sessionfix.registry`).
+`CONTAINERS`, and a line in the registry (`sessionfix.registry`). A session kept as one
+JSON document (`JsonDocuments`) is a store of that one session, read and written whole.
 """
 
 from __future__ import annotations
@@ -15,14 +16,19 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from msgspec import Struct, field
 
 from sessionfix import registry
 from sessionfix.errors import InputError, SessionfixError
 from sessionfix.location import RecordNames
-from sessionfix.registry import ContainerDeclaration, SqliteStore
+from sessionfix.registry import (
+    ContainerDeclaration,
+    JsonDocuments,
+    SqliteStore,
+    StoreDeclaration,
+)
 from sessionfix.scratch import private_folder
 
 
@@ -183,9 +189,19 @@ class SessionStore(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+@runtime_checkable
+class WaitsForQuiet(Protocol):
+    """A store its agent writes without a lock sessionfix can see (a CodeWhale document):
+    a rewrite waits until it has not changed for the quiescence window."""
+
+    def refuse_unquiet(self, quiescence: float) -> None:
+        """Raise `StoreRefused` when the store changed within `quiescence` seconds."""
+        ...
+
+
 class StorePackage(Protocol):
     CONTAINERS: tuple[ContainerDeclaration, ...]
-    """Among them, the `SqliteStore` it reads."""
+    """Among them, the `SqliteStore` or `JsonDocuments` it reads."""
 
     def is_store(self, path: Path, head: bytes) -> bool:
         """Whether `path`, whose first bytes are `head`, is a store of this package."""
@@ -194,13 +210,13 @@ class StorePackage(Protocol):
     def open_store(self, path: Path) -> SessionStore: ...
 
 
-def _packages() -> Iterator[tuple[StorePackage, SqliteStore]]:
+def _packages() -> Iterator[tuple[StorePackage, StoreDeclaration]]:
     """The registered packages that declare a store, with its declaration, in the order
     they are asked to recognise a path."""
     for module in registry.packages("CONTAINERS"):
         package = cast(StorePackage, module)
         for declared in package.CONTAINERS:
-            if isinstance(declared, SqliteStore):
+            if isinstance(declared, SqliteStore | JsonDocuments):
                 yield package, declared
 
 
@@ -209,9 +225,11 @@ HEAD_BYTES: Final = 100
 """Bytes read to recognise a store (an SQLite header is 100 bytes)."""
 
 
-def declared_store(path: Path) -> tuple[StorePackage, SqliteStore] | None:
+def declared_store(path: Path) -> tuple[StorePackage, StoreDeclaration] | None:
     """The package whose store `path` is, and the store it declares, if `path` is one
-    (only a regular file can be: a FIFO or a device is never opened here)."""
+    (only a regular file can be: a FIFO or a device is never opened here): a database a
+    package recognises, or a JSON document where a package keeps its documents (which
+    its package recognises however damaged: a document is read whole or not at all)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
@@ -219,11 +237,24 @@ def declared_store(path: Path) -> tuple[StorePackage, SqliteStore] | None:
             head = handle.read(HEAD_BYTES)
     except OSError:
         return None
-    if not head:  # SQLite reads an empty file as an empty database
-        return next(((p, s) for p, s in _packages() if s.takes(path.name)), None)
-    if not head.startswith(SQLITE_MAGIC):  # every store is a database; JSONL never is
-        return None
-    return next(((p, s) for p, s in _packages() if p.is_store(path, head)), None)
+    if not head.startswith(SQLITE_MAGIC):  # every database store is a database
+        found = None
+        if path.name.endswith(JsonDocuments.SUFFIX):
+            documents = (
+                (p, s) for p, s in _packages() if isinstance(s, JsonDocuments) and s.takes(path)
+            )
+            found = next(((p, s) for p, s in documents if p.is_store(path, head)), None)
+        if found is not None or head:
+            return found
+        # SQLite reads an empty file as an empty database
+        return next(
+            ((p, s) for p, s in _packages() if isinstance(s, SqliteStore) and s.takes(path.name)),
+            None,
+        )
+    return next(
+        ((p, s) for p, s in _packages() if isinstance(s, SqliteStore) and p.is_store(path, head)),
+        None,
+    )
 
 
 def open_store(path: Path) -> SessionStore:
@@ -234,9 +265,26 @@ def open_store(path: Path) -> SessionStore:
     return found[0].open_store(path)
 
 
-def is_store_name(name: str) -> bool:
-    """Whether a directory walk takes a file of this name for a store."""
-    return any(store.takes(name) for _, store in _packages())
+def is_store_path(path: Path) -> bool:
+    """Whether a directory walk takes the file at `path` for a store: a database by its
+    name; a document by its name and folder, and its first bytes (other agents keep JSON
+    files in folders of the same names)."""
+    for package, store in _packages():
+        if isinstance(store, SqliteStore):
+            if store.takes(path.name):
+                return True
+        elif store.takes(path) and _head_is_store(package, path):
+            return True
+    return False
+
+
+def _head_is_store(package: StorePackage, path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return False
+    return package.is_store(path, head)
 
 
 def select_sessions(

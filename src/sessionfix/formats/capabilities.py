@@ -95,6 +95,16 @@ class Capability(enum.Enum):
     COVERED_COUNTS = "summaries that cover the first messages by number"
     """A summary kept beside the session names how many messages it covers, not which
     (open-webui's async-context-compression filter)."""
+    CRASHED_CALLS = "calls without a result its resume takes for crashed"
+    """The agent's resume gives every call left without a result, at the end of the
+    session too, a crashed result right after the call (CodeWhale): a fix does the same
+    on disk, in the same place."""
+    WHOLE_DOCUMENT = "a session its agent parses whole"
+    """A damaged line is the whole session's bytes, which the agent then loads none of
+    (CodeWhale's JSON document): dropping it would drop the session."""
+    APPEND_ONLY = "an append-only journal its agent rebranches on any edit"
+    """Changing an old record makes the agent append everything after it again as a new
+    branch (CodeWhale): a fix that only trims weight off a record is not worth it."""
     VALUES_AS_ENTRIES = "any JSON value on a line kept as an entry"
     """What `JSON.parse` accepts is an entry to the loader, an object or not (pi)."""
     SHORTENED_RESULTS = "tool results whose text sessionfix can shorten"

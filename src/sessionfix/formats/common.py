@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import uuid as uuid_module
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
 import msgspec
+import xxhash
 from msgspec import UNSET, Raw
 from msgspec import inspect as types
 
@@ -197,3 +199,25 @@ def without_message_blocks(blocks: tuple[int, ...]) -> Callable[[Any], Any]:
         return record
 
     return transform
+
+
+def uuid_of(material: str) -> str:
+    """A UUID from `xxh3_128` of `material`, version nibble 8, RFC 4122 variant
+    (rules.md §9.3): the id of a record a repair writes, the same every run."""
+    digest = bytearray(xxhash.xxh3_128_digest(material.encode("utf-8", "surrogatepass")))
+    digest[6] = (digest[6] & 0x0F) | 0x80
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    return str(uuid_module.UUID(bytes=bytes(digest)))
+
+
+def generate_uuid(
+    session_id: str, anchor_id: str, rule_code: str, taken: Callable[[str], bool]
+) -> str:
+    """The first `uuid_of` a record inserted after `anchor_id` by `rule_code` that no
+    record of the session holds (`taken`)."""
+    n = 0
+    while True:
+        candidate = uuid_of(f"{session_id}\0{anchor_id}\0{rule_code}\0{n}")
+        if not taken(candidate):
+            return candidate
+        n += 1

@@ -253,8 +253,11 @@ class CleanBlock(Struct):
 class PathTracker:
     """Pairs calls and results and collects file and user events, entry by entry."""
 
-    def __init__(self, *, head: bool = False) -> None:
+    def __init__(self, *, head: bool = False, late_results: bool = True) -> None:
         self.found = Tracking()
+        self.late_results = late_results
+        """A result after its call's group ended still answers the call, displaced; else
+        (CodeWhale) it answers nothing: an orphan, and the call is left unanswered."""
         self.current: Group | None = None
         self.segment: list[Group] = []
         """Earlier groups of the current compaction window with unanswered calls."""
@@ -468,7 +471,14 @@ class PathTracker:
             # An unanswered call of an earlier range may still claim it (see `absorb`).
             self.tentative.append(event)
 
+    def again(self) -> PathTracker:
+        """A new path tracker that takes late results as this one does, to walk a path
+        again."""
+        return PathTracker(late_results=self.late_results)
+
     def _answer_late(self, event: ResultEvent) -> bool:
+        if not self.late_results:
+            return False
         for group in reversed(self.segment):
             for position, call in enumerate(group.calls):
                 if call.id == event.call_id and group.answers[position] == -1:

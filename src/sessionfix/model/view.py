@@ -395,6 +395,9 @@ class HeaderFacts(Struct):
     id: object
     version: object
     cwd: str | None
+    problems: tuple[str, ...] = ()
+    """What the agent refuses of the session as a whole, where its format reads the
+    header line as the whole document's (CodeWhale): one sentence each."""
 
 
 class MainFile(Protocol):

@@ -185,6 +185,18 @@ class RepairPlan:
                     self.transforms.setdefault(edit.record, []).append(edit.transform)
                     self.transform_causes.setdefault(edit.record, set()).add(cause)
 
+    def _follow_leaf(self, leaf: int, new_id: str, cause: int) -> None:
+        """Records inserted after the leaf end the active path: a pointer naming the leaf
+        (CodeWhale's `leaf_id`) names the last of them instead, else they would hang off
+        the path the agent resumes."""
+        view = self.view
+        for index, references in view.references.items():
+            for reference in references:
+                if reference.role is RefRole.LEAF and view.resolve(reference.target) == leaf:
+                    transform = self.editor.set_field(reference.field, new_id)
+                    self.transforms.setdefault(index, []).append(transform)
+                    self.transform_causes.setdefault(index, set()).add(cause)
+
     def _take_drop(self, edit: DropRecord, cause: int) -> None:
         index = edit.record
         survivor = NO_SURVIVOR if edit.survivor is None else edit.survivor
@@ -208,6 +220,8 @@ class RepairPlan:
             if last_id is not None and successor is not None and successor not in self.dropped:
                 self._parent_overrides[successor] = last_id
                 self._override_causes[successor] = self.insertion_causes[anchor][-1]
+            elif last_id is not None and successor is None and anchor == view.leaf:
+                self._follow_leaf(anchor, last_id, self.insertion_causes[anchor][-1])
         rewrites = self._rewrites
         rewrites.update(self.transforms)
         rewrites.update(self._parent_overrides)

@@ -152,7 +152,11 @@ def _repair_session(
             return _located(result, container, held, rewritten=preview.output is not None)
         if preview.output is not None:
             result.backup = container.take_back(
-                held, preview.output, _origins(preview), backup=backup
+                held,
+                preview.output,
+                _origins(preview),
+                backup=backup,
+                quiescence=settings.quiescence,
             )
             result.output = container.path
             result.notes = container.rewrite_notes(held)

@@ -22,6 +22,15 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         if finding.issue is not LineIssue.NUL:
             continue
         if finding.nul is NulPlacement.ONLY or finding.span is None:
+            if ctx.provides(Capability.WHOLE_DOCUMENT):
+                yield ctx.diagnostic(
+                    RULE,
+                    finding.row,
+                    f"the session is {finding.length} NUL bytes (a zero-filled copy from an "
+                    "interrupted write); its agent loads none of it",
+                    span=(finding.offset, finding.length),
+                )
+                continue
             yield ctx.diagnostic(
                 RULE,
                 finding.row,
@@ -40,8 +49,12 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         yield ctx.diagnostic(
             RULE,
             finding.row,
-            f"{stripped} raw NUL byte{'s' if stripped != 1 else ''} {where}; readers skip "
-            "the whole line",
+            f"{stripped} raw NUL byte{'s' if stripped != 1 else ''} {where}; "
+            + (
+                "its agent loads none of the session"
+                if ctx.provides(Capability.WHOLE_DOCUMENT)
+                else "readers skip the whole line"
+            ),
             span=(finding.offset, finding.length),
             fix=safe(
                 "strip the NUL bytes, keep the record",

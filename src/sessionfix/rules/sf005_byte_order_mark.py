@@ -14,7 +14,9 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
     for finding in ctx.lines.findings:
         if finding.issue is not LineIssue.BOM:
             continue
-        if finding.row != 1:
+        if ctx.provides(Capability.WHOLE_DOCUMENT):
+            consequence = "its agent's parser rejects it and loads none of the session"
+        elif finding.row != 1:
             consequence = "JSON.parse rejects the line and readers skip it"
         elif ctx.provides(Capability.FIRST_LINE_BOM_TRIMMED):
             consequence = (

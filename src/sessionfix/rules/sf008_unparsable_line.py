@@ -74,6 +74,16 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 ),
             )
             continue
+        elif ctx.provides(Capability.WHOLE_DOCUMENT):
+            # The line is the whole session: dropping it would drop the session.
+            what = "is cut off mid-write" if finding.truncated else f"does not parse ({reason})"
+            yield ctx.diagnostic(
+                RULE,
+                finding.row,
+                f"the session {what}; its agent loads none of it (recover it from a copy)",
+                span=(finding.offset, finding.length),
+            )
+            continue
         else:
             if finding.truncated:
                 message = "line holds a record cut off mid-write; readers skip it"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sessionfix.diagnostics import Diagnostic, Severity
+from sessionfix.formats import agent_of
 from sessionfix.formats.capabilities import Capability
 from sessionfix.location import on_line, said
 from sessionfix.rules.base import Rule, RuleContext, safe
@@ -35,20 +36,31 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
                 f"id {entry_id!r} repeats the identical record ", on_line(view.rows[first])
             )
             if moves:
-                message += "; it is the copy pi resolves the id to, so it stays"
+                message += f"; it is the copy {_resolver(ctx)} the id to, so it stays"
             fix = None if moves else safe("drop the repeated copy", ctx.drop(later, first))
             yield ctx.entry_diagnostic(RULE, later, message, fix=fix)
         else:
+            resolved = (
+                "; pi resolves it to this later line, OpenClaw's TranscriptFileState to the first"
+                if ctx.provides(Capability.LAST_ENTRY_LEAF)
+                else f"; {_resolver(ctx)} it to this later line"
+            )
             yield ctx.entry_diagnostic(
                 RULE,
                 later,
                 said(
                     f"id {entry_id!r} is also used by a different record ",
                     on_line(view.rows[first]),
-                    "; pi resolves it to this later line, OpenClaw's TranscriptFileState to the "
-                    "first",
+                    resolved,
                 ),
             )
+
+
+def _resolver(ctx: RuleContext) -> str:
+    """Who reads the file and resolves an id to its last holder, and the verb."""
+    if ctx.provides(Capability.LAST_ENTRY_LEAF):
+        return "pi resolves"
+    return f"{agent_of(ctx.format) or 'its agent'} resolves"
 
 
 RULE = Rule(

@@ -65,7 +65,7 @@ def _report(ctx: RuleContext, cycle: list[int]) -> Diagnostic:
             first,
             message,
             fix=unsafe(
-                "break the cycle: make this entry the root (parentId null)",
+                f"break the cycle: make this entry the root ({ctx.editor.parent_link} null)",
                 ctx.rewrite_record(first, ctx.editor.set_parent(None)),
             ),
         )

@@ -148,6 +148,18 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
         if marks:
             yield _marked(ctx, stale, _shielded(ctx, found) if stale.result == newest else 0)
             continue
+        if ctx.provides(Capability.APPEND_ONLY):
+            yield ctx.entry_diagnostic(
+                RULE,
+                stale.result,
+                said(
+                    f"read of {stale.path!r} is stale: the file was fully rewritten later "
+                    f"(write {stale.write_call_id} ",
+                    on_line(stale.write_row),
+                    "); left as it is: the agent would append everything after it again",
+                ),
+            )
+            continue
         yield ctx.entry_diagnostic(
             RULE,
             stale.result,
@@ -214,7 +226,7 @@ RULE = Rule(
     code="SF301",
     name="stale-file-read",
     severity=Severity.INFO,
-    fix="safe",
+    fix="safe (none where an edit rebranches: CodeWhale)",
     requires=frozenset({Capability.TOOL_CALLS, Capability.FILE_ACTIONS}),
     summary="A file read whose file was later fully rewritten",
     check=check,

@@ -9,7 +9,7 @@ from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic, Severity
 from sessionfix.formats import ResultMarks
 from sessionfix.formats.capabilities import Capability
-from sessionfix.location import line, said
+from sessionfix.location import Said, line, said
 from sessionfix.model.tracking import Group
 from sessionfix.model.view import ToolCall
 from sessionfix.rules.base import Rule, RuleContext, safe, unsafe
@@ -27,7 +27,8 @@ def check(ctx: RuleContext) -> Iterator[Diagnostic]:
 def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
     view = ctx.view
     owners = group.owners or [group.assistant]
-    anchor = max(*group.answers, *owners)
+    crashed = ctx.provides(Capability.CRASHED_CALLS)
+    anchor = group.assistant if crashed else max(*group.answers, *owners)
     anchor_id = view.entry_id(anchor)
     seen: set[str] = set()
     for position, call in enumerate(group.calls):
@@ -45,7 +46,7 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 "calls may be incomplete and get no result by design",
                 severity=Severity.INFO,
             )
-        elif group.ended_by is None:
+        elif group.ended_by is None and not crashed:
             yield ctx.entry_diagnostic(
                 RULE,
                 owner,
@@ -66,7 +67,7 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                 f"{what} has no result: the agent leaves the call out of every request it sends",
                 severity=Severity.INFO,
             )
-        elif ctx.provides(Capability.RESULTS_IN_CALLS):
+        elif group.ended_by is not None and ctx.provides(Capability.RESULTS_IN_CALLS):
             editor = cast(ResultMarks, ctx.editor)
             yield ctx.entry_diagnostic(
                 RULE,
@@ -82,7 +83,7 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
                     ctx.rewrite_record(owner, editor.interrupted_call()),
                 ),
             )
-        elif not ctx.provides(Capability.RESULT_REPAIRS):
+        elif group.ended_by is not None and not ctx.provides(Capability.RESULT_REPAIRS):
             yield ctx.entry_diagnostic(
                 RULE,
                 owner,
@@ -98,17 +99,26 @@ def _check_group(ctx: RuleContext, group: Group) -> Iterator[Diagnostic]:
             if view.tree:
                 new_id = ctx.editor.new_record_id(view, anchor_id or "", RULE.code)
             build = _synthetic_result(ctx, group.owner(position), call, new_id, anchor_id)
-            yield ctx.entry_diagnostic(
-                RULE,
-                owner,
-                said(
+            if group.ended_by is None:
+                message: str | Said = (
+                    f"{what} has no result and the session ends there (a crash mid-call); "
+                    "the agent's resume gives it a crashed result in memory on every load"
+                )
+            else:
+                message = said(
                     f"{what} has no result before ",
                     line(view.rows[group.ended_by]),
                     "; the provider receives a tool_use without tool_result and rejects the "
                     "request",
-                ),
+                )
+            yield ctx.entry_diagnostic(
+                RULE,
+                owner,
+                message,
                 fix=unsafe(
-                    "insert a synthetic error result after the call's group",
+                    "insert the agent's own crashed result right after the call"
+                    if crashed
+                    else "insert a synthetic error result after the call's group",
                     ctx.insert_after(anchor, build, new_id),
                 ),
             )

@@ -963,7 +963,7 @@ def _replay_path(adapter: FormatAdapter, handle: BinaryIO) -> Tracking:
     The single pass followed file order, which is the path only in a linear session.
     """
     view = adapter.view
-    adapter.tracker = tracker = PathTracker()
+    adapter.tracker = tracker = adapter.tracker.again()
     offsets, sizes = view.offsets, view.sizes
     try:
         for index in view.active_path:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import re
-import uuid as uuid_module
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-import xxhash
-
 from sessionfix.errors import SessionfixError
-from sessionfix.formats.common import without_message_blocks
+from sessionfix.formats.common import generate_uuid, without_message_blocks
 from sessionfix.formats.content import is_blank_text, shortened
 from sessionfix.media import digest
 from sessionfix.model.view import InlineMedia, RefRole, SessionView, ToolCall
@@ -42,25 +39,6 @@ def _get(record: Any, path: tuple[str, ...]) -> object:
             return None
         value = value.get(key)
     return value
-
-
-def claude_uuid(material: str) -> str:
-    """A UUID from `xxh3_128` of `material`, version nibble 8, RFC 4122 variant (§9.3)."""
-    digest = bytearray(xxhash.xxh3_128_digest(material.encode("utf-8", "surrogatepass")))
-    digest[6] = (digest[6] & 0x0F) | 0x80
-    digest[8] = (digest[8] & 0x3F) | 0x80
-    return str(uuid_module.UUID(bytes=bytes(digest)))
-
-
-def generate_uuid(
-    session_id: str, anchor_id: str, rule_code: str, taken: Callable[[str], bool]
-) -> str:
-    n = 0
-    while True:
-        candidate = claude_uuid(f"{session_id}\0{anchor_id}\0{rule_code}\0{n}")
-        if not taken(candidate):
-            return candidate
-        n += 1
 
 
 class ClaudeEditor:
