@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="sessionfix",
-    help="Find and repair corruption in agent-session JSONL files (pi, OpenClaw, Claude Code, "
-    "Codex).",
+    help="Find and repair corruption in the sessions coding agents persist (pi, OpenClaw, "
+    "Claude Code, Codex, opencode, CodeWhale, open-webui).",
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
