@@ -10,6 +10,7 @@ a cycle rotates it; a message missing from the rows is filled in from the docume
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,18 @@ import pytest
 
 from sessionfix.context import contexts
 from sessionfix.formats.openwebui.adapter import chat_of, chat_payload, chat_reading
+from sessionfix.formats.openwebui.database import KNOWN_HEAD, KNOWN_REVISIONS
 from sessionfix.formats.openwebui.history import Reading
 from sessionfix.formats.openwebui.store import WebuiStore
 from sessionfix.formats.openwebui.transcript import ENVELOPE
 
 from .openwebui_cases import CASES, build
-from .openwebui_loader import created_database, load_with_openwebui, require_openwebui_at_collection
+from .openwebui_loader import (
+    PYTHON,
+    created_database,
+    load_with_openwebui,
+    require_openwebui_at_collection,
+)
 
 require_openwebui_at_collection()
 
@@ -92,3 +99,14 @@ def test_cut_history_and_rotation_as_observed(loads: dict[str, Any]) -> None:
     assert loads["current-dangling"]["stored_current_id"] == "gone"
     assert loads["current-dangling"]["current_id"] == "a2"
     assert loads["rows-differ"]["payload"][-1]["content"] == "ok (edited)"
+
+
+def test_the_revisions_known_are_open_webuis(database: Path) -> None:
+    """sessionfix knows every alembic revision open-webui 0.12.4 has, and its head is the
+    one a new 0.12.4 database is at (a database at any other is refused as newer)."""
+    versions = PYTHON.parent.parent.glob("lib/python*/site-packages/open_webui/migrations/versions")
+    installed = {path.name.split("_", 1)[0] for folder in versions for path in folder.glob("*.py")}
+    assert installed == KNOWN_REVISIONS
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(KNOWN_HEAD,)]
+    db.close()

@@ -104,6 +104,33 @@ def test_a_database_that_is_not_open_webuis_is_one_line(tmp_path: Path) -> None:
     assert len([line for line in result.output.splitlines() if "error" in line]) == 1
 
 
+def test_a_schema_newer_than_the_one_sessionfix_knows_is_refused(tmp_path: Path) -> None:
+    """A database a newer open-webui migrated (an alembic revision 0.12.4 does not have)
+    may keep chats otherwise: every command says so in one line, exits 2 and changes
+    nothing; an older revision is read by column name."""
+    first = {"id": "u1", "role": "user", "parentId": None, "childrenIds": [], "content": "hi"}
+    plain = orjson.dumps({"history": {"currentId": "u1", "messages": {"u1": first}}})
+    older = _database(tmp_path / "older.db", ("chat-1", plain))
+    with sqlite3.connect(older) as db:
+        db.execute("UPDATE alembic_version SET version_num = '8452d01d26d7'")
+    db.close()
+    assert run("check", older).exit_code == 0
+    newer = _database(tmp_path / "webui.db", ("chat-1", plain))
+    with sqlite3.connect(newer) as db:
+        db.execute("UPDATE alembic_version SET version_num = 'f00dfeed1234'")
+    db.close()
+    before = newer.read_bytes()
+    for command in (("check",), ("repair", "--in-place", "--unsafe-fixes"), ("context",)):
+        result = run(*command, newer)
+        assert result.exit_code == 2, (command, result.output)
+        assert "Traceback" not in result.output
+        said = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(said) == 1, said
+        assert "alembic revision f00dfeed1234" in said[0], said
+    assert newer.read_bytes() == before
+    assert not [path for path in tmp_path.iterdir() if "sessionfix" in path.name]
+
+
 IDS: Final = ("u1", "a1", "u2", "a2", "b2")
 
 

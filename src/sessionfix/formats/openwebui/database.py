@@ -43,6 +43,80 @@ MESSAGE_COLUMNS: Final = (
 """The `chat_message` columns open-webui sends a message from (spec §3.2), in its own
 order; a database without `context_summary` or `meta` (older revisions) reads NULL."""
 SUMMARY_TABLE: Final = "chat_summary"
+KNOWN_HEAD: Final = "0bd252b206fb"
+KNOWN_REVISIONS: Final = frozenset(
+    [
+        "018012973d35",
+        "0bd252b206fb",
+        "1af9b942657b",
+        "1ce6ade7d93b",
+        "242a2047eae0",
+        "2f1211949ecc",
+        "374d2f66af06",
+        "3781e22d8b01",
+        "37f288994c47",
+        "38d63c18f30f",
+        "3ab32c4b8f59",
+        "3af16a1c9fb6",
+        "3c9b0ca343fd",
+        "3e0e00844bb0",
+        "3ff2c63645b8",
+        "42e2978c7933",
+        "461111b60977",
+        "4ace53fd72c8",
+        "4c5ce3d2f27f",
+        "4de81c2a3af1",
+        "55f1302ac17c",
+        "56359461a091",
+        "57c599a3cb57",
+        "6283dc0e4d8d",
+        "6a39f3d8e55c",
+        "6d09d1bf1f23",
+        "7826ab40b532",
+        "7b3f2a9c1d4e",
+        "7e5b5dc7342b",
+        "81cc2ce44d79",
+        "8452d01d26d7",
+        "856c5b02fb54",
+        "90ef40d4714e",
+        "922e7a387820",
+        "959eaac8f909",
+        "9a1b2c3d4e5f",
+        "9f0c9cd09105",
+        "a0b1c2d3e4f5",
+        "a1b2c3d4e5f6",
+        "a3dd5bedd151",
+        "a5c220713937",
+        "a7d3e9f2b641",
+        "af906e964978",
+        "b0018471bbbe",
+        "b10670c03dd5",
+        "b2c3d4e5f6a7",
+        "b7c8d9e0f1a2",
+        "b8e4f0a3c752",
+        "b8f2c6d91a04",
+        "c0fbf31ca0db",
+        "c1d2e3f4a5b6",
+        "c29facfe716b",
+        "c440947495f3",
+        "c49178636c78",
+        "c69f45358db4",
+        "c92da83b017f",
+        "ca81bd47c050",
+        "d31026856c01",
+        "d4c1a8e37b62",
+        "d4e5f6a7b8c9",
+        "d6a8c3f912ab",
+        "e1f2a3b4c5d6",
+        "e7b9d4a023bc",
+        "f0bd01a18a3d",
+        "f1e2d3c4b5a6",
+        "f8c0e5b134cd",
+    ]
+)
+"""open-webui 0.12.4's alembic revisions (`KNOWN_HEAD` its last): a database at
+another was migrated by a newer open-webui, which may keep a chat otherwise (spec §1).
+An older one is read by column name."""
 
 
 class MessageRow(NamedTuple):
@@ -157,6 +231,24 @@ class WebuiDatabase:
         if missing:
             self.close()
             raise InputError(f"{path}: not an {KIND} (no {', '.join(missing)}); nothing read")
+        unknown = [revision for revision in self._revisions() if revision not in KNOWN_REVISIONS]
+        if unknown:
+            self.close()
+            raise InputError(
+                f"{path}: the {KIND} has a schema newer than open-webui 0.12.4's (alembic "
+                f"revision {unknown[0]}), whose chats could be read wrong; nothing read"
+            )
+
+    def _revisions(self) -> list[str]:
+        """The alembic revisions the database is at (one, as a rule)."""
+        try:
+            return [
+                _text(found)
+                for (found,) in self._db.execute("SELECT version_num FROM alembic_version")
+            ]
+        except apsw.Error as exc:
+            self.close()
+            raise InputError(f"{self.path}: cannot read the {KIND} ({error_reason(exc)})") from None
 
     def close(self) -> None:
         if self._own:
