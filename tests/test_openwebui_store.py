@@ -93,6 +93,45 @@ def test_chats_open_webui_cannot_read_are_one_finding_each(tmp_path: Path) -> No
     assert not [path for path in tmp_path.iterdir() if "sessionfix" in path.name]
 
 
+def test_text_that_is_not_utf8_makes_a_chat_unread_not_the_database(tmp_path: Path) -> None:
+    """A chat id, a row or a current message whose bytes are not UTF-8 (which open-webui's
+    own reads fail on) is one finding for that chat, the others read; nothing written."""
+    chain = {
+        "u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "hi"}
+    }
+    document = orjson.dumps({"history": {"currentId": "u1", "messages": chain}})
+    database = _database(
+        tmp_path / "webui.db",
+        ("good", document),
+        ("bad-id", document),
+        ("bad-row", document),
+        ("bad-current", document),
+    )
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE chat SET id = CAST(X'6261642dff' AS TEXT) WHERE id = 'bad-id'")
+        db.execute(
+            "UPDATE chat SET current_message_id = CAST(X'75ff' AS TEXT) WHERE id = 'bad-current'"
+        )
+        db.execute(
+            "INSERT INTO chat_message (id, chat_id, role, parent_id, content) VALUES"
+            " ('bad-row-u1', 'bad-row', 'user', NULL, CAST(X'2268ff22' AS TEXT))"
+        )
+    db.close()
+    before = database.read_bytes()
+    for command in ("check", "context"):
+        result = run(command, "--output-format", "json", database)
+        assert result.exit_code == 0, result.output
+    found = json.loads(run("check", "--output-format", "json", database).stdout)
+    assert sorted((d["record"]["session"], d["code"]) for d in found) == [
+        ("bad-\\xff", "SF113"),
+        ("bad-current", "SF113"),
+        ("bad-row", "SF113"),
+    ]
+    assert all("not UTF-8" in d["message"] for d in found)
+    assert run("repair", "--in-place", "--unsafe-fixes", database).exit_code == 0
+    assert database.read_bytes() == before
+
+
 def test_a_database_that_is_not_open_webuis_is_one_line(tmp_path: Path) -> None:
     named = tmp_path / "webui.db"
     with sqlite3.connect(named) as db:

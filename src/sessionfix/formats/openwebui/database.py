@@ -19,6 +19,7 @@ import apsw
 import orjson
 
 from sessionfix.errors import InputError
+from sessionfix.escapes import escape_surrogates
 from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
 
 KIND: Final = "open-webui database"
@@ -144,6 +145,8 @@ class StoredChat(NamedTuple):
     """The `current_message_id` column (None where the revision has none)."""
     rows: tuple[MessageRow, ...]
     summary: SummaryRow | None
+    unread: str | None = None
+    """Why open-webui cannot read the chat at all, where it cannot (its text)."""
 
 
 class ChatRow(NamedTuple):
@@ -160,6 +163,11 @@ def open_webui_json(value: object) -> str:
     except TypeError:
         return json.dumps(value, ensure_ascii=False)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
+
+
+NOT_TEXT: Final = "stored with text that is not UTF-8 ({}), which open-webui cannot read"
+"""Why a chat is unread whose id, rows or current message are not UTF-8: open-webui's
+SQLite driver fails on such text."""
 
 
 def _text(value: object) -> str:
@@ -195,6 +203,8 @@ class WebuiDatabase:
         leaves open)."""
         self.path = path
         self._own = connection is None
+        self._stored_ids: dict[str, bytes] = {}
+        """An id `chats` listed with its bytes escaped (not UTF-8) → its bytes."""
         try:
             self._db = connect_read_only(path) if connection is None else connection
         except apsw.Error as exc:
@@ -272,12 +282,29 @@ class WebuiDatabase:
         with self._snapshot() as db:
             title = "title" if "title" in self._columns["chat"] else "''"
             order = "created_at, id" if "created_at" in self._columns["chat"] else "id"
-            return [
-                ChatRow(_text(chat_id), _text(name))
-                for chat_id, name in db.execute(f"SELECT id, {title} FROM chat ORDER BY {order}")
-            ]
+            found = db.execute(
+                f"SELECT CAST(id AS BLOB), CAST({title} AS BLOB) FROM chat ORDER BY {order}"
+            ).fetchall()
+        listed = []
+        for stored, name in found:
+            chat_id = _text(stored)
+            if isinstance(stored, bytes) and chat_id.encode() != stored:
+                chat_id = escape_surrogates(stored.decode("utf-8", "surrogateescape"))
+                self._stored_ids[chat_id] = stored
+            listed.append(ChatRow(chat_id, _text(name)))
+        return listed
 
     def chat(self, chat_id: str, *, in_transaction: bool = False) -> StoredChat | None:
+        if chat_id in self._stored_ids:
+            return StoredChat(chat_id, b"", None, (), None, NOT_TEXT.format("its id"))
+        try:
+            return self._chat(chat_id, in_transaction)
+        except UnicodeDecodeError:
+            return StoredChat(
+                chat_id, b"", None, (), None, NOT_TEXT.format("its rows or current message")
+            )
+
+    def _chat(self, chat_id: str, in_transaction: bool) -> StoredChat | None:
         with self._snapshot(in_transaction) as db:
             current = (
                 "current_message_id" if "current_message_id" in self._columns["chat"] else "NULL"

@@ -70,6 +70,8 @@ class Line(NamedTuple):
 
 def _document(chat: StoredChat) -> tuple[dict[str, Any], Any, str | None]:
     """The history's messages and `currentId`, or why open-webui reads no history."""
+    if chat.unread is not None:
+        return {}, None, chat.unread
     try:
         value = orjson.loads(chat.document) if chat.document else None
     except orjson.JSONDecodeError:
