@@ -132,6 +132,58 @@ def test_text_that_is_not_utf8_makes_a_chat_unread_not_the_database(tmp_path: Pa
     assert database.read_bytes() == before
 
 
+def test_documents_open_webuis_codec_reads_are_read(tmp_path: Path) -> None:
+    """open-webui reads a document orjson refuses with Python's `json` (its codec's
+    fallback): a `NaN` an older open-webui wrote, a lone surrogate escape. Such a chat is
+    read, its rows agree with it, its real finding is found (observed with open-webui
+    0.12.4: both load in full); the one whose text is not Unicode is not written."""
+    messages = {
+        "u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "hi"},
+        "a1": {"id": "a1", "parentId": "u1", "childrenIds": [], "role": "assistant"},
+    }
+    text = json.dumps({"history": {"currentId": "a1", "messages": messages}})
+    nan = text.replace('"role": "assistant"', '"role": "assistant", "usage": {"tps": NaN}')
+    surrogate = text.replace('"role": "assistant"', '"role": "assistant", "content": "ok \\ud83d"')
+    database = _database(
+        tmp_path / "webui.db", ("nan", nan.encode()), ("surrogate", surrogate.encode())
+    )
+    with sqlite3.connect(database) as db:
+        for chat in ("nan", "surrogate"):
+            for key, content in (
+                ("u1", '"hi"'),
+                ("a1", '"ok \\ud83d"' if chat == "surrogate" else None),
+            ):
+                db.execute(
+                    "INSERT INTO chat_message (id, chat_id, role, parent_id, content)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (
+                        f"{chat}-{key}",
+                        chat,
+                        messages[key]["role"],
+                        messages[key]["parentId"],
+                        content,
+                    ),
+                )
+    db.close()
+    found = json.loads(run("check", "--output-format", "json", database).stdout)
+    assert sorted(
+        (d["record"]["session"], d["record"]["record_key"], d["code"]) for d in found
+    ) == [
+        ("nan", "u1", "SF115"),
+        ("surrogate", "u1", "SF115"),
+    ]
+    before = database.read_bytes()
+    result = run("repair", "--in-place", "--session", "surrogate", database)
+    assert result.exit_code == 2, result.output
+    assert "not valid Unicode" in result.stderr
+    assert database.read_bytes() == before
+    assert run("repair", "--in-place", "--session", "nan", database).exit_code == 0
+    assert (
+        json.loads(run("check", "--output-format", "json", database).stdout)[0]["record"]["session"]
+        == "surrogate"
+    )
+
+
 def test_a_database_that_is_not_open_webuis_is_one_line(tmp_path: Path) -> None:
     named = tmp_path / "webui.db"
     with sqlite3.connect(named) as db:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import apsw
 import orjson
@@ -168,6 +168,20 @@ def open_webui_json(value: object) -> str:
 NOT_TEXT: Final = "stored with text that is not UTF-8 ({}), which open-webui cannot read"
 """Why a chat is unread whose id, rows or current message are not UTF-8: open-webui's
 SQLite driver fails on such text."""
+
+
+def open_webui_loads(text: bytes | str) -> Any:
+    """JSON text as open-webui 0.12.4 reads it (its `JSONCodec`): orjson, and what orjson
+    refuses through Python's `json` (a `NaN` an older open-webui wrote, a lone surrogate
+    escape); `ValueError` for what neither reads."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def _text(value: object) -> str:

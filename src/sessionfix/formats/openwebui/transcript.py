@@ -15,7 +15,8 @@ import msgspec
 import orjson
 import xxhash
 
-from sessionfix.formats.openwebui.database import MESSAGE_COLUMNS, StoredChat
+from sessionfix.escapes import escape_surrogates
+from sessionfix.formats.openwebui.database import MESSAGE_COLUMNS, StoredChat, open_webui_loads
 from sessionfix.formats.openwebui.history import row_message
 
 TABLE: Final = "openwebui"
@@ -56,10 +57,29 @@ def _column(name: str, value: object) -> object:
         value = value.decode("utf-8", "replace")
     if name in JSON_COLUMNS and isinstance(value, str):
         try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
+            return open_webui_loads(value)
+        except ValueError:
             return value
     return value
+
+
+def _unicode(value: Any) -> Any:
+    """`value` with each lone surrogate in its text written as its escape (`\\ud83d`):
+    text open-webui read with Python's `json` that no line can hold."""
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if isinstance(value, list):
+        return [_unicode(item) for item in value]
+    if isinstance(value, dict):
+        return {escape_surrogates(str(key)): _unicode(item) for key, item in value.items()}
+    return value
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(record, default=str) + b"\n"
+    except TypeError:
+        return orjson.dumps(_unicode(record), default=str) + b"\n"
 
 
 class Line(NamedTuple):
@@ -73,8 +93,8 @@ def _document(chat: StoredChat) -> tuple[dict[str, Any], Any, str | None]:
     if chat.unread is not None:
         return {}, None, chat.unread
     try:
-        value = orjson.loads(chat.document) if chat.document else None
-    except orjson.JSONDecodeError:
+        value = open_webui_loads(chat.document) if chat.document else None
+    except ValueError:
         return (
             {},
             None,
@@ -116,7 +136,7 @@ def lines(chat: StoredChat) -> Iterator[Line]:
         facts["summary_updated"] = chat.summary.updated_at
     if unread is not None:
         facts["unread"] = unread
-    yield Line(chat.id, CHAT, orjson.dumps({TABLE: CHAT, "id": chat.id, "data": facts}) + b"\n")
+    yield Line(chat.id, CHAT, _line({TABLE: CHAT, "id": chat.id, "data": facts}))
     rows = {
         row.id: row_message(
             row.id,
@@ -131,7 +151,7 @@ def lines(chat: StoredChat) -> Iterator[Line]:
         record: dict[str, Any] = {TABLE: MESSAGE, "id": key, "data": message}
         if key in rows:
             record["row"] = rows.pop(key)
-        yield Line(key, MESSAGE, orjson.dumps(record, default=str) + b"\n")
+        yield Line(key, MESSAGE, _line(record))
     for key, row in rows.items():
         record = {TABLE: MESSAGE, "id": key, "data": None, "row": row}
-        yield Line(key, MESSAGE, orjson.dumps(record, default=str) + b"\n")
+        yield Line(key, MESSAGE, _line(record))

@@ -42,6 +42,7 @@ from sessionfix.formats.openwebui.database import (
     StoredChat,
     WebuiDatabase,
     open_webui_json,
+    open_webui_loads,
 )
 from sessionfix.formats.openwebui.transcript import chat_digest, lines
 from sessionfix.formats.sqlite_writes import (
@@ -145,7 +146,14 @@ def replace_chat(
 
 def _apply(db: apsw.Connection, chat_id: str, changes: ChatChanges, where: str) -> None:
     stored = _one(db, "SELECT CAST(chat AS BLOB) FROM main.chat WHERE id = ?", (chat_id,))
-    document = orjson.loads(stored) if isinstance(stored, bytes) else None
+    document = open_webui_loads(stored) if isinstance(stored, bytes) else None
+    try:
+        orjson.dumps(document)
+    except TypeError:
+        raise SessionfixError(
+            f"{where}: its document holds text that is not valid Unicode (a lone surrogate), "
+            "which open-webui cannot save either; nothing changed"
+        ) from None
     history = document.get("history") if isinstance(document, dict) else None
     messages = history.get("messages") if isinstance(history, dict) else None
     if not isinstance(history, dict) or not isinstance(messages, dict):
