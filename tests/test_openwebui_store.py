@@ -9,8 +9,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
+import apsw
 import msgspec
 import orjson
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -182,6 +184,30 @@ def test_documents_open_webuis_codec_reads_are_read(tmp_path: Path) -> None:
         json.loads(run("check", "--output-format", "json", database).stdout)[0]["record"]["session"]
         == "surrogate"
     )
+
+
+def test_a_database_another_program_is_writing_is_said_to_be_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollback-journal database another connection holds for a write cannot be read
+    until it lets go: said as such, in one line, exit 2 (not "not an open-webui
+    database"), nothing changed."""
+    monkeypatch.setattr("sessionfix.read.sqlite.READ_BUSY_MS", 0)
+    database = _database(tmp_path / "webui.db", ("chat-1", b"{}"))
+    before = database.read_bytes()
+    holder = apsw.Connection(str(database))
+    try:
+        holder.execute("BEGIN EXCLUSIVE; UPDATE chat SET title = 'being written'")
+        for command in (("check",), ("repair", "--in-place")):
+            result = run(*command, database)
+            assert result.exit_code == 2, result.output
+            said = [line for line in result.stderr.splitlines() if line.strip()]
+            assert len(said) == 1, said
+            assert "cannot read the open-webui database (database is locked)" in said[0], said
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+    assert database.read_bytes() == before
 
 
 def test_a_database_that_is_not_open_webuis_is_one_line(tmp_path: Path) -> None:

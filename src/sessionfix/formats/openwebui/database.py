@@ -244,7 +244,12 @@ class WebuiDatabase:
                     f"{path}: the {KIND} has a hot journal (a write to it was cut short); "
                     "start open-webui or open it with sqlite3 first, which rolls the write back"
                 ) from None
-            raise InputError(f"{path}: not an {KIND} ({error_reason(exc)})") from None
+            what = (
+                "not an"
+                if isinstance(exc, (apsw.SQLError, apsw.NotADBError))
+                else "cannot read the"
+            )
+            raise InputError(f"{path}: {what} {KIND} ({error_reason(exc)})") from None
         missing = [
             f"{table}.{column}"
             for table, columns in REQUIRED_COLUMNS.items()
