@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,6 +24,7 @@ from sessionfix.diagnostics import Applicability
 from sessionfix.formats.openwebui import session_roots
 from sessionfix.formats.openwebui.adapter import chat_of, chat_payload, chat_reading
 from sessionfix.formats.openwebui.database import MessageRow, StoredChat
+from sessionfix.formats.openwebui.history import completed_children, mended_children
 from sessionfix.formats.openwebui.store import WebuiStore
 from sessionfix.formats.openwebui.transcript import ENVELOPE, lines
 from sessionfix.repair.targets import repair_to
@@ -251,6 +253,10 @@ def test_a_schema_newer_than_the_one_sessionfix_knows_is_refused(tmp_path: Path)
 IDS: Final = ("u1", "a1", "u2", "a2", "b2")
 
 
+ODD_IDS: Final = ({"id": "u2"}, ["u2"], 5, None)
+"""What a child list holds that is no id (open-webui skips it when it walks down)."""
+
+
 @st.composite
 def chats(draw: st.DrawFn) -> StoredChat:
     """A chat tree of up to five messages, damaged at will: parents naming anything,
@@ -263,7 +269,7 @@ def chats(draw: st.DrawFn) -> StoredChat:
         message: dict[str, Any] = {
             "id": key,
             "parentId": draw(st.one_of(st.none(), names)),
-            "childrenIds": draw(st.lists(names, max_size=3)),
+            "childrenIds": draw(st.lists(st.one_of(names, st.sampled_from(ODD_IDS)), max_size=3)),
             "content": f"text of {key}",
             "timestamp": 1_780_000_000 + at,
         }
@@ -310,11 +316,28 @@ def _chat(current: str | None, messages: dict[str, dict[str, Any]]) -> StoredCha
 LISTS_ITSELF: Final = {"id": "u1", "parentId": None, "childrenIds": ["u1"], "role": "user"}
 """A message listing itself as its child: no leaf to open-webui, which picks the newest
 childless message when the current one is not one it keeps."""
+A1: Final = {"id": "a1", "parentId": "u1", "childrenIds": [], "role": "assistant", "timestamp": 2}
+
+
+def test_wide_child_lists_are_read_in_linear_time() -> None:
+    """A message with tens of thousands of children (all a chat's messages on one parent,
+    as a client writing no parent links leaves it) has its child list completed and
+    mended in linear time (a search of the list per child took seconds, then minutes)."""
+    count = 40_000
+    messages: dict[str, dict[str, Any]] = {"r": {"id": "r", "childrenIds": []}}
+    for number in range(count):
+        messages[f"m{number}"] = {"id": f"m{number}", "parentId": "r"}
+    started = time.perf_counter()
+    children = completed_children(messages)["r"]
+    mended = mended_children(children[::-2], children)
+    assert time.perf_counter() - started < 2.0
+    assert len(children) == len(mended) == count
 
 
 @settings(max_examples=40, database=None)
 @given(chats())
 @example(_chat(None, {"u1": LISTS_ITSELF}))
+@example(_chat("u1", {"u1": {**LISTS_ITSELF, "childrenIds": [{"id": "a1"}, "a1"]}, "a1": A1}))
 @example(_chat("a1", {"u1": LISTS_ITSELF, "a1": {"id": "a1", "parentId": None, "timestamp": 2}}))
 @example(
     _chat(

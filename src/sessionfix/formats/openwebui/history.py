@@ -59,12 +59,15 @@ def completed_children(messages: Messages) -> dict[str, list[str]]:
     """Each message's `childrenIds` with every message naming it as parent added at the
     end (open-webui's in-memory repair and `merge_history` both do this)."""
     children = {key: list(children_of(message)) for key, message in messages.items()}
+    listed: dict[str, set[str]] = {}
     for key, message in messages.items():
         parent = parent_of(message)
         if isinstance(parent, str) and parent and isinstance(messages.get(parent), dict):
-            listed = children[parent]
-            if key not in listed:
-                listed.append(key)
+            if parent not in listed:
+                listed[parent] = {child for child in children[parent] if isinstance(child, str)}
+            if key not in listed[parent]:
+                listed[parent].add(key)
+                children[parent].append(key)
     return children
 
 
@@ -83,8 +86,11 @@ def mended_children(stored: list[Any], children: list[str]) -> list[str]:
     """A stored child list made to agree with the parent links (`children`): the
     children it lists in its order, once each, then those it lacks."""
     valid = set(children)
-    kept = list(dict.fromkeys(child for child in stored if child in valid))
-    return kept + [child for child in children if child not in kept]
+    kept = list(
+        dict.fromkeys(child for child in stored if isinstance(child, str) and child in valid)
+    )
+    taken = set(kept)
+    return kept + [child for child in children if child not in taken]
 
 
 def _last_descendant(messages: Messages, children: Mapping[str, list[Any]], start: str) -> str:
@@ -98,8 +104,8 @@ def _last_descendant(messages: Messages, children: Mapping[str, list[Any]], star
         for child in reversed(children.get(current, [])):
             found = messages.get(child) if isinstance(child, str) else None
             if (
-                child not in seen
-                and isinstance(found, dict)
+                isinstance(found, dict)
+                and child not in seen
                 and found.get("id") == child
                 and found.get("role")
                 and parent_of(found) == current
