@@ -30,6 +30,8 @@ from sessionfix.formats.openwebui.transcript import ENVELOPE, lines
 from sessionfix.repair.targets import repair_to
 from sessionfix.stores import transcript_of
 
+from .openwebui_chats import add_summary
+
 ENV: Final = {"NO_COLOR": "1", "COLUMNS": "200"}
 SCHEMA: Final = (
     "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)",
@@ -209,6 +211,26 @@ def test_a_database_another_program_is_writing_is_said_to_be_locked(
         holder.execute("ROLLBACK")
     finally:
         holder.close()
+    assert database.read_bytes() == before
+
+
+def test_a_compression_summary_of_a_chat_not_in_the_database_is_dead_data(tmp_path: Path) -> None:
+    """The compression filter's `chat_summary` row of a chat that was deleted (or was a
+    temporary chat) is information about that chat id (spec §6); nothing changed."""
+    first = {"id": "u1", "role": "user", "parentId": None, "childrenIds": [], "content": "hi"}
+    plain = orjson.dumps({"history": {"currentId": "u1", "messages": {"u1": first}}})
+    database = _database(tmp_path / "webui.db", ("kept", plain))
+    add_summary(database, "kept", 1, "2026-05-28 20:30:00")
+    add_summary(database, "deleted", 7, "2026-05-28 20:30:00")
+    before = database.read_bytes()
+    result = run("check", "--output-format", "json", database)
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert [(d["record"]["session"], d["code"], d["severity"]) for d in found] == [
+        ("deleted", "SF113", "info")
+    ]
+    assert "chat_summary row" in found[0]["message"]
+    assert run("repair", "--in-place", "--unsafe-fixes", database).exit_code == 0
     assert database.read_bytes() == before
 
 

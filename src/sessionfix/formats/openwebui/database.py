@@ -184,6 +184,13 @@ def open_webui_loads(text: bytes | str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
+LEFT_SUMMARY: Final = (
+    "not in the database (deleted, or a temporary chat): only the compression filter's "
+    "chat_summary row is left of it, which nothing reads"
+)
+"""Why a chat id only a `chat_summary` row names is unread (spec §6: dead data)."""
+
+
 def _text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
@@ -304,6 +311,11 @@ class WebuiDatabase:
             found = db.execute(
                 f"SELECT CAST(id AS BLOB), CAST({title} AS BLOB) FROM chat ORDER BY {order}"
             ).fetchall()
+            if self._summarised():
+                found += db.execute(
+                    f"SELECT CAST(chat_id AS BLOB), '' FROM {SUMMARY_TABLE} "
+                    "WHERE chat_id NOT IN (SELECT id FROM chat) ORDER BY id"
+                ).fetchall()
         listed = []
         for stored, name in found:
             chat_id = _text(stored)
@@ -332,7 +344,9 @@ class WebuiDatabase:
                 f"SELECT CAST(chat AS BLOB), {current} FROM chat WHERE id = ?", (chat_id,)
             ).fetchone()
             if found is None:
-                return None
+                if self._summary(db, chat_id) is None:
+                    return None
+                return StoredChat(chat_id, b"", None, (), None, LEFT_SUMMARY)
             document, column = found
             return StoredChat(
                 chat_id,
@@ -354,11 +368,15 @@ class WebuiDatabase:
             key = _text(row[0])
             yield MessageRow(key[len(prefix) :] if key.startswith(prefix) else key, tuple(row[1:]))
 
-    def _summary(self, db: apsw.Connection, chat_id: str) -> SummaryRow | None:
+    def _summarised(self) -> bool:
+        """Whether the database has the compression filter's table, as the filter makes it."""
         columns = self._columns.get(SUMMARY_TABLE)
-        if columns is None or not {"id", "chat_id", "compressed_message_count"} <= columns:
+        return columns is not None and {"id", "chat_id", "compressed_message_count"} <= columns
+
+    def _summary(self, db: apsw.Connection, chat_id: str) -> SummaryRow | None:
+        if not self._summarised():
             return None
-        updated = "updated_at" if "updated_at" in columns else "NULL"
+        updated = "updated_at" if "updated_at" in self._columns[SUMMARY_TABLE] else "NULL"
         found = db.execute(
             f"SELECT id, compressed_message_count, {updated} FROM {SUMMARY_TABLE} "
             "WHERE chat_id = ?",
