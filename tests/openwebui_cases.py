@@ -82,6 +82,15 @@ def _roleless_off_branch(db: Path, chat: str) -> None:
     add_chat(db, chat, found, "a2", rows=False)
 
 
+def _legacy_nan(db: Path, chat: str) -> None:
+    """A `NaN` an older open-webui (Python's `json`) wrote in a reply's usage, which
+    orjson refuses and open-webui's codec reads with Python's `json`; a child list lost."""
+    found = plain()
+    found["a2"]["usage"] = {"response_token/s": float("nan")}
+    found["a1"]["childrenIds"] = []
+    add_chat(db, chat, found, "a2", rows=True)
+
+
 def _rows_differ(db: Path, chat: str) -> None:
     found = plain()
     rows = plain()
@@ -280,6 +289,7 @@ CASES: dict[str, Build] = {
     "cycle": _cycle,
     "roleless": _roleless,
     "roleless-off-branch": _roleless_off_branch,
+    "legacy-nan": _legacy_nan,
     "rows-differ": _rows_differ,
     "rows-missing": _rows_missing,
     "regenerated": _regenerated,
