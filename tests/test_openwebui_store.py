@@ -140,16 +140,20 @@ def test_text_that_is_not_utf8_makes_a_chat_unread_not_the_database(tmp_path: Pa
 
 def test_documents_open_webuis_codec_reads_are_read(tmp_path: Path) -> None:
     """open-webui reads a document orjson refuses with Python's `json` (its codec's
-    fallback): a `NaN` an older open-webui wrote, a lone surrogate escape. Such a chat is
-    read, its rows agree with it, its real finding is found (observed with open-webui
-    0.12.4: both load in full); the one whose text is not Unicode is not written."""
+    fallback): a `NaN` an older open-webui wrote, a lone surrogate escape (here beside an
+    integer beyond 64 bits, which only Python's `json` keeps). Such a chat is read, its
+    rows agree with it, its real finding is found (observed with open-webui 0.12.4: both
+    load in full); the one whose text is not Unicode is not written."""
     messages = {
         "u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "hi"},
         "a1": {"id": "a1", "parentId": "u1", "childrenIds": [], "role": "assistant"},
     }
     text = json.dumps({"history": {"currentId": "a1", "messages": messages}})
     nan = text.replace('"role": "assistant"', '"role": "assistant", "usage": {"tps": NaN}')
-    surrogate = text.replace('"role": "assistant"', '"role": "assistant", "content": "ok \\ud83d"')
+    surrogate = text.replace(
+        '"role": "assistant"',
+        '"role": "assistant", "content": "ok \\ud83d", "usage": {"n": 1000000000000000000000}',
+    )
     database = _database(
         tmp_path / "webui.db", ("nan", nan.encode()), ("surrogate", surrogate.encode())
     )

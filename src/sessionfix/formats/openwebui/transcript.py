@@ -24,6 +24,8 @@ TABLE: Final = "openwebui"
 CHAT: Final = "chat"
 MESSAGE: Final = "message"
 JSON_COLUMNS: Final = frozenset({"content", "output", "files", "usage", "meta"})
+INT_RANGE: Final = (-(2**63), 2**64 - 1)
+"""The integers orjson writes."""
 
 
 class Envelope(msgspec.Struct, gc=False):
@@ -63,15 +65,22 @@ def _column(name: str, value: object) -> object:
     return value
 
 
-def _unicode(value: Any) -> Any:
-    """`value` with each lone surrogate in its text written as its escape (`\\ud83d`):
-    text open-webui read with Python's `json` that no line can hold."""
+def _representable(value: Any) -> Any:
+    """What open-webui read with Python's `json` that no line can hold, as a line holds it:
+    each lone surrogate in text as its escape (`\\ud83d`), an integer beyond 64 bits as
+    the float orjson reads it as."""
     if isinstance(value, str):
         return escape_surrogates(value)
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not INT_RANGE[0] <= value <= INT_RANGE[1]
+    ):
+        return float(value)
     if isinstance(value, list):
-        return [_unicode(item) for item in value]
+        return [_representable(item) for item in value]
     if isinstance(value, dict):
-        return {escape_surrogates(str(key)): _unicode(item) for key, item in value.items()}
+        return {escape_surrogates(str(key)): _representable(item) for key, item in value.items()}
     return value
 
 
@@ -79,7 +88,7 @@ def _line(record: dict[str, Any]) -> bytes:
     try:
         return orjson.dumps(record, default=str) + b"\n"
     except TypeError:
-        return orjson.dumps(_unicode(record), default=str) + b"\n"
+        return orjson.dumps(_representable(record), default=str) + b"\n"
 
 
 class Line(NamedTuple):

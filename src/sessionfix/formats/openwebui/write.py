@@ -151,8 +151,8 @@ def _apply(db: apsw.Connection, chat_id: str, changes: ChatChanges, where: str) 
         orjson.dumps(document)
     except TypeError:
         raise SessionfixError(
-            f"{where}: its document holds text that is not valid Unicode (a lone surrogate), "
-            "which open-webui cannot save either; nothing changed"
+            f"{where}: its document holds text that is not valid Unicode (a lone surrogate) "
+            "or an integer beyond 64 bits, which sessionfix does not write back; nothing changed"
         ) from None
     history = document.get("history") if isinstance(document, dict) else None
     messages = history.get("messages") if isinstance(history, dict) else None
