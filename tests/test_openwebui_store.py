@@ -218,6 +218,27 @@ def test_a_database_another_program_is_writing_is_said_to_be_locked(
     assert database.read_bytes() == before
 
 
+def test_a_locked_database_is_waited_for_once_not_once_per_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telling a database's kind asks every format in turn: a writer holding it locked
+    must not make each of them wait the full read timeout (it took a minute at 5 s)."""
+    monkeypatch.setattr("sessionfix.read.sqlite.READ_BUSY_MS", 2000)
+    database = _database(tmp_path / "webui.db", ("chat-1", b"{}"))
+    holder = apsw.Connection(str(database))
+    try:
+        holder.execute("BEGIN EXCLUSIVE; UPDATE chat SET title = 'being written'")
+        started = time.monotonic()
+        result = run("check", database)
+        waited = time.monotonic() - started
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+    assert result.exit_code == 2, result.output
+    assert "database is locked" in result.stderr
+    assert waited < 15, f"{waited:.1f} s: a full wait for each format asked"
+
+
 def test_a_compression_summary_of_a_chat_not_in_the_database_is_dead_data(tmp_path: Path) -> None:
     """The compression filter's `chat_summary` row of a chat that was deleted (or was a
     temporary chat) is information about that chat id (spec §6); nothing changed."""

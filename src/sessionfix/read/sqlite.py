@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -13,6 +14,11 @@ import apsw
 
 READ_BUSY_MS: Final = 5000
 """How long a read waits for a writer in rollback-journal mode (WAL readers never wait)."""
+
+PROBE_BUSY_MS: Final = 200
+"""How long telling a database's kind waits for a writer: each format asks in turn, and a
+database whose writer holds it locked is then told by its name and opened once, which
+says why it cannot be read (rather than one full wait per format asked)."""
 
 
 def database_uri(path: Path) -> str:
@@ -26,14 +32,32 @@ def read_only_uri(path: Path) -> str:
     return database_uri(path) + "?mode=ro"
 
 
-def connect_read_only(path: Path) -> apsw.Connection:
+def connect_read_only(path: Path, busy_ms: int | None = None) -> apsw.Connection:
     """A read-only connection (`mode=ro` URI: no file is created, nothing is written, no
-    checkpoint is run)."""
+    checkpoint is run) that waits `busy_ms` for a writer (`READ_BUSY_MS` unless told)."""
     connection = apsw.Connection(
         read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
     )
-    connection.set_busy_timeout(READ_BUSY_MS)
+    connection.set_busy_timeout(READ_BUSY_MS if busy_ms is None else busy_ms)
     return connection
+
+
+def holds_schema(path: Path, looks: Callable[[apsw.Connection], bool]) -> bool | None:
+    """Whether the database at `path` is of the kind `looks` recognises in its schema:
+    False when it is no database or not that kind, None when it cannot be read to tell
+    (locked by a writer, an I/O error)."""
+    try:
+        connection = connect_read_only(path, PROBE_BUSY_MS)
+    except apsw.Error:
+        return None
+    try:
+        return looks(connection)
+    except (apsw.SQLError, apsw.NotADBError):
+        return False
+    except apsw.Error:
+        return None
+    finally:
+        connection.close()
 
 
 def is_hot_journal(error: apsw.Error) -> bool:

@@ -10,7 +10,13 @@ from typing import Any, Final
 import apsw
 
 from sessionfix.errors import InputError
-from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
+from sessionfix.read.sqlite import (
+    connect_read_only,
+    error_reason,
+    holds_schema,
+    is_hot_journal,
+    quoted,
+)
 
 DATABASE: Final = "state_5.sqlite"
 KIND: Final = "Codex thread index"
@@ -58,18 +64,7 @@ def columns(db: apsw.Connection, schema: str = "main") -> list[str]:
 def is_thread_index(path: Path) -> bool | None:
     """Whether an SQLite file holds Codex's `threads` table; None when it cannot be read
     to tell."""
-    try:
-        db = connect_read_only(path)
-    except apsw.Error:
-        return None
-    try:
-        return set(columns(db)) >= REQUIRED
-    except (apsw.SQLError, apsw.NotADBError):
-        return False
-    except apsw.Error:
-        return None
-    finally:
-        db.close()
+    return holds_schema(path, lambda db: set(columns(db)) >= REQUIRED)
 
 
 def _value(value: Any) -> Any:

@@ -34,7 +34,13 @@ from sessionfix.formats.openclaw_store.database import (
 from sessionfix.formats.pi.decode import OPENCLAW
 from sessionfix.model.loaded import Loader
 from sessionfix.read.compressed import EXPANSION_LIMIT, expansion_limit
-from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
+from sessionfix.read.sqlite import (
+    connect_read_only,
+    error_reason,
+    holds_schema,
+    is_hot_journal,
+    quoted,
+)
 from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
 from sessionfix.units import human_bytes
 
@@ -74,21 +80,13 @@ def _events_damaged(db: apsw.Connection, index: str) -> str | None:
 def is_agent_store(path: Path) -> bool | None:
     """Whether an SQLite file holds OpenClaw's agent schema (`schema_meta` role
     `agent`); None when it cannot be read to tell."""
-    try:
-        connection = connect_read_only(path)
-    except apsw.Error:
-        return None
-    try:
-        row = connection.execute(
-            "SELECT 1 FROM schema_meta WHERE role = 'agent' LIMIT 1"
-        ).fetchone()
-        return row is not None
-    except (apsw.SQLError, apsw.NotADBError):
-        return False
-    except apsw.Error:
-        return None
-    finally:
-        connection.close()
+    return holds_schema(path, _holds_agent_schema)
+
+
+def _holds_agent_schema(db: apsw.Connection) -> bool:
+    return (
+        db.execute("SELECT 1 FROM schema_meta WHERE role = 'agent' LIMIT 1").fetchone() is not None
+    )
 
 
 def artifact_folder(store: Path) -> Path:

@@ -19,7 +19,13 @@ from typing import Final, NamedTuple
 import apsw
 
 from sessionfix.errors import InputError
-from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
+from sessionfix.read.sqlite import (
+    connect_read_only,
+    error_reason,
+    holds_schema,
+    is_hot_journal,
+    quoted,
+)
 
 KIND: Final = "opencode database"
 KNOWN_MIGRATION: Final = "20260622202450_simplify_session_input"
@@ -113,18 +119,9 @@ def _unplaced(path: Path, session_id: str, message_id: str, value: object) -> In
 def is_opencode_database(path: Path) -> bool | None:
     """Whether an SQLite file has opencode's session tables; None when it cannot be read
     to tell."""
-    try:
-        connection = connect_read_only(path)
-    except apsw.Error:
-        return None
-    try:
-        return all(connection.table_exists("main", table) for table in REQUIRED_COLUMNS)
-    except (apsw.SQLError, apsw.NotADBError):
-        return False
-    except apsw.Error:
-        return None
-    finally:
-        connection.close()
+    return holds_schema(
+        path, lambda db: all(db.table_exists("main", table) for table in REQUIRED_COLUMNS)
+    )
 
 
 class OpencodeDatabase:

@@ -20,7 +20,13 @@ import orjson
 
 from sessionfix.errors import InputError
 from sessionfix.escapes import escape_surrogates
-from sessionfix.read.sqlite import connect_read_only, error_reason, is_hot_journal, quoted
+from sessionfix.read.sqlite import (
+    connect_read_only,
+    error_reason,
+    holds_schema,
+    is_hot_journal,
+    quoted,
+)
 
 KIND: Final = "open-webui database"
 REQUIRED_COLUMNS: Final = {
@@ -200,18 +206,9 @@ def _text(value: object) -> str:
 def is_openwebui_database(path: Path) -> bool | None:
     """Whether an SQLite file has open-webui's chat tables; None when it cannot be read
     to tell."""
-    try:
-        connection = connect_read_only(path)
-    except apsw.Error:
-        return None
-    try:
-        return all(connection.table_exists("main", table) for table in REQUIRED_COLUMNS)
-    except (apsw.SQLError, apsw.NotADBError):
-        return False
-    except apsw.Error:
-        return None
-    finally:
-        connection.close()
+    return holds_schema(
+        path, lambda db: all(db.table_exists("main", table) for table in REQUIRED_COLUMNS)
+    )
 
 
 class WebuiDatabase:
