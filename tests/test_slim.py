@@ -172,6 +172,42 @@ def test_context_after_slim_shows_before_and_after(tmp_path: Path) -> None:
     assert run("context", "--budget", str(BUDGET), session).exit_code == 2
 
 
+def test_context_after_slim_takes_a_size_as_slim_does(tmp_path: Path) -> None:
+    """`context --after-slim` measures what `slim` writes for a size, alone or with a
+    budget, and takes `--model` only with a budget."""
+    session = _at_rest(claude_lines(tmp_path / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl"))
+    before = session.read_bytes()
+    result = run("context", "--after-slim", "--max-size", "300KB", session)
+    assert result.exit_code == 0, result.stderr
+    assert "after slim to 293.0 KiB (now 450.8 KiB)" in result.stdout
+    assert "about 47,986 tokens (now 47,986)" in result.stdout
+    both = ("--budget", str(BUDGET), "--max-size", "300KB", "--output-format", "json")
+    result = run("context", "--after-slim", *both, session)
+    assert result.exit_code == 0, result.stderr
+    [measured] = json.loads(result.stdout)
+    assert (measured["budget"], measured["max_size"]) == (BUDGET, 300_000)
+    assert measured["tokens"]["estimate"] <= BUDGET
+    assert session.read_bytes() == before
+    for options in (("--max-size", "300KB"), ("--after-slim", "--model", "gpt-5")):
+        result = run("context", *options, session)
+        assert result.exit_code == 2
+        assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_plan_says_which_limit_a_session_is_over(tmp_path: Path) -> None:
+    """Over the budget and within the size limit, the plan's first line says so (not
+    "over the budget and the size limit")."""
+    session = _at_rest(claude_lines(tmp_path / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl"))
+    result = run("slim", "--diff", "--budget", str(BUDGET), "--max-size", "10MB", session)
+    assert result.exit_code == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.endswith(f"over the budget of {BUDGET:,}, within the size limit of 9.5 MiB")
+    result = run("slim", "--diff", "--budget", "100k", "--max-size", "300KB", session)
+    assert result.exit_code == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.endswith("within the budget of 100,000, over the size limit of 293.0 KiB")
+
+
 def test_a_result_without_content_blocks_is_left_alone(tmp_path: Path) -> None:
     """A pi `bashExecution` (a `!` command's output, sent as a user message) holds its
     output in no content block: slim cuts the tool outputs around it and leaves it."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Final, NamedTuple, cast
 
 from msgspec import Struct, field
@@ -141,6 +142,17 @@ def size_bytes(size: str) -> int:
     return value
 
 
+def refuse_size_in_store(path: Path, settings: Settings) -> None:
+    """`UsageError` for a size limit on the sessions of a store: a session in a database
+    or a document takes no bytes of its own that a slim could bring under a size (the
+    database keeps its pages), and the bytes counted would be of sessionfix's reading."""
+    if settings.max_size is not None:
+        raise UsageError(
+            f"{path}: --max-size limits a session file's bytes, and a session kept in a "
+            "store has none of its own to bring down; slim it with --budget"
+        )
+
+
 class Step(enum.Enum):
     """A kind of reduction, in the order they are taken (the cheapest loss first): the
     first four for tokens, the last three, which save no tokens, for bytes."""
@@ -247,13 +259,17 @@ class SlimPlan(Struct):
 
     def _limits(self, *, figures: bool) -> str:
         """`the budget of 150,000 and the size limit of 95.4 MiB`, or without figures."""
+        return " and ".join(self._named_limits(figures=figures))
+
+    def _named_limits(self, *, figures: bool) -> list[str]:
+        """The budget and the size limit, as far as the plan has each, by name."""
         limits = []
         if self.budget is not None:
             limits.append("the budget" + (f" of {self.budget:,}" if figures else ""))
         if self.max_size is not None:
             size = f" of {human_bytes(self.max_size)}" if figures else ""
             limits.append("the size limit" + size)
-        return " and ".join(limits)
+        return limits
 
     def lines(self, name: str) -> list[str]:
         """The plan in words, a line each."""
@@ -262,7 +278,16 @@ class SlimPlan(Struct):
             now += f", {human_bytes(self.size)}"
         if not self.needed:
             return [f"{now}, within {self._limits(figures=True)}"]
-        shown = [f"{now}, over {self._limits(figures=True)}"]
+        over = [self.over_budget] if self.budget is not None else []
+        if self.max_size is not None:
+            over.append(self.over_size)
+        said = [
+            f"{'over' if is_over else 'within'} {limit}"
+            for is_over, limit in zip(over, self._named_limits(figures=True), strict=True)
+        ]
+        if all(over):
+            said = [f"over {self._limits(figures=True)}"]
+        shown = [f"{now}, {', '.join(said)}"]
         for step, count, tokens, size in self.steps():
             noun = step.counts + ("" if count == 1 else "s")
             records = f" ({count:,} {noun})" if count else ""
