@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from sessionfix import Settings
+from sessionfix import Settings, read_session
 from sessionfix.cli import app
 from sessionfix.context import context_of
 from sessionfix.errors import UsageError
@@ -20,6 +20,7 @@ from sessionfix.formats.content import shortened
 from sessionfix.repair.targets import repair_to
 from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, size_bytes, window_of
 
+from .conftest import CORPUS
 from .sessions import rollouts, sessions
 from .slim_cases import (
     BUDGET,
@@ -152,6 +153,40 @@ def test_protected_turns_are_never_cut(tmp_path: Path) -> None:
     assert "none applies" in result.stderr
     result = run("slim", "--diff", "--protect-last-turns", "0", "--budget", "8k", session)
     assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "prompt", "budget"),
+    [
+        # The last prompt follows a notice that the turn before was interrupted.
+        ("37-995ebed6e4-2", "Implement 1,2 and 3.", None),
+        # The last prompt's turn holds the isMeta text of the skill it invoked.
+        ("71-69f9710768-0", "I just did an update, check again?", 15_458),
+    ],
+)
+def test_the_protected_turns_are_the_last_prompts_a_person_typed(
+    tmp_path: Path, name: str, prompt: str, budget: int | None
+) -> None:
+    """Claude Code writes user records nobody typed (an interruption's notice, a skill's
+    `isMeta` text): they start no turn, so on these real sessions the last two turns
+    start at the second-to-last prompt, and `slim` leaves every record from there on
+    whole (a budget that needs more is refused)."""
+    session = CORPUS / "claude" / "entireio-cli" / f"{name}.full.jsonl"
+    lines = session.read_bytes().splitlines()
+    view = read_session(session).view
+    start = view.rows[view.active_path[view.last_turns_start(2)]] - 1
+    assert prompt.encode() in lines[start]
+    if budget is None:
+        return
+    target = tmp_path / "out.jsonl"
+    result = run("slim", "--quiescence", "0", "--budget", str(budget), "-o", target, session)
+    if result.exit_code == 2:
+        assert "nothing written" in result.stderr
+        assert not target.exists()
+        return
+    assert result.exit_code == 0, result.stderr
+    written = set(target.read_bytes().splitlines())
+    assert [n for n, line in enumerate(lines[start:], start) if line not in written] == []
 
 
 def test_a_budget_in_percent_needs_a_model(tmp_path: Path) -> None:

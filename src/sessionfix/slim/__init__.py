@@ -38,7 +38,7 @@ from sessionfix.formats import ContentBlocks, Format, ResultText, Transform, pac
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import provided
 from sessionfix.model.loaded import Loader, LoadRefused, Sent
-from sessionfix.model.view import Flag, InlineMedia, Kind, Role
+from sessionfix.model.view import Flag, InlineMedia, Kind
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
@@ -661,8 +661,7 @@ def _old_turns(
     best: tuple[int, int, int, int] | None = None
     for position in range(start, min(at, protected)):
         index = path[position]
-        starts_turn = view.kinds[index] == Kind.MESSAGE and view.roles[index] == Role.USER
-        if position > start and starts_turn:
+        if position > start and view.starts_turn(index):
             turns += 1
             best = (index, turns, text, images)
             if text + images * IMAGE_TOKENS * BYTES_PER_TOKEN >= need:
