@@ -15,13 +15,13 @@ from typer.testing import CliRunner
 from sessionfix import Settings, read_session
 from sessionfix.cli import app
 from sessionfix.context import context_of
-from sessionfix.errors import UsageError
+from sessionfix.errors import SessionfixError, UsageError
 from sessionfix.formats.content import shortened
 from sessionfix.repair.targets import repair_to
 from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, size_bytes, window_of
 
 from .conftest import CORPUS
-from .sessions import rollouts, sessions
+from .sessions import Session, rollouts, sessions
 from .slim_cases import (
     BUDGET,
     COMPACTED_BUDGET,
@@ -307,7 +307,9 @@ def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
 ) -> None:
     """On generated pi sessions, damaged ones too, with long outputs: a slim to a share
     of what the agent loads either leaves the result within the budget, where a second
-    slim leaves it byte for byte, or refuses and writes nothing."""
+    slim leaves it byte for byte, or refuses and writes nothing: every reduction leaves
+    it over, or repair's own fixes leave a session pi does not load (a glued line split
+    lays bare a parent cycle pi read past)."""
     source = tmp_path / "s.jsonl"
     source.write_bytes(data.replace(b"file contents " * 20, LONG_OUTPUT))
     measured = context_of(source)
@@ -317,9 +319,15 @@ def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
     chosen = Settings(quiescence=0.0, budget=budget, protect_last_turns=1)
     target = tmp_path / "out.jsonl"
     target.unlink(missing_ok=True)
+    refusal = ""
     try:
         repair_to(source, target, chosen)
     except DoesNotFit:
+        refusal = "every reduction leaves it over"
+    except SessionfixError as refused:
+        refusal = str(refused)
+        assert "as repair's own fixes leave it, pi " in refusal
+    if refusal:
         assert not target.exists()
         return
     assert context_of(target).tokens <= budget
@@ -329,6 +337,36 @@ def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
     assert result.slimmed is not None
     assert not result.slimmed.needed
     assert again.read_bytes() == target.read_bytes()
+
+
+def test_what_repair_leaves_out_of_the_context_is_not_cut_again(tmp_path: Path) -> None:
+    """A compaction kept from a tool result whose call it summarised: repair moves its
+    cut forward, which leaves that (long) result out of what pi loads. The slim counts
+    what is loaded after repair: it cuts the outputs still sent, not the one already
+    gone, and the result is within the budget (it was planned as fitting, then failed
+    its verification)."""
+    session = Session()
+    kept = ""
+    for turn in range(6):
+        if turn == 4:
+            session.compaction(kept, 50_000)
+        session.user(f"build step {turn}")
+        call = f"toolu_{turn:02d}"
+        session.assistant([(call, "bash", {"command": f"make step{turn}"})])
+        answer = session.result(call, "bash", output(turn))
+        kept = kept or (answer if turn == 1 else "")
+        session.assistant([])
+    source = tmp_path / "s.jsonl"
+    source.write_text(session.text())
+    repaired = tmp_path / "repaired.jsonl"
+    assert run("repair", "--quiescence", "0", "-o", repaired, source).exit_code == 0
+    budget = context_of(repaired).tokens - 3_000
+    target = tmp_path / "out.jsonl"
+    options = ("--budget", str(budget), "--protect-last-turns", "1")
+    slimmed = run("slim", *options, "-o", target, source)
+    assert slimmed.exit_code == 0, slimmed.stderr
+    assert context_of(target).tokens <= budget
+    assert json.dumps(output(1))[1:-1] in target.read_text()
 
 
 def test_a_size_is_met_by_what_the_agent_never_sends(tmp_path: Path) -> None:

@@ -335,6 +335,14 @@ class DoesNotFit(SessionfixError):
         """What every reduction would bring it to (`SlimPlan.after`)."""
 
 
+class Loaded(NamedTuple):
+    """What the agent loads of a session: its tokens as `sessionfix.context` counts
+    them, and the rows of the records it sends."""
+
+    tokens: int
+    rows: frozenset[int]
+
+
 class _Sent(Struct):
     """What the loader sends of one record."""
 
@@ -352,15 +360,16 @@ def plan_slim(
     source: RecordSource,
     settings: Settings,
     filename: str,
-    repaired: Callable[[], int],
+    repaired: Callable[[], Loaded],
     loader: Loader | None = None,
 ) -> tuple[SlimPlan, list[Diagnostic]]:
     """The reductions that bring `scanned` under `settings.budget` and `settings.max_size`,
     as diagnostics whose fixes repair applies after `applied` (its own); `repaired`
-    measures the tokens left after those alone (asked only when they change a record the
-    agent sends); `loader`: what the agent sends, where not what the format's package
-    says (a store's). Raises `DoesNotFit` when every reduction leaves it over,
-    `SessionfixError` when its agent does not load it."""
+    measures what the agent loads after those alone, its records by the rows of
+    `scanned` they come from (asked only when they change the session); `loader`: what
+    the agent sends, where not what the format's package says (a store's). Raises
+    `DoesNotFit` when every reduction leaves it over, `SessionfixError` when its agent
+    does not load it."""
     assert settings.slims, "a slim has a budget or a size"
     view = scanned.view
     sent = _sent_records(scanned, source, filename, loader)
@@ -382,8 +391,14 @@ def plan_slim(
         for edit in diagnostic.fix.edits
         if isinstance(edit, RecordEdit)
     }
-    if plan.over_budget and any(index in sent for index in touched):
-        plan.repaired = repaired()
+    if plan.over_budget and any(_changes_session(diagnostic) for diagnostic in applied):
+        # Repair's fixes may leave records out of what the agent loads (a compaction's
+        # cut moved forward): a cut of those would save nothing.
+        after_repair = repaired()
+        plan.repaired = after_repair.tokens
+        sent = {
+            index: record for index, record in sent.items() if view.rows[index] in after_repair.rows
+        }
     ctx = RuleContext(
         view=view,
         lines=scanned.lines,
@@ -495,6 +510,10 @@ def plan_slim(
     return plan, chosen
 
 
+def _changes_session(diagnostic: Diagnostic) -> bool:
+    return diagnostic.fix is not None and diagnostic.fix.changes_session
+
+
 def tokens_of(sent: Iterable[_Sent]) -> int:
     """The estimate of `sessionfix.context` (`SessionContext.tokens`) for these records."""
     records = list(sent)
@@ -511,8 +530,26 @@ def loaded_tokens(
     return tokens_of(_sent_records(scanned, source, filename, loader).values())
 
 
+def loaded_after_repair(
+    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None = None
+) -> Loaded:
+    """What the agent loads of what repair's own fixes write of the session `filename`:
+    `loaded_tokens`, and the rows it sends; `SessionfixError` when it loads none of it
+    (the fixes lay bare what the agent read past: a glued line split, its records in a
+    cycle), which a slim cannot change."""
+    sent = _sent_records(
+        scanned, source, filename, loader, "as repair's own fixes leave it, {}; nothing written"
+    )
+    rows = scanned.view.rows
+    return Loaded(tokens_of(sent.values()), frozenset(rows[index] for index in sent))
+
+
 def _sent_records(
-    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None
+    scanned: ScannedFile,
+    source: RecordSource,
+    filename: str,
+    loader: Loader | None,
+    refused_as: str = "{}; repair it before slimming it",
 ) -> dict[int, _Sent]:
     """What the loader sends of each record, as `sessionfix.context` counts it."""
     view = scanned.view
@@ -527,7 +564,7 @@ def _sent_records(
             record.images += message.images
             record.result = record.result or message.sent is Sent.TOOL_RESULT
     except LoadRefused as refused:
-        raise SessionfixError(f"{filename}: {refused}; repair it before slimming it") from None
+        raise SessionfixError(f"{filename}: {refused_as.format(refused)}") from None
     return sent
 
 
