@@ -189,6 +189,19 @@ def test_the_protected_turns_are_the_last_prompts_a_person_typed(
     assert [n for n, line in enumerate(lines[start:], start) if line not in written] == []
 
 
+def test_the_plan_names_no_repair_fix_it_did_not_make(tmp_path: Path) -> None:
+    """A real pi session whose compaction a glued line hid: repair's split lays the
+    compaction bare, and pi loads from it on. The plan says repair's fixes save those
+    tokens and names none of them (the summary line does), not "stale reads"."""
+    session = CORPUS / "openclaw" / "pi-mono__compact.v1.glued-line.jsonl"
+    target = tmp_path / "out.jsonl"
+    result = run("slim", "--quiescence", "0", "--budget", "150k", "-o", target, session)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[1] == "  - repair's own fixes: saves 156,309 tokens"
+    assert "1 glued line split" in lines[3]
+
+
 def test_a_budget_in_percent_needs_a_model(tmp_path: Path) -> None:
     session = pi_session(tmp_path / "s.jsonl")
     result = run("slim", "--diff", "--budget", "80%", session)

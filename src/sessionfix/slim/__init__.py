@@ -157,7 +157,7 @@ class Step(enum.Enum):
     """A kind of reduction, in the order they are taken (the cheapest loss first): the
     first four for tokens, the last three, which save no tokens, for bytes."""
 
-    REPAIR = "repair's own fixes (stale reads replaced by a placeholder)"
+    REPAIR = "repair's own fixes"
     TOOL_OUTPUT = "old tool outputs cut to a head and a tail"
     MEDIA = "inline media replaced by a placeholder"
     OLD_TURNS = "the oldest turns the last compaction keeps left out of the context"
