@@ -25,8 +25,10 @@ from .sessions import Session, rollouts, sessions
 from .slim_cases import (
     BUDGET,
     COMPACTED_BUDGET,
+    TURNS,
     assert_cut,
     claude_lines,
+    codex_rollout,
     output,
     pi_compacted_session,
     pi_session,
@@ -187,6 +189,36 @@ def test_the_protected_turns_are_the_last_prompts_a_person_typed(
     assert result.exit_code == 0, result.stderr
     written = set(target.read_bytes().splitlines())
     assert [n for n, line in enumerate(lines[start:], start) if line not in written] == []
+
+
+def test_codex_context_messages_start_no_turn(tmp_path: Path) -> None:
+    """Codex writes its environment as a user message when it changes mid-session, and
+    counts no turn at it: the last two turns slim leaves whole start at the prompt
+    before (its output stays whole, and a budget that needs it cut is refused)."""
+    rollout = codex_rollout(tmp_path / "rollout.jsonl")
+    lines = rollout.read_text().splitlines(keepends=True)
+    last = next(n for n, line in enumerate(lines) if f"build step {TURNS - 1}" in line)
+    context = {"type": "input_text", "text": "<environment_context>\n  <cwd>/home/me/lib</cwd>"}
+    lines.insert(
+        last,
+        json.dumps(
+            {
+                "timestamp": "2026-10-01T09:00:59.000Z",
+                "type": "response_item",
+                "payload": {"type": "message", "role": "user", "content": [context]},
+            }
+        )
+        + "\n",
+    )
+    rollout.write_text("".join(lines))
+    view = read_session(rollout).view
+    start = view.rows[view.active_path[view.last_turns_start(2)]] - 1
+    assert f"build step {TURNS - 2}" in lines[start]
+    target = tmp_path / "out.jsonl"
+    result = run("slim", "--quiescence", "0", "--budget", "15000", "-o", target, rollout)
+    assert result.exit_code == 2, result.stderr
+    assert "nothing written" in result.stderr
+    assert not target.exists()
 
 
 def test_the_plan_names_no_repair_fix_it_did_not_make(tmp_path: Path) -> None:
