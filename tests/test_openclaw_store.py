@@ -1846,3 +1846,26 @@ def test_slim_counts_a_store_session_as_openclaw_loads_it(
     assert "OpenClaw refuses a session whose header is version 2" in result.stderr
     assert "repair it before slimming it" in result.stderr
     assert store_digest(store) == before
+
+
+def test_a_size_limit_is_refused_for_a_store_session(template_store: Path, tmp_path: Path) -> None:
+    """A session in the store has no bytes of its own that a slim could bring under a
+    size (the database keeps its pages; the bytes counted would be sessionfix's reading
+    of its rows): `--max-size` is refused in one line, whatever the size and however the
+    slim would write, and `context --after-slim` refuses it the same way; the store is
+    left as it was."""
+    store, _ = _store_for(template_store, tmp_path, pi_session(tmp_path / "s.jsonl").read_bytes())
+    before = store_digest(store)
+    said = "--max-size limits a session file's bytes"
+    for how in (("--in-place",), ("--diff",), ("-o", str(tmp_path / "out.jsonl"))):
+        for limits in (("--max-size", "10GB"), ("--budget", str(BUDGET), "--max-size", "1MB")):
+            args = ["slim", *how, "--quiescence", "0", *limits, str(store)]
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 2, result.stderr
+            assert said in result.stderr
+            assert not (tmp_path / "out.jsonl").exists()
+    args = ["context", "--after-slim", "--max-size", "10GB", str(store)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert said in result.stderr
+    assert store_digest(store) == before

@@ -12,20 +12,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from sessionfix import Settings
+from sessionfix import Settings, read_session
 from sessionfix.cli import app
 from sessionfix.context import context_of
-from sessionfix.errors import UsageError
+from sessionfix.errors import SessionfixError, UsageError
 from sessionfix.formats.content import shortened
 from sessionfix.repair.targets import repair_to
 from sessionfix.slim import TRUNCATED, DoesNotFit, budget_tokens, size_bytes, window_of
 
-from .sessions import rollouts, sessions
+from .conftest import CORPUS
+from .sessions import Session, rollouts, sessions
 from .slim_cases import (
     BUDGET,
     COMPACTED_BUDGET,
+    TURNS,
     assert_cut,
     claude_lines,
+    codex_rollout,
     output,
     pi_compacted_session,
     pi_session,
@@ -154,6 +157,83 @@ def test_protected_turns_are_never_cut(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("name", "prompt", "budget"),
+    [
+        # The last prompt follows a notice that the turn before was interrupted.
+        ("37-995ebed6e4-2", "Implement 1,2 and 3.", None),
+        # The last prompt's turn holds the isMeta text of the skill it invoked.
+        ("71-69f9710768-0", "I just did an update, check again?", 15_458),
+    ],
+)
+def test_the_protected_turns_are_the_last_prompts_a_person_typed(
+    tmp_path: Path, name: str, prompt: str, budget: int | None
+) -> None:
+    """Claude Code writes user records nobody typed (an interruption's notice, a skill's
+    `isMeta` text): they start no turn, so on these real sessions the last two turns
+    start at the second-to-last prompt, and `slim` leaves every record from there on
+    whole (a budget that needs more is refused)."""
+    session = CORPUS / "claude" / "entireio-cli" / f"{name}.full.jsonl"
+    lines = session.read_bytes().splitlines()
+    view = read_session(session).view
+    start = view.rows[view.active_path[view.last_turns_start(2)]] - 1
+    assert prompt.encode() in lines[start]
+    if budget is None:
+        return
+    target = tmp_path / "out.jsonl"
+    result = run("slim", "--quiescence", "0", "--budget", str(budget), "-o", target, session)
+    if result.exit_code == 2:
+        assert "nothing written" in result.stderr
+        assert not target.exists()
+        return
+    assert result.exit_code == 0, result.stderr
+    written = set(target.read_bytes().splitlines())
+    assert [n for n, line in enumerate(lines[start:], start) if line not in written] == []
+
+
+def test_codex_context_messages_start_no_turn(tmp_path: Path) -> None:
+    """Codex writes its environment as a user message when it changes mid-session, and
+    counts no turn at it: the last two turns slim leaves whole start at the prompt
+    before (its output stays whole, and a budget that needs it cut is refused)."""
+    rollout = codex_rollout(tmp_path / "rollout.jsonl")
+    lines = rollout.read_text().splitlines(keepends=True)
+    last = next(n for n, line in enumerate(lines) if f"build step {TURNS - 1}" in line)
+    context = {"type": "input_text", "text": "<environment_context>\n  <cwd>/home/me/lib</cwd>"}
+    lines.insert(
+        last,
+        json.dumps(
+            {
+                "timestamp": "2026-10-01T09:00:59.000Z",
+                "type": "response_item",
+                "payload": {"type": "message", "role": "user", "content": [context]},
+            }
+        )
+        + "\n",
+    )
+    rollout.write_text("".join(lines))
+    view = read_session(rollout).view
+    start = view.rows[view.active_path[view.last_turns_start(2)]] - 1
+    assert f"build step {TURNS - 2}" in lines[start]
+    target = tmp_path / "out.jsonl"
+    result = run("slim", "--quiescence", "0", "--budget", "15000", "-o", target, rollout)
+    assert result.exit_code == 2, result.stderr
+    assert "nothing written" in result.stderr
+    assert not target.exists()
+
+
+def test_the_plan_names_no_repair_fix_it_did_not_make(tmp_path: Path) -> None:
+    """A real pi session whose compaction a glued line hid: repair's split lays the
+    compaction bare, and pi loads from it on. The plan says repair's fixes save those
+    tokens and names none of them (the summary line does), not "stale reads"."""
+    session = CORPUS / "openclaw" / "pi-mono__compact.v1.glued-line.jsonl"
+    target = tmp_path / "out.jsonl"
+    result = run("slim", "--quiescence", "0", "--budget", "150k", "-o", target, session)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[1] == "  - repair's own fixes: saves 156,309 tokens"
+    assert "1 glued line split" in lines[3]
+
+
 def test_a_budget_in_percent_needs_a_model(tmp_path: Path) -> None:
     session = pi_session(tmp_path / "s.jsonl")
     result = run("slim", "--diff", "--budget", "80%", session)
@@ -170,6 +250,42 @@ def test_context_after_slim_shows_before_and_after(tmp_path: Path) -> None:
     assert "pi loads 40 messages (now 40), about 13,896 tokens (now 47,922)" in result.stdout
     assert session.read_bytes() == before
     assert run("context", "--budget", str(BUDGET), session).exit_code == 2
+
+
+def test_context_after_slim_takes_a_size_as_slim_does(tmp_path: Path) -> None:
+    """`context --after-slim` measures what `slim` writes for a size, alone or with a
+    budget, and takes `--model` only with a budget."""
+    session = _at_rest(claude_lines(tmp_path / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl"))
+    before = session.read_bytes()
+    result = run("context", "--after-slim", "--max-size", "300KB", session)
+    assert result.exit_code == 0, result.stderr
+    assert "after slim to 293.0 KiB (now 450.8 KiB)" in result.stdout
+    assert "about 47,986 tokens (now 47,986)" in result.stdout
+    both = ("--budget", str(BUDGET), "--max-size", "300KB", "--output-format", "json")
+    result = run("context", "--after-slim", *both, session)
+    assert result.exit_code == 0, result.stderr
+    [measured] = json.loads(result.stdout)
+    assert (measured["budget"], measured["max_size"]) == (BUDGET, 300_000)
+    assert measured["tokens"]["estimate"] <= BUDGET
+    assert session.read_bytes() == before
+    for options in (("--max-size", "300KB"), ("--after-slim", "--model", "gpt-5")):
+        result = run("context", *options, session)
+        assert result.exit_code == 2
+        assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_plan_says_which_limit_a_session_is_over(tmp_path: Path) -> None:
+    """Over the budget and within the size limit, the plan's first line says so (not
+    "over the budget and the size limit")."""
+    session = _at_rest(claude_lines(tmp_path / "3f6a9c2e-1b4d-4e7f-8a0c-5d2e7f9b1c3a.jsonl"))
+    result = run("slim", "--diff", "--budget", str(BUDGET), "--max-size", "10MB", session)
+    assert result.exit_code == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.endswith(f"over the budget of {BUDGET:,}, within the size limit of 9.5 MiB")
+    result = run("slim", "--diff", "--budget", "100k", "--max-size", "300KB", session)
+    assert result.exit_code == 0, result.stderr
+    first = result.stderr.splitlines()[0]
+    assert first.endswith("within the budget of 100,000, over the size limit of 293.0 KiB")
 
 
 def test_a_result_without_content_blocks_is_left_alone(tmp_path: Path) -> None:
@@ -236,7 +352,9 @@ def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
 ) -> None:
     """On generated pi sessions, damaged ones too, with long outputs: a slim to a share
     of what the agent loads either leaves the result within the budget, where a second
-    slim leaves it byte for byte, or refuses and writes nothing."""
+    slim leaves it byte for byte, or refuses and writes nothing: every reduction leaves
+    it over, or repair's own fixes leave a session pi does not load (a glued line split
+    lays bare a parent cycle pi read past)."""
     source = tmp_path / "s.jsonl"
     source.write_bytes(data.replace(b"file contents " * 20, LONG_OUTPUT))
     measured = context_of(source)
@@ -246,9 +364,15 @@ def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
     chosen = Settings(quiescence=0.0, budget=budget, protect_last_turns=1)
     target = tmp_path / "out.jsonl"
     target.unlink(missing_ok=True)
+    refusal = ""
     try:
         repair_to(source, target, chosen)
     except DoesNotFit:
+        refusal = "every reduction leaves it over"
+    except SessionfixError as refused:
+        refusal = str(refused)
+        assert "as repair's own fixes leave it, pi " in refusal
+    if refusal:
         assert not target.exists()
         return
     assert context_of(target).tokens <= budget
@@ -258,6 +382,36 @@ def test_a_slim_fits_its_budget_or_writes_nothing_and_settles(
     assert result.slimmed is not None
     assert not result.slimmed.needed
     assert again.read_bytes() == target.read_bytes()
+
+
+def test_what_repair_leaves_out_of_the_context_is_not_cut_again(tmp_path: Path) -> None:
+    """A compaction kept from a tool result whose call it summarised: repair moves its
+    cut forward, which leaves that (long) result out of what pi loads. The slim counts
+    what is loaded after repair: it cuts the outputs still sent, not the one already
+    gone, and the result is within the budget (it was planned as fitting, then failed
+    its verification)."""
+    session = Session()
+    kept = ""
+    for turn in range(6):
+        if turn == 4:
+            session.compaction(kept, 50_000)
+        session.user(f"build step {turn}")
+        call = f"toolu_{turn:02d}"
+        session.assistant([(call, "bash", {"command": f"make step{turn}"})])
+        answer = session.result(call, "bash", output(turn))
+        kept = kept or (answer if turn == 1 else "")
+        session.assistant([])
+    source = tmp_path / "s.jsonl"
+    source.write_text(session.text())
+    repaired = tmp_path / "repaired.jsonl"
+    assert run("repair", "--quiescence", "0", "-o", repaired, source).exit_code == 0
+    budget = context_of(repaired).tokens - 3_000
+    target = tmp_path / "out.jsonl"
+    options = ("--budget", str(budget), "--protect-last-turns", "1")
+    slimmed = run("slim", *options, "-o", target, source)
+    assert slimmed.exit_code == 0, slimmed.stderr
+    assert context_of(target).tokens <= budget
+    assert json.dumps(output(1))[1:-1] in target.read_text()
 
 
 def test_a_size_is_met_by_what_the_agent_never_sends(tmp_path: Path) -> None:

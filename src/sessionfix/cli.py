@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Annotated, Any, BinaryIO, NamedTuple
 
 import msgspec
 import typer
@@ -1147,13 +1147,17 @@ def context(
         bool,
         typer.Option(
             "--after-slim",
-            help="Measure the file slim would write to fit --budget (the session is not "
-            "changed), beside what it holds now.",
+            help="Measure the file slim would write to fit --budget and --max-size (the "
+            "session is not changed), beside what it holds now.",
         ),
     ] = False,
     budget: Annotated[
         str | None,
         typer.Option("--budget", help="With --after-slim: the budget, as slim takes it."),
+    ] = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option("--max-size", help="With --after-slim: the size, as slim takes it."),
     ] = None,
     model: Annotated[
         str | None,
@@ -1185,8 +1189,13 @@ def context(
     paths = options.pop("files")
     shown_as = options.pop("output_format")
     after = options.pop("after_repair")
-    slimmed = options.pop("after_slim"), options.pop("budget"), options.pop("model")
-    if slimmed[0] and options["protect_last_turns"] is None:
+    slimmed = SlimLimits(
+        options.pop("after_slim"),
+        options.pop("budget"),
+        options.pop("max_size"),
+        options.pop("model"),
+    )
+    if slimmed.after_slim and options["protect_last_turns"] is None:
         options["protect_last_turns"] = SLIM_PROTECTED_TURNS
     options.update(fail_on=None, quiescence=None, output_format=None)
     raise typer.Exit(
@@ -1194,12 +1203,21 @@ def context(
     )
 
 
+class SlimLimits(NamedTuple):
+    """`context --after-slim`'s options, as given: the budget, the size and the model."""
+
+    after_slim: bool = False
+    budget: str | None = None
+    max_size: str | None = None
+    model: str | None = None
+
+
 def _context_command(
     paths: list[Path],
     output_format: RuleOutput,
     after_repair: bool,
     options: dict[str, Any],
-    slimmed: tuple[bool, str | None, str | None] = (False, None, None),
+    slimmed: SlimLimits | None = None,
 ) -> int:
     from sessionfix.context import SessionContext, contexts
     from sessionfix.report import context as report
@@ -1208,15 +1226,22 @@ def _context_command(
         options.pop(name, None)
     options["quiescence"] = 0.0
     settings = _settings(**options)
-    after_slim, budget, model = slimmed
-    if (budget is not None) != after_slim:
-        raise UsageError("--after-slim and --budget go together")
-    if budget is not None:
-        from sessionfix.slim import budget_tokens
+    slimmed = slimmed or SlimLimits()
+    limited = slimmed.budget is not None or slimmed.max_size is not None
+    if limited != slimmed.after_slim:
+        raise UsageError("--after-slim goes with --budget, --max-size or both")
+    if slimmed.budget is None and slimmed.model is not None:
+        raise UsageError("--model goes with --budget")
+    if limited:
+        from sessionfix.slim import budget_tokens, size_bytes
 
         if after_repair:
             raise UsageError("choose one of --after-repair and --after-slim")
-        settings = msgspec.structs.replace(settings, budget=budget_tokens(budget, model))
+        settings = msgspec.structs.replace(
+            settings,
+            budget=None if slimmed.budget is None else budget_tokens(slimmed.budget, slimmed.model),
+            max_size=None if slimmed.max_size is None else size_bytes(slimmed.max_size),
+        )
         after_repair = True
     out = _stdout()
     measured: list[tuple[SessionContext, SessionContext | None]] = []

@@ -83,6 +83,8 @@ class SessionContext(Struct):
     """This is what `repair` would write, not the file as it is."""
     budget: int | None = None
     """With `repaired`: the token budget the repair slimmed the session under (`slim`)."""
+    max_size: int | None = None
+    """With `repaired`: the bytes the repair slimmed the session under (`slim`)."""
 
     @property
     def tokens(self) -> int:
@@ -95,6 +97,7 @@ class SessionContext(Struct):
             "format": self.format,
             "repaired": self.repaired,
             "budget": self.budget,
+            "max_size": self.max_size,
             "refused": None if self.refused is None else escape_surrogates(self.refused),
             "messages": self.messages,
             "by_role": {sent.value: count for sent, count in self.by_sent.items()},
@@ -254,7 +257,7 @@ def context_after_repair(
     loader: Loader | None = None,
 ) -> SessionContext:
     """`context_of` the file `repair` would write for `path` (written to a private
-    temporary folder, never beside the session; slimmed when `settings` has a budget);
+    temporary folder, never beside the session; slimmed when `settings` has a budget or a size);
     `measured`: `context_of(path)`, when
     already known (the copy is read as the same format, which its folder may decide);
     `named_as`, `loader`: as for `context_of`."""
@@ -276,6 +279,7 @@ def context_after_repair(
         )
     result.repaired = True
     result.budget = settings.budget
+    result.max_size = settings.max_size
     return result
 
 
@@ -288,8 +292,13 @@ def contexts(
     """Each session's context in each container at `paths` (in a store, those named in
     `settings.sessions`, each of which it must hold; else all): as it is, and with
     `after_repair` as `repair` would write it."""
-    only = (settings or Settings()).sessions
+    settings = settings or Settings()
+    only = settings.sessions
     for path in paths:
+        if after_repair and containers.is_store(path):
+            from sessionfix.slim import refuse_size_in_store
+
+            refuse_size_in_store(path, settings)
         container = containers.open_container(path, str(path))
         try:
             for session in container.sessions(only, strict=True):

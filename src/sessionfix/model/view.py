@@ -742,6 +742,10 @@ class SessionView(Struct):
     signed: Callable[[int], bool] | None = None
     """Whether a record is part of a message that carries reasoning the provider signs
     (thinking), which a safe fix never edits (set by the reader: read from the file)."""
+    prompted: Callable[[int], bool] | None = None
+    """Whether a user message is a person's prompt, which starts a turn, and not a note
+    the agent writes in the user's name (Claude Code's `isMeta` text, a notice that a
+    turn was interrupted); None: every user message is (set by the reader)."""
     _id_cache: dict[int, tuple[str | None, object]] = field(default_factory=dict)
     duplicate_ids: list[tuple[int, int]] = field(default_factory=list)
     """(first occurrence, later occurrence) for every repeated id."""
@@ -966,6 +970,12 @@ class SessionView(Struct):
         positions = self.path_positions
         return self.active_path[positions[first] + 1 : positions[second]]
 
+    def starts_turn(self, index: int) -> bool:
+        """Whether the record is a person's prompt, where a user turn starts."""
+        if self.kinds[index] != Kind.MESSAGE or self.roles[index] != Role.USER:
+            return False
+        return self.prompted is None or self.prompted(index)
+
     def last_turns_start(self, turns: int) -> int:
         """Path position where the last `turns` user turns of the active path begin
         (the path's length for none, 0 when it holds no more)."""
@@ -975,7 +985,7 @@ class SessionView(Struct):
         seen = 0
         for position in range(len(path) - 1, -1, -1):
             index = path[position]
-            if self.kinds[index] == Kind.MESSAGE and self.roles[index] == Role.USER:
+            if self.starts_turn(index):
                 seen += 1
                 if seen == turns:
                     return position

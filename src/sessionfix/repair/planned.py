@@ -203,21 +203,24 @@ class PlannedRepair:
     def _slim(self) -> None:
         """Add the reductions that bring the session under the budget to the applied
         fixes; under it already, apply nothing (the session stays as it is)."""
-        from sessionfix.slim import loaded_tokens, plan_slim
+        from sessionfix.slim import Loaded, loaded_after_repair, plan_slim
 
-        def repaired() -> int:
-            """Tokens the agent loads of what repair's own fixes write (their first pass,
-            in a private temporary folder)."""
-            plan = RepairPlan(self.scanned, self.applied, self.source)
+        def repaired() -> Loaded:
+            """What the agent loads of what repair's own fixes write (their first pass,
+            in a private temporary folder), its records named by the rows they come from."""
+            plan = RepairPlan(self.scanned, self.applied, self.source, map_rows=True)
             with private_folder(f"{self.origin}: cannot write the repaired copy") as folder:
                 target = folder / plain_name(self.origin.name)
                 write_new(target, plan.pieces(), source=self.source)
+                assert plan.row_map is not None, "the plan maps its rows"
+                trace = RepairTrace(plan.row_map)
                 settings = self.settings
                 scanned = read_session(
                     target, settings.format, None, settings.jobs, named_as=self.named_as
                 )
                 with RecordSource(target) as source:
-                    return loaded_tokens(scanned, source, self.filename, self.loader)
+                    measured = loaded_after_repair(scanned, source, self.filename, self.loader)
+            return Loaded(measured.tokens, frozenset(map(trace.origin, measured.rows)))
 
         plan, reductions = plan_slim(
             self.scanned,

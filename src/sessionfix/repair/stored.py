@@ -25,6 +25,7 @@ from sessionfix.repair.preview import RepairPreview, preview_repair
 from sessionfix.repair.rowmap import PREFIX_ROW
 from sessionfix.repair.targets import repair_to, repair_to_stream
 from sessionfix.settings import Settings
+from sessionfix.slim import refuse_size_in_store
 
 
 class SessionRefused(Struct, frozen=True):
@@ -69,6 +70,7 @@ def repair_store(
 ) -> Iterator[RepairResult | SessionRefused | SessionfixError]:
     """Repair the selected sessions of the store at `path`; a session that cannot be
     repaired is yielded as its refusal, and the others go on."""
+    refuse_size_in_store(path, settings)
     with ExitStack() as stack:
         container = StoreContainer(stores.open_store(path), str(path))
         stack.callback(container.close)
@@ -196,6 +198,7 @@ class StoredPreview(Struct):
 def preview_store(path: Path, settings: Settings) -> Iterator[StoredPreview | SessionfixError]:
     """Previews of the selected sessions' repairs, one at a time; a session that cannot
     be previewed is yielded as its error, and the others go on."""
+    refuse_size_in_store(path, settings)
     with ExitStack() as outer:
         container = StoreContainer(stores.open_store(path), str(path))
         outer.callback(container.close)

@@ -36,8 +36,11 @@ def render_text(context: SessionContext, before: SessionContext | None = None) -
     shows what it was."""
     agent = agent_of(Format(context.format))
     title = f"{escape(context.filename)}  ({context.format}, {human_bytes(context.file_bytes)})"
-    if context.budget is not None:
-        title += f"  after slim to {context.budget:,} tokens"
+    limits = [] if context.budget is None else [f"{context.budget:,} tokens"]
+    if context.max_size is not None:
+        limits.append(human_bytes(context.max_size))
+    if limits:
+        title += f"  after slim to {' and '.join(limits)}"
     elif context.repaired:
         title += "  after repair"
     if before is not None:

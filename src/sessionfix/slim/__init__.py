@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Final, NamedTuple, cast
 
 from msgspec import Struct, field
@@ -37,7 +38,7 @@ from sessionfix.formats import ContentBlocks, Format, ResultText, Transform, pac
 from sessionfix.formats.capabilities import Capability
 from sessionfix.formats.coverage import provided
 from sessionfix.model.loaded import Loader, LoadRefused, Sent
-from sessionfix.model.view import Flag, InlineMedia, Kind, Role
+from sessionfix.model.view import Flag, InlineMedia, Kind
 from sessionfix.read.reader import RecordSource
 from sessionfix.rules.base import RuleContext
 from sessionfix.scan.scanner import ScannedFile
@@ -141,11 +142,22 @@ def size_bytes(size: str) -> int:
     return value
 
 
+def refuse_size_in_store(path: Path, settings: Settings) -> None:
+    """`UsageError` for a size limit on the sessions of a store: a session in a database
+    or a document takes no bytes of its own that a slim could bring under a size (the
+    database keeps its pages), and the bytes counted would be of sessionfix's reading."""
+    if settings.max_size is not None:
+        raise UsageError(
+            f"{path}: --max-size limits a session file's bytes, and a session kept in a "
+            "store has none of its own to bring down; slim it with --budget"
+        )
+
+
 class Step(enum.Enum):
     """A kind of reduction, in the order they are taken (the cheapest loss first): the
     first four for tokens, the last three, which save no tokens, for bytes."""
 
-    REPAIR = "repair's own fixes (stale reads replaced by a placeholder)"
+    REPAIR = "repair's own fixes"
     TOOL_OUTPUT = "old tool outputs cut to a head and a tail"
     MEDIA = "inline media replaced by a placeholder"
     OLD_TURNS = "the oldest turns the last compaction keeps left out of the context"
@@ -247,13 +259,17 @@ class SlimPlan(Struct):
 
     def _limits(self, *, figures: bool) -> str:
         """`the budget of 150,000 and the size limit of 95.4 MiB`, or without figures."""
+        return " and ".join(self._named_limits(figures=figures))
+
+    def _named_limits(self, *, figures: bool) -> list[str]:
+        """The budget and the size limit, as far as the plan has each, by name."""
         limits = []
         if self.budget is not None:
             limits.append("the budget" + (f" of {self.budget:,}" if figures else ""))
         if self.max_size is not None:
             size = f" of {human_bytes(self.max_size)}" if figures else ""
             limits.append("the size limit" + size)
-        return " and ".join(limits)
+        return limits
 
     def lines(self, name: str) -> list[str]:
         """The plan in words, a line each."""
@@ -262,7 +278,16 @@ class SlimPlan(Struct):
             now += f", {human_bytes(self.size)}"
         if not self.needed:
             return [f"{now}, within {self._limits(figures=True)}"]
-        shown = [f"{now}, over {self._limits(figures=True)}"]
+        over = [self.over_budget] if self.budget is not None else []
+        if self.max_size is not None:
+            over.append(self.over_size)
+        said = [
+            f"{'over' if is_over else 'within'} {limit}"
+            for is_over, limit in zip(over, self._named_limits(figures=True), strict=True)
+        ]
+        if all(over):
+            said = [f"over {self._limits(figures=True)}"]
+        shown = [f"{now}, {', '.join(said)}"]
         for step, count, tokens, size in self.steps():
             noun = step.counts + ("" if count == 1 else "s")
             records = f" ({count:,} {noun})" if count else ""
@@ -310,6 +335,14 @@ class DoesNotFit(SessionfixError):
         """What every reduction would bring it to (`SlimPlan.after`)."""
 
 
+class Loaded(NamedTuple):
+    """What the agent loads of a session: its tokens as `sessionfix.context` counts
+    them, and the rows of the records it sends."""
+
+    tokens: int
+    rows: frozenset[int]
+
+
 class _Sent(Struct):
     """What the loader sends of one record."""
 
@@ -327,15 +360,16 @@ def plan_slim(
     source: RecordSource,
     settings: Settings,
     filename: str,
-    repaired: Callable[[], int],
+    repaired: Callable[[], Loaded],
     loader: Loader | None = None,
 ) -> tuple[SlimPlan, list[Diagnostic]]:
     """The reductions that bring `scanned` under `settings.budget` and `settings.max_size`,
     as diagnostics whose fixes repair applies after `applied` (its own); `repaired`
-    measures the tokens left after those alone (asked only when they change a record the
-    agent sends); `loader`: what the agent sends, where not what the format's package
-    says (a store's). Raises `DoesNotFit` when every reduction leaves it over,
-    `SessionfixError` when its agent does not load it."""
+    measures what the agent loads after those alone, its records by the rows of
+    `scanned` they come from (asked only when they change the session); `loader`: what
+    the agent sends, where not what the format's package says (a store's). Raises
+    `DoesNotFit` when every reduction leaves it over, `SessionfixError` when its agent
+    does not load it."""
     assert settings.slims, "a slim has a budget or a size"
     view = scanned.view
     sent = _sent_records(scanned, source, filename, loader)
@@ -357,8 +391,14 @@ def plan_slim(
         for edit in diagnostic.fix.edits
         if isinstance(edit, RecordEdit)
     }
-    if plan.over_budget and any(index in sent for index in touched):
-        plan.repaired = repaired()
+    if plan.over_budget and any(_changes_session(diagnostic) for diagnostic in applied):
+        # Repair's fixes may leave records out of what the agent loads (a compaction's
+        # cut moved forward): a cut of those would save nothing.
+        after_repair = repaired()
+        plan.repaired = after_repair.tokens
+        sent = {
+            index: record for index, record in sent.items() if view.rows[index] in after_repair.rows
+        }
     ctx = RuleContext(
         view=view,
         lines=scanned.lines,
@@ -470,6 +510,10 @@ def plan_slim(
     return plan, chosen
 
 
+def _changes_session(diagnostic: Diagnostic) -> bool:
+    return diagnostic.fix is not None and diagnostic.fix.changes_session
+
+
 def tokens_of(sent: Iterable[_Sent]) -> int:
     """The estimate of `sessionfix.context` (`SessionContext.tokens`) for these records."""
     records = list(sent)
@@ -486,8 +530,26 @@ def loaded_tokens(
     return tokens_of(_sent_records(scanned, source, filename, loader).values())
 
 
+def loaded_after_repair(
+    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None = None
+) -> Loaded:
+    """What the agent loads of what repair's own fixes write of the session `filename`:
+    `loaded_tokens`, and the rows it sends; `SessionfixError` when it loads none of it
+    (the fixes lay bare what the agent read past: a glued line split, its records in a
+    cycle), which a slim cannot change."""
+    sent = _sent_records(
+        scanned, source, filename, loader, "as repair's own fixes leave it, {}; nothing written"
+    )
+    rows = scanned.view.rows
+    return Loaded(tokens_of(sent.values()), frozenset(rows[index] for index in sent))
+
+
 def _sent_records(
-    scanned: ScannedFile, source: RecordSource, filename: str, loader: Loader | None
+    scanned: ScannedFile,
+    source: RecordSource,
+    filename: str,
+    loader: Loader | None,
+    refused_as: str = "{}; repair it before slimming it",
 ) -> dict[int, _Sent]:
     """What the loader sends of each record, as `sessionfix.context` counts it."""
     view = scanned.view
@@ -502,7 +564,7 @@ def _sent_records(
             record.images += message.images
             record.result = record.result or message.sent is Sent.TOOL_RESULT
     except LoadRefused as refused:
-        raise SessionfixError(f"{filename}: {refused}; repair it before slimming it") from None
+        raise SessionfixError(f"{filename}: {refused_as.format(refused)}") from None
     return sent
 
 
@@ -636,8 +698,7 @@ def _old_turns(
     best: tuple[int, int, int, int] | None = None
     for position in range(start, min(at, protected)):
         index = path[position]
-        starts_turn = view.kinds[index] == Kind.MESSAGE and view.roles[index] == Role.USER
-        if position > start and starts_turn:
+        if position > start and view.starts_turn(index):
             turns += 1
             best = (index, turns, text, images)
             if text + images * IMAGE_TOKENS * BYTES_PER_TOKEN >= need:

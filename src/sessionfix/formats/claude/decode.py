@@ -27,6 +27,7 @@ from sessionfix.formats.claude.chain import ClaudeChain
 from sessionfix.formats.claude.edit import ClaudeEditor
 from sessionfix.formats.claude.files import MainTranscript, main_transcript_of, session_id_of
 from sessionfix.formats.claude.listing import ProjectListing
+from sessionfix.formats.claude.queued import is_prompt
 from sessionfix.formats.common import (
     ParsingDecoder,
     ids_reader,
@@ -612,6 +613,7 @@ class ClaudeAdapter:
         view.copied_bytes = partial(_read_copied_bytes, source, view)
         view.type_name = partial(_read_type_name, source, view)
         view.signed = partial(_read_signed, source, view)
+        view.prompted = partial(is_prompt, source, view)
         view.media_limits = ANTHROPIC_MEDIA_LIMITS
         view.model_of = partial(_read_model, source, view)
         view.finish()

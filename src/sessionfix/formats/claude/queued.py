@@ -195,6 +195,12 @@ def _replied(
     return replied
 
 
+def is_prompt(source: RecordSource, view: SessionView, index: int) -> bool:
+    """Whether a user record is a person's prompt, which starts a turn: not `isMeta`,
+    not a compaction's summary, not a notice that a turn or a call was cut short."""
+    return _turn_state(view, source, index) == "prompt"
+
+
 def _turn_state(view: SessionView, source: RecordSource, index: int) -> str | None:
     """ "reply", "prompt" or None (neither) for one record."""
     if view.kinds[index] != Kind.MESSAGE:

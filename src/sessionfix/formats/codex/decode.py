@@ -403,6 +403,7 @@ class CodexAdapter:
         source = RecordSource(self.path)
         view.read_ids = partial(_read_call_id, source, view)
         view.type_name = partial(_read_type_name, source, view)
+        view.prompted = partial(_read_prompted, source, view)
         view.finish()
 
 
@@ -429,6 +430,49 @@ def _read_call_id(source: RecordSource, view: SessionView, index: int) -> tuple[
     except (ValueError, RecursionError):
         return None, MISSING
     return (call_id if type(call_id) is str and call_id else None), MISSING
+
+
+CONTEXTUAL_PREFIXES: Final = (
+    "<environment_context",
+    "<user_instructions>",
+    "# agents.md instructions",
+    "<skill>",
+    "<skills_instructions>",
+    "<user_shell_command>",
+    "<turn_aborted>",
+    "<subagent_notification>",
+    "<context_update>",
+    "<hook_prompt",
+)
+"""How the text of a user message Codex writes itself begins (its environment, the
+AGENTS.md instructions, a notice that a turn was aborted …), lower-cased: Codex counts
+no user turn at such a message (its "contextual user messages")."""
+
+
+class _UserContent(Struct, gc=False):
+    content: Any = None
+
+
+class _UserRecord(Struct, gc=False):
+    payload: _UserContent | None = None
+
+
+_USER_DECODER: Final = msgspec.json.Decoder(_UserRecord)
+
+
+def _read_prompted(source: RecordSource, view: SessionView, index: int) -> bool:
+    """Whether a user message is a person's prompt, not one Codex writes itself."""
+    try:
+        payload = _USER_DECODER.decode(source.read(*view.span(index))).payload
+    except (ValueError, RecursionError):
+        return True
+    parts = payload.content if payload is not None else None
+    return not isinstance(parts, list) or not any(
+        isinstance(part, dict)
+        and isinstance(text := part.get("text"), str)
+        and text.lstrip().lower().startswith(CONTEXTUAL_PREFIXES)
+        for part in parts
+    )
 
 
 def _read_type_name(source: RecordSource, view: SessionView, index: int) -> str | None:
