@@ -327,3 +327,39 @@ def test_a_repair_that_loses_a_whole_record_is_refused_under_every_flag(
     assert "--- a/" not in captured.out
     assert session.read_bytes() == GLUED_CODEX.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+def test_a_split_that_closes_a_parent_cycle_on_the_path_fails_the_repair(tmp_path: Path) -> None:
+    """Splitting a glued line brings back two records pi could not read; when a later
+    record reuses the first one's id with the second as its parent, they close a cycle on
+    the path pi walks, and pi, which loaded the session, would hang on the repair."""
+    header = {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-07-24T06:21:03Z"}
+    header["cwd"] = "/home/user/proj"
+
+    def message(entry: str, parent: str | None, role: str, second: int) -> str:
+        content = [{"type": "text", "text": "continue" if role == "user" else "done"}]
+        return json.dumps(
+            {
+                "type": "message",
+                "id": entry,
+                "parentId": parent,
+                "timestamp": f"2026-07-24T06:21:{second:02}.000Z",
+                "message": {"role": role, "content": content, "timestamp": 1784874060000 + second},
+            }
+        )
+
+    level = {"type": "thinking_level_change", "id": "a1", "parentId": "a2"}
+    level |= {"timestamp": "2026-07-24T06:21:06.000Z", "thinkingLevel": "high"}
+    lines = [
+        json.dumps(header),
+        message("a1", None, "user", 4) + message("a2", "a1", "assistant", 5),
+        json.dumps(level),
+        message("a4", "a1", "user", 7),
+        message("a5", "a4", "assistant", 8),
+    ]
+    session = tmp_path / "s.jsonl"
+    session.write_text("\n".join(lines) + "\n")
+    target = tmp_path / "out.jsonl"
+    with pytest.raises(VerificationFailed, match="pi hangs on the parent cycle"):
+        repair_to(session, target, Settings(quiescence=0))
+    assert not target.exists()

@@ -24,8 +24,16 @@ from sessionfix import jsonutil
 from sessionfix.diagnostics import Diagnostic
 from sessionfix.engine import run_rules
 from sessionfix.errors import SessionfixError
-from sessionfix.formats import Format, has_record_shape, make_adapter, read_as, same_package
+from sessionfix.formats import (
+    Format,
+    has_record_shape,
+    make_adapter,
+    package_of,
+    read_as,
+    same_package,
+)
 from sessionfix.location import Said, on_its_line, said
+from sessionfix.model.loaded import LoadRefused
 from sessionfix.model.view import SessionView
 from sessionfix.read.reader import LineIssue, RecordSource
 from sessionfix.repair.plan import RepairPlan
@@ -146,6 +154,7 @@ def verify(
         left = [d for d in diagnostics if applies(d, settings) and _changes_session(d)]
         if not left:
             _check_records_kept(planned, scanned, written)
+            _check_still_loaded(planned, scanned, written)
             _check_budget(planned, scanned, written, filename)
             return diagnostics
         rewritten |= _repair_again(planned, written, scanned, left)
@@ -180,6 +189,33 @@ def _check_budget(
             f"the slimmed session still takes {human_bytes(plan.size_after)}, over the size "
             f"limit of {human_bytes(plan.max_size)}",
         )
+
+
+def _check_still_loaded(planned: PlannedRepair, result: ScannedFile, written: Path) -> None:
+    """A repair leaves no session its agent loaded one it does not load at all: records
+    a fix brings back from a line the agent could not read may close a parent cycle on
+    the path it walks. Asked only of a result whose active path meets a cycle."""
+    if not result.view.cycle_on_path:
+        return
+    with RecordSource(written) as source:
+        refused = _refusal(planned, result, source)
+    if refused is None:
+        return
+    with RecordSource(planned.path) as source:
+        if _refusal(planned, planned.scanned, source) is None:
+            raise _failed(planned, f"the agent would not load the repaired session: {refused}")
+
+
+def _refusal(planned: PlannedRepair, scanned: ScannedFile, source: RecordSource) -> str | None:
+    """Why the agent loads nothing of `scanned`, or None when it loads it."""
+    view = scanned.view
+    load = planned.loader or package_of(Format(view.format)).loaded_messages
+    try:
+        for _ in load(view, source, scanned.lines):
+            pass
+    except LoadRefused as refused:
+        return str(refused)
+    return None
 
 
 def _changes_session(diagnostic: Diagnostic) -> bool:
