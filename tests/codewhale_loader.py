@@ -63,9 +63,26 @@ def parse(data: bytes) -> dict[str, Any]:
         value = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise LoadError(f"serde: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise LoadError("recursion limit exceeded") from exc
     if not isinstance(value, dict):
         raise LoadError("invalid type: expected struct SavedSession")
+    if _nesting(value) >= 128:
+        raise LoadError("recursion limit exceeded")  # serde_json's default limit
     return value
+
+
+def _nesting(value: Any) -> int:
+    """How deep the arrays and objects of a parsed JSON value nest."""
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 STRINGS = {

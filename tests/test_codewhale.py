@@ -247,6 +247,40 @@ def test_a_document_codewhale_cannot_load_is_reported_and_left_as_it_is(
     assert path.read_bytes() == make()
 
 
+def nested(brackets: int) -> bytes:
+    """A crashed call whose input nests `brackets` arrays below the tool's input, which
+    sits 8 arrays and objects deep in the journal."""
+    messages = [docs.HI, docs.call("c1", path="NESTED"), docs.DONE]
+    data = docs.saved(docs.document(docs.chain(messages), "e3", messages))
+    return data.replace(b'"NESTED"', b"[" * brackets + b"]" * brackets)
+
+
+@pytest.mark.parametrize(
+    "brackets",
+    [120, 500, 1000, 1020],
+    ids=["at-the-limit", "past-orjson-s-writing", "past-python-s", "past-orjson-s-reading"],
+)
+def test_a_document_nested_past_serde_json_s_limit_is_sf101_and_left_as_it_is(
+    tmp_path: Path, brackets: int
+) -> None:
+    """serde_json refuses arrays and objects nested 128 deep (the document the first):
+    CodeWhale loads nothing of it, so no finding of its calls is true and none is fixed."""
+    path = placed(tmp_path, nested(brackets))
+    with pytest.raises(LoadError):
+        load_session(path)
+    found = run("check", "--output-format", "json", path)
+    assert [f["code"] for f in json.loads(found.stdout)] == ["SF101"], found.output
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 1
+    assert path.read_bytes() == nested(brackets)
+
+
+def test_a_document_nested_up_to_serde_json_s_limit_loads(tmp_path: Path) -> None:
+    path = placed(tmp_path, nested(119))
+    assert load_session(path).changed
+    found = run("check", "--output-format", "json", path)
+    assert [f["code"] for f in json.loads(found.stdout)] == ["SF402"]
+
+
 # ---- the command line ------------------------------------------------------------------
 
 
