@@ -27,6 +27,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
         "location",
         "media",
         "registry",
+        "replacing",
         "structs",
         "units",
         "version",

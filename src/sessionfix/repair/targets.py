@@ -35,6 +35,7 @@ from sessionfix.repair.planned import (
     write_new,
 )
 from sessionfix.repair.verification import verified_in_temp
+from sessionfix.replacing import temp_path
 from sessionfix.safety.backups import OwnWrite
 from sessionfix.safety.locks import rewrite_access
 from sessionfix.safety.writing import (
@@ -50,7 +51,6 @@ from sessionfix.safety.writing import (
     remove_dead_temps,
     same_file,
     snapshot,
-    temp_path,
 )
 from sessionfix.scan.scanner import ProgressCallback
 from sessionfix.settings import Settings
