@@ -323,6 +323,34 @@ def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> 
     assert path.read_bytes() == docs.crashed_call() != repaired
 
 
+def test_a_document_with_another_hard_link_is_not_split(tmp_path: Path) -> None:
+    """The rename would leave the other name the old bytes: refused, as a session
+    file's writer refuses it; the document's own backup links are no other name."""
+    path = placed(tmp_path, docs.crashed_call())
+    other = tmp_path / "elsewhere.json"
+    os.link(path, other)
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code != 0
+    assert "hard link" in result.output
+    assert path.read_bytes() == other.read_bytes() == docs.crashed_call()
+    other.unlink()
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert run("restore", path).exit_code == 0
+    assert path.read_bytes() == docs.crashed_call()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file another owner")
+def test_a_repair_as_root_keeps_the_document_s_owner(tmp_path: Path) -> None:
+    """CodeWhale runs as the user: a repaired document owned by root, mode 0600, is one
+    it cannot read."""
+    path = placed(tmp_path, docs.crashed_call())
+    os.chown(path, 4321, 4321)
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4321)
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
 @pytest.mark.parametrize(
     "point", ["codewhale-written", "codewhale-backed-up", "codewhale-replaced"]
 )

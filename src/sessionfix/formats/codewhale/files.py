@@ -24,10 +24,9 @@ from sessionfix.formats.codewhale.document import Document, parse
 from sessionfix.formats.codewhale.names import CHECKPOINTS, RUNTIME_LOCK
 from sessionfix.formats.sqlite_writes import kill_point, sync_to_disk
 from sessionfix.interrupts import signals_deferred
+from sessionfix.replacing import BACKUP_MARK, other_hard_links, sync_directory, write_temp
 from sessionfix.stores import StoreBackup, StoreRefused, chosen_backup
 
-BACKUP_MARK: Final = ".sessionfix-bak-"
-TEMP_MARK: Final = ".sessionfix-tmp-"
 _STAMP: Final = "%Y%m%dT%H%M%SZ"
 _BACKUP: Final = re.compile(r"(\d{8}T\d{6}Z)-(\d{1,6})-([0-9a-f]{16})")
 
@@ -119,23 +118,26 @@ def write_document(
     path: Path, data: bytes, *, expected: str, backup: bool, check: bool = True
 ) -> Path | None:
     """Replace the document at `path`, which must still hold bytes of digest `expected`,
-    by `data` (with `check`, only when it is a document CodeWhale loads); returns the
-    backup kept of the old one."""
+    by `data` (with `check`, only when it is a document CodeWhale loads), keeping its
+    owner; returns the backup kept of the old one. A document with other hard links is
+    refused: the rename would leave them the old bytes."""
     target = Path(os.path.realpath(path))
     if check:
         written = parse(data)
         if not isinstance(written, Document) or written.problems:
             raise SessionfixError(f"{path}: the repaired document would not load; left as it is")
-    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+        st = os.stat(target)
     except OSError as exc:
-        with suppress(OSError):
-            temp.unlink()
+        raise DocumentChanged(f"{path}: {described(exc)}; left untouched") from None
+    others = other_hard_links(target, st)
+    if others > 0:
+        raise SessionfixError(
+            f"{path}: has {others} other hard link(s); a rewrite would split them; left untouched"
+        )
+    try:
+        temp = write_temp(target, (data,), 0o600, st.st_uid, st.st_gid)
+    except OSError as exc:
         raise SessionfixError(
             f"{path}: cannot write the new document beside it ({described(exc)}); left untouched"
         ) from None
@@ -152,7 +154,7 @@ def write_document(
         with suppress(OSError):
             temp.unlink()
         raise
-    sync_to_disk(target)
+    sync_directory(target.parent)
     kill_point("codewhale-replaced")
     return kept
 
