@@ -300,6 +300,12 @@ def test_discovery_check_diff_copy_restore_and_context(tmp_path: Path) -> None:
     assert context.exit_code == 0
     assert f"CodeWhale loads {len(load_session(path).repaired)} messages" in context.output
     assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    listed = run("restore", "--list", path)
+    assert listed.stdout.split("\t")[2:] == ["whole document", "ok\n"], listed.stdout
+    assert (
+        json.loads(run("restore", "--list", "--output-format", "json", path).stdout)[0]["rows"]
+        is None
+    )
     assert run("restore", path).exit_code == 0
     assert path.read_bytes() == docs.crashed_call()
 

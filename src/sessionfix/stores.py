@@ -82,7 +82,8 @@ class StoreBackup(Struct, frozen=True):
     session_id: str
     taken: str
     """ISO 8601, UTC."""
-    rows: int
+    rows: int | None
+    """The session's rows it holds; None for a backup of a whole document."""
     status: str
 
 

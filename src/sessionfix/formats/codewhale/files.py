@@ -179,7 +179,9 @@ def list_backups(path: Path, session_id: str) -> list[StoreBackup]:
         except InputError:
             status = "damaged"
         taken = datetime.strptime(match[1], _STAMP).replace(tzinfo=UTC).isoformat()
-        found.append((match[1], int(match[2]), StoreBackup(backup, session_id, taken, 1, status)))
+        found.append(
+            (match[1], int(match[2]), StoreBackup(backup, session_id, taken, None, status))
+        )
     found.sort(key=lambda entry: entry[:2], reverse=True)
     return [entry[2] for entry in found]
 
