@@ -563,6 +563,25 @@ def test_a_session_with_a_younger_checkpoint_is_not_written(tmp_path: Path) -> N
     assert path.read_bytes() == docs.crashed_call()
 
 
+def test_a_repaired_checkpoint_keeps_its_age(tmp_path: Path) -> None:
+    """A checkpoint's modification time is its age to CodeWhale (deleted after 24 hours,
+    promoted over an older session file) and to sessionfix (younger than the document:
+    a turn in flight): a repair of it that made it new would make it a newer copy of the
+    session and refuse every later repair of the document."""
+    path = placed(tmp_path, docs.crashed_call())
+    checkpoint = path.parent / "checkpoints" / path.name
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(docs.crashed_call())
+    os.utime(checkpoint, (time.time() - 7200,) * 2)
+    age = checkpoint.stat().st_mtime_ns
+    assert run("repair", "--in-place", "--unsafe-fixes", checkpoint).exit_code == 0
+    assert not load_session(checkpoint).changed
+    assert checkpoint.stat().st_mtime_ns == age
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert run("restore", checkpoint).exit_code == 0
+    assert (checkpoint.read_bytes(), checkpoint.stat().st_mtime_ns) == (docs.crashed_call(), age)
+
+
 def test_a_document_written_within_the_quiescence_window_waits(tmp_path: Path) -> None:
     path = placed(tmp_path, docs.crashed_call())
     os.utime(path)

@@ -119,7 +119,8 @@ def write_document(
 ) -> Path | None:
     """Replace the document at `path`, which must still hold bytes of digest `expected`,
     by `data` (with `check`, only when it is a document CodeWhale loads), keeping its
-    owner; returns the backup kept of the old one. A document with other hard links is
+    owner, and a checkpoint's age (its modification time, which CodeWhale reads as
+    such); returns the backup kept of the old one. A document with other hard links is
     refused: the rename would leave them the old bytes."""
     target = Path(os.path.realpath(path))
     if check:
@@ -137,6 +138,8 @@ def write_document(
         )
     try:
         temp = write_temp(target, (data,), 0o600, st.st_uid, st.st_gid)
+        if target.parent.name == CHECKPOINTS:
+            os.utime(temp, ns=(st.st_atime_ns, st.st_mtime_ns))
     except OSError as exc:
         raise SessionfixError(
             f"{path}: cannot write the new document beside it ({described(exc)}); left untouched"
