@@ -274,6 +274,27 @@ def test_a_document_nested_past_serde_json_s_limit_is_sf101_and_left_as_it_is(
     assert path.read_bytes() == nested(brackets)
 
 
+@pytest.mark.parametrize(
+    ("found", "refused"),
+    [(b"fix the parser", b"fix \\ud800 parser"), (b'"path": "src/a.rs"', b'"path": 1e400')],
+    ids=["lone-surrogate", "number-past-a-double"],
+)
+def test_json_that_serde_json_refuses_is_sf101_and_left_as_it_is(
+    tmp_path: Path, found: bytes, refused: bytes
+) -> None:
+    """JSON that other parsers read (a lone surrogate escape, a number past a double)
+    but serde_json refuses: CodeWhale loads nothing of the document."""
+    data = docs.crashed_call().replace(found, refused, 1)
+    assert data != docs.crashed_call()
+    path = placed(tmp_path, data)
+    with pytest.raises(LoadError):
+        load_session(path)
+    checked = run("check", "--output-format", "json", path)
+    assert [f["code"] for f in json.loads(checked.stdout)] == ["SF101"], checked.output
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 1
+    assert path.read_bytes() == data
+
+
 def test_a_document_nested_up_to_serde_json_s_limit_loads(tmp_path: Path) -> None:
     path = placed(tmp_path, nested(119))
     assert load_session(path).changed

@@ -12,6 +12,8 @@ from typing import Any, Final
 import orjson
 from msgspec import Struct
 
+from sessionfix import jsonutil
+
 SUPPORTED_SCHEMA: Final = 1
 ENTRY_KINDS: Final = frozenset(
     {"message", "user", "assistant", "compaction", "branch_summary", "system"}
@@ -95,7 +97,14 @@ def parse(data: bytes) -> Document | Unreadable:
     except orjson.JSONDecodeError as exc:
         if "depth" in exc.msg:  # past orjson's 1,024 levels
             return TOO_DEEP
-        return Unreadable(f"does not parse ({exc.msg} at byte {exc.pos})")
+        reason = f"does not parse ({exc.msg} at byte {exc.pos})"
+        try:
+            jsonutil.loads(data)
+        except ValueError:
+            return Unreadable(reason)  # its bytes, on a line, are a damaged line
+        # JSON that serde_json refuses (a lone surrogate, a number past a double) reads
+        # as a whole line to the line rules: the refusal is the finding.
+        return Unreadable(reason, f"the document {reason}")
     if not isinstance(value, dict):
         return Unreadable("is no JSON object")
     if _nesting(value) >= DEPTH_LIMIT:
