@@ -8,6 +8,7 @@ import copy
 import fcntl
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -368,6 +369,21 @@ def test_discovery_check_diff_copy_restore_and_context(tmp_path: Path) -> None:
     )
     assert run("restore", path).exit_code == 0
     assert path.read_bytes() == docs.crashed_call()
+
+
+def test_a_copy_to_a_fifo_nobody_reads_does_not_wait(tmp_path: Path) -> None:
+    """`-o` onto a FIFO without a reader refuses at once, as a session file's `-o` does."""
+    path = placed(tmp_path, docs.crashed_call())
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    command = [sys.executable, "-m", "sessionfix", "repair", "--unsafe-fixes", "--force"]
+    done = subprocess.run(
+        [*command, "-o", str(fifo), str(path)], env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert b"no process reads it" in done.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
 def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> None:

@@ -6,11 +6,14 @@ rename, and the count of the target's other hard links, which a rename would spl
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
+
+from sessionfix.errors import described
 
 TEMP_MARK: Final = ".sessionfix-tmp-"
 BACKUP_MARK: Final = ".sessionfix-bak-"
@@ -83,3 +86,22 @@ def other_hard_links(target: Path, st: os.stat_result) -> int:
                     if (other.st_ino, other.st_dev) == (st.st_ino, st.st_dev):
                         own += 1
     return st.st_nlink - 1 - own
+
+
+def open_for_writing(path: Path, flags: int = 0, mode: int = 0o666) -> BinaryIO:
+    """Open `path` for writing (with extra `flags`, e.g. to create it) without waiting for
+    a reader that a FIFO may never get: that raises OSError with ENXIO, which
+    `cannot_write` words as such."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | flags, mode)
+    handle = open(fd, "wb")  # noqa: SIM115  (returned; its only owner, never closed twice)
+    try:
+        os.set_blocking(fd, True)
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def cannot_write(error: OSError) -> str:
+    """Why a file could not be opened for writing, in a few words."""
+    return "no process reads it" if error.errno == errno.ENXIO else described(error)

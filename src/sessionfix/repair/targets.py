@@ -35,7 +35,7 @@ from sessionfix.repair.planned import (
     write_new,
 )
 from sessionfix.repair.verification import verified_in_temp
-from sessionfix.replacing import temp_path
+from sessionfix.replacing import cannot_write, open_for_writing, temp_path
 from sessionfix.safety.backups import OwnWrite
 from sessionfix.safety.locks import rewrite_access
 from sessionfix.safety.writing import (
@@ -43,9 +43,7 @@ from sessionfix.safety.writing import (
     Snapshot,
     WriteFailed,
     WriteRefused,
-    cannot_write,
     file_digest,
-    open_for_writing,
     read_backup_name,
     record_result,
     remove_dead_temps,

@@ -11,7 +11,6 @@ the new bytes.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
@@ -338,25 +337,6 @@ def same_file(first: Path, second: Path) -> bool:
         return os.path.samefile(first, second)
     except OSError:
         return False
-
-
-def open_for_writing(path: Path, flags: int = 0) -> BinaryIO:
-    """Open `path` for writing (with extra `flags`, e.g. to create it) without waiting for
-    a reader that a FIFO may never get: that raises OSError with ENXIO, which
-    `cannot_write` words as such."""
-    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | flags, 0o666)
-    handle = open(fd, "wb")  # noqa: SIM115  (returned; its only owner, never closed twice)
-    try:
-        os.set_blocking(fd, True)
-    except BaseException:
-        handle.close()
-        raise
-    return handle
-
-
-def cannot_write(error: OSError) -> str:
-    """Why a file could not be opened for writing, in a few words."""
-    return "no process reads it" if error.errno == errno.ENXIO else described(error)
 
 
 def process_alive(pid: int) -> bool:
