@@ -480,6 +480,23 @@ def test_a_legacy_copy_and_an_expired_checkpoint_are_reported_and_left_alone(
     assert legacy.read_bytes() == docs.crashed_call()
 
 
+def test_a_legacy_copy_beside_a_fifo_of_its_name_does_not_block_a_scan(tmp_path: Path) -> None:
+    """Whether CodeWhale reads a legacy copy depends on the `~/.codewhale` file of its
+    name, which a scan must not wait on when it is a FIFO."""
+    legacy = tmp_path / ".deepseek" / "sessions" / "s.json"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(docs.crashed_call())
+    os.utime(legacy, (time.time() - 3600,) * 2)
+    fifo = tmp_path / ".codewhale" / "sessions" / "s.json"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(SRC), HOME=str(tmp_path))
+    command = [sys.executable, "-m", "sessionfix", "scan", "--no-progress"]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert b"SF402" in done.stdout + done.stderr
+
+
 def test_context_of_a_document_codewhale_cannot_load_says_so(tmp_path: Path) -> None:
     for data in (docs.torn(), docs.schema_two()):
         result = run("context", placed(tmp_path, data))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import stat
 import time
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -45,11 +46,19 @@ def digest(data: bytes) -> str:
 
 
 def read(path: Path) -> bytes:
+    """The bytes of the regular file at `path` (a FIFO is opened without waiting and
+    refused)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({described(exc)})") from None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(f"{path}: not a regular file")
+            return handle.read()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({described(exc)})") from None
 
 
 def live_reason(document: Path, session_id: str) -> str | None:

@@ -55,8 +55,8 @@ def unread_reason(path: Path, data: bytes, now: float) -> str | None:
         return None
     if folder.name == SESSIONS and folder.parent.name == LEGACY_HOME:
         try:
-            held = (folder.parent.parent / HOME / SESSIONS / path.name).read_bytes()
-        except OSError:
+            held = read(folder.parent.parent / HOME / SESSIONS / path.name)
+        except InputError:
             return None
         if held != data:
             return (
