@@ -405,6 +405,26 @@ def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> 
     assert path.read_bytes() == docs.crashed_call() != repaired
 
 
+def test_a_checkpoint_of_a_session_whose_runtime_lock_is_held_is_not_written(
+    tmp_path: Path,
+) -> None:
+    """The lock is the session's, in the sessions folder, not beside the checkpoint."""
+    path = placed(tmp_path, docs.clean())
+    checkpoint = path.parent / "checkpoints" / path.name
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(docs.crashed_call())
+    os.utime(checkpoint, (time.time() - 7200,) * 2)
+    lock = path.parent / "s" / "runtime" / "runtime-process.owner.lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    with open(lock, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = run("repair", "--in-place", "--unsafe-fixes", checkpoint)
+    assert result.exit_code != 0
+    assert "Runtime lock" in result.output
+    assert checkpoint.read_bytes() == docs.crashed_call()
+
+
 def test_a_document_with_another_hard_link_is_not_split(tmp_path: Path) -> None:
     """The rename would leave the other name the old bytes: refused, as a session
     file's writer refuses it; the document's own backup links are no other name."""

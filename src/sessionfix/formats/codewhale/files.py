@@ -64,8 +64,12 @@ def read(path: Path) -> bytes:
 def live_reason(document: Path, session_id: str) -> str | None:
     """Why the session may be open in a running CodeWhale: its Runtime owner lock is
     held (0.9.12+; tried without waiting, released at once, never made), or a checkpoint
-    younger than the document shows a turn in flight."""
-    lock = document.parent / session_id / Path(*RUNTIME_LOCK)
+    younger than the document shows a turn in flight. A checkpoint's session is the
+    one its name gives in the sessions folder above it."""
+    sessions = document.parent
+    if sessions.name == CHECKPOINTS:
+        sessions = sessions.parent
+    lock = sessions / session_id / Path(*RUNTIME_LOCK)
     try:
         fd = os.open(lock, os.O_RDONLY)
     except OSError:
