@@ -572,7 +572,8 @@ def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
 ) -> None:
     """Whatever the conversation, a repair appends and never edits an entry, keeps
     `updated_at`, and CodeWhale loads what it writes; where no finding of a tool-call
-    pair is left, CodeWhale's resume repair has nothing to do."""
+    pair is left, CodeWhale's resume repair has nothing to do, and the session loads
+    the messages that repair gave it (without its receipt)."""
     messages = [
         _message(kind, ids, n)
         for n, (kind, ids) in enumerate(turns)
@@ -580,6 +581,7 @@ def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
     ]
     data = docs.saved(docs.document(docs.chain(messages), f"e{len(messages)}", messages))
     path = placed(tmp_path_factory.mktemp("doc"), data)
+    before_repair = load_session(path)
     result = run("repair", "--in-place", "--unsafe-fixes", "--output-format", "json", path)
     assert result.exit_code in (0, 1), result.output
     value = json.loads(path.read_bytes())
@@ -592,6 +594,47 @@ def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
     codes = {finding["code"] for finding in json.loads(left.stdout or "[]")}
     if not codes & {"SF401", "SF402", "SF403", "SF404"}:
         assert not after.changed, after.repaired
+        if before_repair.changed:
+            assert after.messages == before_repair.repaired[:-1]
+
+
+def _two_calls() -> dict[str, Any]:
+    message = docs.call("c1")
+    message["content"].append(
+        {"type": "tool_use", "id": "c2", "name": "bash", "input": {"cmd": "ls"}}
+    )
+    return message
+
+
+def _answered_twice() -> dict[str, Any]:
+    """The first call's result, then another for it in the same message."""
+    message = docs.result("c1")
+    message["content"] += docs.result("c1", body="again")["content"]
+    return message
+
+
+@pytest.mark.parametrize(
+    ("messages", "count"),
+    [
+        ([docs.HI, _two_calls(), docs.DONE], 4),
+        ([docs.HI, docs.result("c1", "c2"), docs.DONE], 2),
+        ([docs.HI, _two_calls(), _answered_twice(), docs.DONE], 5),
+    ],
+    ids=["two-crashed-calls", "a-message-of-two-orphans", "a-repeat-in-the-same-message"],
+)
+def test_a_repair_leaves_the_messages_codewhale_s_own_repair_leaves(
+    tmp_path: Path, messages: list[dict[str, Any]], count: int
+) -> None:
+    """CodeWhale's repair gives every crashed call of a call message its result in one
+    new user message right after it, and drops a message it leaves without blocks; so
+    does sessionfix, with a journal or without."""
+    for entries, leaf in ((docs.chain(messages), f"e{len(messages)}"), (None, None)):
+        path = placed(tmp_path, docs.saved(docs.document(entries, leaf, messages)))
+        wanted = load_session(path).repaired[:-1]
+        assert len(wanted) == count
+        assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+        assert not load_session(path).changed
+        assert load_session(path).messages == wanted
 
 
 def test_a_document_without_a_journal_has_its_messages_repaired(tmp_path: Path) -> None:
