@@ -185,6 +185,7 @@ REPAIRED: Final = {
     "SF402-codewhale-crash-mid-call",
     "SF402-codewhale-one-of-two-calls-answered",
     "SF403-codewhale-duplicate-result",
+    "SF403-codewhale-repeat-in-one-message",
     "SF401-codewhale-orphan-result",
     "SF401-codewhale-result-after-next-turn",
     "SF103-codewhale-missing-parent",
