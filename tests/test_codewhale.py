@@ -387,6 +387,31 @@ def test_a_copy_to_a_fifo_nobody_reads_does_not_wait(tmp_path: Path) -> None:
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
+def test_a_document_saved_while_it_is_repaired_is_left_as_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CodeWhale saves (a rename over it) between sessionfix's read and its write: the
+    save stays, and nothing of the repair is left beside it."""
+    from sessionfix.formats.codewhale import store
+
+    path = placed(tmp_path, docs.crashed_call())
+    repaired = store.repaired_document
+
+    def saved_meanwhile(*args: Any) -> bytes:
+        data = repaired(*args)
+        newer = path.with_name("newer")
+        newer.write_bytes(docs.clean())
+        newer.replace(path)
+        return data
+
+    monkeypatch.setattr(store, "repaired_document", saved_meanwhile)
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code != 0
+    assert "changed since it was read" in result.output
+    assert path.read_bytes() == docs.clean()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["s.json"]
+
+
 def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> None:
     path = placed(tmp_path, docs.crashed_call())
     lock = path.parent / "s" / "runtime" / "runtime-process.owner.lock"
