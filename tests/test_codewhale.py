@@ -304,19 +304,21 @@ def test_a_document_nested_up_to_serde_json_s_limit_loads(tmp_path: Path) -> Non
     assert [f["code"] for f in json.loads(found.stdout)] == ["SF402"]
 
 
-def long_session(turns: int) -> bytes:
+def long_session(turns: int, *, journal: bool = True) -> bytes:
     """A crashed call, then `turns` turns: a repair branches off near the root."""
     messages = [docs.HI, docs.call("c0"), docs.DONE]
     for turn in range(1, turns + 1):
         messages += [docs.call(f"c{turn}"), docs.result(f"c{turn}"), docs.DONE]
+    if not journal:
+        return docs.saved(docs.document(None, None, messages))
     return docs.saved(docs.document(docs.chain(messages), f"e{len(messages)}", messages))
 
 
-def work_in_the_format(tmp_path: Path, turns: int) -> int:
+def work_in_the_format(tmp_path: Path, turns: int, journal: bool) -> int:
     """How many functions the CodeWhale package calls (its own and built-in ones) while
     a document of `turns` turns is checked and repaired to a copy: a count, not a time,
     so that it does not depend on the machine."""
-    path = placed(tmp_path / str(turns), long_session(turns))
+    path = placed(tmp_path / f"{turns}{journal}", long_session(turns, journal=journal))
     package = str(SRC / "sessionfix" / "formats" / "codewhale")
     calls = 0
 
@@ -329,17 +331,20 @@ def work_in_the_format(tmp_path: Path, turns: int) -> int:
     sys.setprofile(count)
     try:
         checked = run("check", path)
-        copied = run("repair", "--unsafe-fixes", "-o", tmp_path / f"{turns}.json", path)
+        copied = run("repair", "--unsafe-fixes", "-o", tmp_path / f"{turns}{journal}.json", path)
     finally:
         sys.setprofile(previous)
     assert (checked.exit_code, copied.exit_code) == (1, 0), copied.output
     return calls
 
 
-def test_checking_and_repairing_a_document_is_linear_in_its_entries(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", [True, False], ids=["journal", "messages-only"])
+def test_checking_and_repairing_a_document_is_linear_in_its_entries(
+    tmp_path: Path, journal: bool
+) -> None:
     """Twice the entries, about twice the work (a quadratic step, as a messages-in-step
     check that re-read the journal per entry did, makes it four times)."""
-    small, large = (work_in_the_format(tmp_path, turns) for turns in (150, 300))
+    small, large = (work_in_the_format(tmp_path, turns, journal) for turns in (150, 300))
     assert large < 2.5 * small, (small, large)
 
 

@@ -225,7 +225,8 @@ def _messages_repaired(document: Document, new_lines: list[bytes]) -> bytes:
         if record.get(TAG) != MESSAGE or not isinstance(record.get(MESSAGE), dict):
             raise RepairNotWritable("CodeWhale document: a repair may only change messages")
         messages.append(record[MESSAGE])
-    messages = _as_codewhale_repairs([(m, m not in document.messages) for m in messages])
+    stored = {orjson.dumps(message) for message in document.messages}
+    messages = _as_codewhale_repairs([(m, orjson.dumps(m) not in stored) for m in messages])
     if "context_references" in value:
         _shift_references(value["context_references"], document.messages, messages)
     value["messages"] = messages
