@@ -301,8 +301,9 @@ def _journal_repaired(
         leaf = below
         leaf_id = repaired[leaf].get("id")
     path = root_to_leaf(repaired, leaf_id)
+    touched = made | changed
     wanted = _as_codewhale_repairs(
-        [(projected(repaired[at]), repaired[at].get("id") in made | changed) for at in path]
+        [(projected(repaired[at]), repaired[at].get("id") in touched) for at in path]
     )
     active_path = root_to_leaf(base, document.leaf_id)
     current = [m for m in (projected(base[at]) for at in active_path) if m is not None]
