@@ -130,6 +130,13 @@ def duplicate_result() -> bytes:
     return saved(document(chain(messages), "e5", messages))
 
 
+def repeat_in_one_message() -> bytes:
+    repeated = result("c1")
+    repeated["content"] += result("c1", body="again")["content"]
+    messages = [HI, call("c1"), repeated, DONE]
+    return saved(document(chain(messages), "e4", messages))
+
+
 def orphan_result() -> bytes:
     messages = [HI, text("assistant", "thinking"), result("c9"), DONE]
     return saved(document(chain(messages), "e4", messages))
@@ -251,6 +258,7 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
     "SF402-codewhale-crash-mid-call": crashed_at_the_end,
     "SF402-codewhale-one-of-two-calls-answered": one_of_two_answered,
     "SF403-codewhale-duplicate-result": duplicate_result,
+    "SF403-codewhale-repeat-in-one-message": repeat_in_one_message,
     "SF403-trap-codewhale-one-result": clean,
     "SF401-codewhale-orphan-result": orphan_result,
     "SF401-trap-codewhale-answered-result": clean,
@@ -284,6 +292,10 @@ CASES: Final[dict[str, Callable[[], bytes]]] = {
 """Fixture name → the document it holds."""
 
 DESCRIPTIONS: Final[dict[str, str]] = {
+    "SF403-codewhale-repeat-in-one-message": (
+        "A CodeWhale result message answering one call twice: CodeWhale quarantines the "
+        "repeat and keeps the first result (the message stays)."
+    ),
     "SF101-codewhale-empty-document": (
         "An empty CodeWhale document: CodeWhale fails to load it (nothing to read as a "
         "damaged line, nothing to fix)."

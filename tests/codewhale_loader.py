@@ -11,6 +11,7 @@ tests hold sessionfix's repairs to this. It shares no code with `sessionfix`.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,13 @@ def _reject_constant(name: str) -> Any:
     raise LoadError(f"serde: invalid value {name}")
 
 
+def _finite(lexeme: str) -> float:
+    value = float(lexeme)
+    if math.isinf(value):
+        raise LoadError("number out of range")
+    return value
+
+
 def parse(data: bytes) -> dict[str, Any]:
     """`fs::read_to_string` then `serde_json::from_str` (strict)."""
     try:
@@ -60,11 +68,28 @@ def parse(data: bytes) -> dict[str, Any]:
     if text.startswith("\ufeff"):
         raise LoadError("expected value at line 1 column 1")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
     except json.JSONDecodeError as exc:
         raise LoadError(f"serde: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise LoadError("recursion limit exceeded") from exc
     if not isinstance(value, dict):
         raise LoadError("invalid type: expected struct SavedSession")
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise LoadError("lone leading surrogate in hex escape") from None
+        elif isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = [*item, *item.values()] if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    if deepest >= 128:
+        raise LoadError("recursion limit exceeded")  # serde_json's default limit
     return value
 
 

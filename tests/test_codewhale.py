@@ -8,6 +8,7 @@ import copy
 import fcntl
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -184,6 +185,7 @@ REPAIRED: Final = {
     "SF402-codewhale-crash-mid-call",
     "SF402-codewhale-one-of-two-calls-answered",
     "SF403-codewhale-duplicate-result",
+    "SF403-codewhale-repeat-in-one-message",
     "SF401-codewhale-orphan-result",
     "SF401-codewhale-result-after-next-turn",
     "SF103-codewhale-missing-parent",
@@ -247,6 +249,105 @@ def test_a_document_codewhale_cannot_load_is_reported_and_left_as_it_is(
     assert path.read_bytes() == make()
 
 
+def nested(brackets: int) -> bytes:
+    """A crashed call whose input nests `brackets` arrays below the tool's input, which
+    sits 8 arrays and objects deep in the journal."""
+    messages = [docs.HI, docs.call("c1", path="NESTED"), docs.DONE]
+    data = docs.saved(docs.document(docs.chain(messages), "e3", messages))
+    return data.replace(b'"NESTED"', b"[" * brackets + b"]" * brackets)
+
+
+@pytest.mark.parametrize(
+    "brackets",
+    [120, 500, 1000, 1020],
+    ids=["at-the-limit", "past-orjson-s-writing", "past-python-s", "past-orjson-s-reading"],
+)
+def test_a_document_nested_past_serde_json_s_limit_is_sf101_and_left_as_it_is(
+    tmp_path: Path, brackets: int
+) -> None:
+    """serde_json refuses arrays and objects nested 128 deep (the document the first):
+    CodeWhale loads nothing of it, so no finding of its calls is true and none is fixed."""
+    path = placed(tmp_path, nested(brackets))
+    with pytest.raises(LoadError):
+        load_session(path)
+    found = run("check", "--output-format", "json", path)
+    assert [f["code"] for f in json.loads(found.stdout)] == ["SF101"], found.output
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 1
+    assert path.read_bytes() == nested(brackets)
+
+
+@pytest.mark.parametrize(
+    ("found", "refused"),
+    [(b"fix the parser", b"fix \\ud800 parser"), (b'"path": "src/a.rs"', b'"path": 1e400')],
+    ids=["lone-surrogate", "number-past-a-double"],
+)
+def test_json_that_serde_json_refuses_is_sf101_and_left_as_it_is(
+    tmp_path: Path, found: bytes, refused: bytes
+) -> None:
+    """JSON that other parsers read (a lone surrogate escape, a number past a double)
+    but serde_json refuses: CodeWhale loads nothing of the document."""
+    data = docs.crashed_call().replace(found, refused, 1)
+    assert data != docs.crashed_call()
+    path = placed(tmp_path, data)
+    with pytest.raises(LoadError):
+        load_session(path)
+    checked = run("check", "--output-format", "json", path)
+    assert [f["code"] for f in json.loads(checked.stdout)] == ["SF101"], checked.output
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 1
+    assert path.read_bytes() == data
+
+
+def test_a_document_nested_up_to_serde_json_s_limit_loads(tmp_path: Path) -> None:
+    path = placed(tmp_path, nested(119))
+    assert load_session(path).changed
+    found = run("check", "--output-format", "json", path)
+    assert [f["code"] for f in json.loads(found.stdout)] == ["SF402"]
+
+
+def long_session(turns: int, *, journal: bool = True) -> bytes:
+    """A crashed call, then `turns` turns: a repair branches off near the root."""
+    messages = [docs.HI, docs.call("c0"), docs.DONE]
+    for turn in range(1, turns + 1):
+        messages += [docs.call(f"c{turn}"), docs.result(f"c{turn}"), docs.DONE]
+    if not journal:
+        return docs.saved(docs.document(None, None, messages))
+    return docs.saved(docs.document(docs.chain(messages), f"e{len(messages)}", messages))
+
+
+def work_in_the_format(tmp_path: Path, turns: int, journal: bool) -> int:
+    """How many functions the CodeWhale package calls (its own and built-in ones) while
+    a document of `turns` turns is checked and repaired to a copy: a count, not a time,
+    so that it does not depend on the machine."""
+    path = placed(tmp_path / f"{turns}{journal}", long_session(turns, journal=journal))
+    package = str(SRC / "sessionfix" / "formats" / "codewhale")
+    calls = 0
+
+    def count(frame: Any, event: str, arg: object) -> None:
+        nonlocal calls
+        if event in ("call", "c_call") and frame.f_code.co_filename.startswith(package):
+            calls += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(count)
+    try:
+        checked = run("check", path)
+        copied = run("repair", "--unsafe-fixes", "-o", tmp_path / f"{turns}{journal}.json", path)
+    finally:
+        sys.setprofile(previous)
+    assert (checked.exit_code, copied.exit_code) == (1, 0), copied.output
+    return calls
+
+
+@pytest.mark.parametrize("journal", [True, False], ids=["journal", "messages-only"])
+def test_checking_and_repairing_a_document_is_linear_in_its_entries(
+    tmp_path: Path, journal: bool
+) -> None:
+    """Twice the entries, about twice the work (a quadratic step, as a messages-in-step
+    check that re-read the journal per entry did, makes it four times)."""
+    small, large = (work_in_the_format(tmp_path, turns, journal) for turns in (150, 300))
+    assert large < 2.5 * small, (small, large)
+
+
 # ---- the command line ------------------------------------------------------------------
 
 
@@ -266,8 +367,54 @@ def test_discovery_check_diff_copy_restore_and_context(tmp_path: Path) -> None:
     assert context.exit_code == 0
     assert f"CodeWhale loads {len(load_session(path).repaired)} messages" in context.output
     assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    listed = run("restore", "--list", path)
+    assert listed.stdout.split("\t")[2:] == ["whole document", "ok\n"], listed.stdout
+    assert (
+        json.loads(run("restore", "--list", "--output-format", "json", path).stdout)[0]["rows"]
+        is None
+    )
     assert run("restore", path).exit_code == 0
     assert path.read_bytes() == docs.crashed_call()
+
+
+def test_a_copy_to_a_fifo_nobody_reads_does_not_wait(tmp_path: Path) -> None:
+    """`-o` onto a FIFO without a reader refuses at once, as a session file's `-o` does."""
+    path = placed(tmp_path, docs.crashed_call())
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    command = [sys.executable, "-m", "sessionfix", "repair", "--unsafe-fixes", "--force"]
+    done = subprocess.run(
+        [*command, "-o", str(fifo), str(path)], env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert b"no process reads it" in done.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_document_saved_while_it_is_repaired_is_left_as_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CodeWhale saves (a rename over it) between sessionfix's read and its write: the
+    save stays, and nothing of the repair is left beside it."""
+    from sessionfix.formats.codewhale import store
+
+    path = placed(tmp_path, docs.crashed_call())
+    repaired = store.repaired_document
+
+    def saved_meanwhile(*args: Any) -> bytes:
+        data = repaired(*args)
+        newer = path.with_name("newer")
+        newer.write_bytes(docs.clean())
+        newer.replace(path)
+        return data
+
+    monkeypatch.setattr(store, "repaired_document", saved_meanwhile)
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code != 0
+    assert "changed since it was read" in result.output
+    assert path.read_bytes() == docs.clean()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["s.json"]
 
 
 def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> None:
@@ -287,6 +434,54 @@ def test_a_session_whose_runtime_lock_is_held_is_not_written(tmp_path: Path) -> 
     assert "Runtime lock" in result.output
     assert restored.exit_code != 0
     assert path.read_bytes() == docs.crashed_call() != repaired
+
+
+def test_a_checkpoint_of_a_session_whose_runtime_lock_is_held_is_not_written(
+    tmp_path: Path,
+) -> None:
+    """The lock is the session's, in the sessions folder, not beside the checkpoint."""
+    path = placed(tmp_path, docs.clean())
+    checkpoint = path.parent / "checkpoints" / path.name
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(docs.crashed_call())
+    os.utime(checkpoint, (time.time() - 7200,) * 2)
+    lock = path.parent / "s" / "runtime" / "runtime-process.owner.lock"
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    with open(lock, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = run("repair", "--in-place", "--unsafe-fixes", checkpoint)
+    assert result.exit_code != 0
+    assert "Runtime lock" in result.output
+    assert checkpoint.read_bytes() == docs.crashed_call()
+
+
+def test_a_document_with_another_hard_link_is_not_split(tmp_path: Path) -> None:
+    """The rename would leave the other name the old bytes: refused, as a session
+    file's writer refuses it; the document's own backup links are no other name."""
+    path = placed(tmp_path, docs.crashed_call())
+    other = tmp_path / "elsewhere.json"
+    os.link(path, other)
+    result = run("repair", "--in-place", "--unsafe-fixes", path)
+    assert result.exit_code != 0
+    assert "hard link" in result.output
+    assert path.read_bytes() == other.read_bytes() == docs.crashed_call()
+    other.unlink()
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert run("restore", path).exit_code == 0
+    assert path.read_bytes() == docs.crashed_call()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file another owner")
+def test_a_repair_as_root_keeps_the_document_s_owner(tmp_path: Path) -> None:
+    """CodeWhale runs as the user: a repaired document owned by root, mode 0600, is one
+    it cannot read."""
+    path = placed(tmp_path, docs.crashed_call())
+    os.chown(path, 4321, 4321)
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4321)
+    assert path.stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize(
@@ -334,6 +529,23 @@ def test_a_legacy_copy_and_an_expired_checkpoint_are_reported_and_left_alone(
     assert codes == [("checkpoints", "SF113"), ("sessions", "SF113"), ("sessions", "SF402")]
     assert run("repair", "--in-place", "--unsafe-fixes", legacy).exit_code == 0
     assert legacy.read_bytes() == docs.crashed_call()
+
+
+def test_a_legacy_copy_beside_a_fifo_of_its_name_does_not_block_a_scan(tmp_path: Path) -> None:
+    """Whether CodeWhale reads a legacy copy depends on the `~/.codewhale` file of its
+    name, which a scan must not wait on when it is a FIFO."""
+    legacy = tmp_path / ".deepseek" / "sessions" / "s.json"
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(docs.crashed_call())
+    os.utime(legacy, (time.time() - 3600,) * 2)
+    fifo = tmp_path / ".codewhale" / "sessions" / "s.json"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(SRC), HOME=str(tmp_path))
+    command = [sys.executable, "-m", "sessionfix", "scan", "--no-progress"]
+    done = subprocess.run(command, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert b"SF402" in done.stdout + done.stderr
 
 
 def test_context_of_a_document_codewhale_cannot_load_says_so(tmp_path: Path) -> None:
@@ -391,7 +603,8 @@ def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
 ) -> None:
     """Whatever the conversation, a repair appends and never edits an entry, keeps
     `updated_at`, and CodeWhale loads what it writes; where no finding of a tool-call
-    pair is left, CodeWhale's resume repair has nothing to do."""
+    pair is left, CodeWhale's resume repair has nothing to do, and the session loads
+    the messages that repair gave it (without its receipt)."""
     messages = [
         _message(kind, ids, n)
         for n, (kind, ids) in enumerate(turns)
@@ -399,6 +612,7 @@ def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
     ]
     data = docs.saved(docs.document(docs.chain(messages), f"e{len(messages)}", messages))
     path = placed(tmp_path_factory.mktemp("doc"), data)
+    before_repair = load_session(path)
     result = run("repair", "--in-place", "--unsafe-fixes", "--output-format", "json", path)
     assert result.exit_code in (0, 1), result.output
     value = json.loads(path.read_bytes())
@@ -411,6 +625,47 @@ def test_a_repair_keeps_every_entry_and_leaves_a_document_codewhale_loads(
     codes = {finding["code"] for finding in json.loads(left.stdout or "[]")}
     if not codes & {"SF401", "SF402", "SF403", "SF404"}:
         assert not after.changed, after.repaired
+        if before_repair.changed:
+            assert after.messages == before_repair.repaired[:-1]
+
+
+def _two_calls() -> dict[str, Any]:
+    message = docs.call("c1")
+    message["content"].append(
+        {"type": "tool_use", "id": "c2", "name": "bash", "input": {"cmd": "ls"}}
+    )
+    return message
+
+
+def _answered_twice() -> dict[str, Any]:
+    """The first call's result, then another for it in the same message."""
+    message = docs.result("c1")
+    message["content"] += docs.result("c1", body="again")["content"]
+    return message
+
+
+@pytest.mark.parametrize(
+    ("messages", "count"),
+    [
+        ([docs.HI, _two_calls(), docs.DONE], 4),
+        ([docs.HI, docs.result("c1", "c2"), docs.DONE], 2),
+        ([docs.HI, _two_calls(), _answered_twice(), docs.DONE], 5),
+    ],
+    ids=["two-crashed-calls", "a-message-of-two-orphans", "a-repeat-in-the-same-message"],
+)
+def test_a_repair_leaves_the_messages_codewhale_s_own_repair_leaves(
+    tmp_path: Path, messages: list[dict[str, Any]], count: int
+) -> None:
+    """CodeWhale's repair gives every crashed call of a call message its result in one
+    new user message right after it, and drops a message it leaves without blocks; so
+    does sessionfix, with a journal or without."""
+    for entries, leaf in ((docs.chain(messages), f"e{len(messages)}"), (None, None)):
+        path = placed(tmp_path, docs.saved(docs.document(entries, leaf, messages)))
+        wanted = load_session(path).repaired[:-1]
+        assert len(wanted) == count
+        assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+        assert not load_session(path).changed
+        assert load_session(path).messages == wanted
 
 
 def test_a_document_without_a_journal_has_its_messages_repaired(tmp_path: Path) -> None:
@@ -454,6 +709,25 @@ def test_a_session_with_a_younger_checkpoint_is_not_written(tmp_path: Path) -> N
     assert result.exit_code != 0
     assert "checkpoint" in result.output
     assert path.read_bytes() == docs.crashed_call()
+
+
+def test_a_repaired_checkpoint_keeps_its_age(tmp_path: Path) -> None:
+    """A checkpoint's modification time is its age to CodeWhale (deleted after 24 hours,
+    promoted over an older session file) and to sessionfix (younger than the document:
+    a turn in flight): a repair of it that made it new would make it a newer copy of the
+    session and refuse every later repair of the document."""
+    path = placed(tmp_path, docs.crashed_call())
+    checkpoint = path.parent / "checkpoints" / path.name
+    checkpoint.parent.mkdir()
+    checkpoint.write_bytes(docs.crashed_call())
+    os.utime(checkpoint, (time.time() - 7200,) * 2)
+    age = checkpoint.stat().st_mtime_ns
+    assert run("repair", "--in-place", "--unsafe-fixes", checkpoint).exit_code == 0
+    assert not load_session(checkpoint).changed
+    assert checkpoint.stat().st_mtime_ns == age
+    assert run("repair", "--in-place", "--unsafe-fixes", path).exit_code == 0
+    assert run("restore", checkpoint).exit_code == 0
+    assert (checkpoint.read_bytes(), checkpoint.stat().st_mtime_ns) == (docs.crashed_call(), age)
 
 
 def test_a_document_written_within_the_quiescence_window_waits(tmp_path: Path) -> None:

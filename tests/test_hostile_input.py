@@ -891,6 +891,21 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path, capsysbinary: Captur
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
+def test_a_fifo_where_documents_are_kept_does_not_block_a_scan(
+    tmp_path: Path, capsysbinary: Capture
+) -> None:
+    """A FIFO named as a CodeWhale session document, in a folder CodeWhale keeps them
+    in: telling a document from another JSON file reads its first bytes, which must
+    not open a FIFO (or the time limit fails the test)."""
+    folder = tmp_path / ".codewhale" / "sessions"
+    folder.mkdir(parents=True)
+    fifo = folder / "s.json"
+    os.mkfifo(fifo)
+    run = run_cli(["scan", "--no-progress", folder], capsysbinary, seconds=LIMIT)
+    assert run.code in (0, 2)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
 def test_a_missing_path_is_refused(tmp_path: Path, capsysbinary: Capture) -> None:
     """A path that does not exist: one error line, exit 2, nothing created."""
     folder = tmp_path / "run"

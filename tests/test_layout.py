@@ -31,7 +31,7 @@ STAGES: Final[tuple[tuple[str, ...], ...]] = (
         "units",
         "version",
     ),
-    ("scratch",),
+    ("replacing", "scratch"),
     ("read", "stores"),
     ("model",),
     ("formats",),
@@ -56,7 +56,8 @@ any stage below its own; never from a stage at its level or above. The top-level
 are stages of their own, placed by what they need: the shared vocabulary (errors, held
 signals, JSON, record classes, units, inline media measured from their base64, the registry
 of format packages) at the bottom,
-private temporary folders just above it; findings and discovery above the formats they
+private temporary folders and the steps of a safe rewrite of a file (which need only the
+errors) just above it; findings and discovery above the formats they
 name, the containers that hold sessions and locate their findings above them; the safety
 layer below the scan and below the rules, which ask it whether a writer holds a file; the
 reductions a slim plans below the repair that applies them; what

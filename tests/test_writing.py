@@ -13,6 +13,7 @@ import pytest
 import xxhash
 
 from sessionfix.discovery import discover
+from sessionfix.replacing import temp_path
 from sessionfix.safety.writing import (
     BackupName,
     BackupRecord,
@@ -24,7 +25,6 @@ from sessionfix.safety.writing import (
     remove_dead_temps,
     replace_file,
     snapshot,
-    temp_path,
 )
 
 ORIGINAL = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/p"}\n'

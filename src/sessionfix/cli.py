@@ -406,7 +406,8 @@ def _open_report(path: Path, files: Sequence[Path]) -> BinaryIO:
     """Open --output-file before any work, so that a path it cannot take fails first: never
     one of the files the command reads or writes (the report would replace it), never a
     FIFO that no process reads (the write would wait for ever)."""
-    from sessionfix.safety.writing import cannot_write, open_for_writing, same_file
+    from sessionfix.replacing import cannot_write, open_for_writing
+    from sessionfix.safety.writing import same_file
 
     for other in files:
         if same_file(path, other) or os.path.realpath(path) == os.path.realpath(other):

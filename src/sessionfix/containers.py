@@ -226,7 +226,8 @@ def _replaced(path: Path, before: os.stat_result) -> bool:
 
 def _compress_over(text: Path, packed: Path) -> None:
     """Replace the compressed file `packed` by `text` compressed (same mode and owner)."""
-    from sessionfix.safety.writing import WriteFailed, chown_best_effort
+    from sessionfix.replacing import chown_best_effort
+    from sessionfix.safety.writing import WriteFailed
 
     st = os.stat(packed)
     again = packed.with_name(packed.name + ".next")

@@ -82,7 +82,8 @@ class StoreBackup(Struct, frozen=True):
     session_id: str
     taken: str
     """ISO 8601, UTC."""
-    rows: int
+    rows: int | None
+    """The session's rows it holds; None for a backup of a whole document."""
     status: str
 
 
@@ -230,12 +231,8 @@ def declared_store(path: Path) -> tuple[StorePackage, StoreDeclaration] | None:
     (only a regular file can be: a FIFO or a device is never opened here): a database a
     package recognises, or a JSON document where a package keeps its documents (which
     its package recognises however damaged: a document is read whole or not at all)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        with open(path, "rb") as handle:
-            head = handle.read(HEAD_BYTES)
-    except OSError:
+    head = _head(path)
+    if head is None:
         return None
     if not head.startswith(SQLITE_MAGIC):  # every database store is a database
         found = None
@@ -279,12 +276,25 @@ def is_store_path(path: Path) -> bool:
 
 
 def _head_is_store(package: StorePackage, path: Path) -> bool:
+    head = _head(path)
+    return head is not None and package.is_store(path, head)
+
+
+def _head(path: Path) -> bytes | None:
+    """The first bytes of the regular file at `path` (None for anything else: a FIFO or
+    a device is opened without waiting and never read)."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(HEAD_BYTES)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
-        return False
-    return package.is_store(path, head)
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, HEAD_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def select_sessions(

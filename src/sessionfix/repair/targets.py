@@ -35,6 +35,7 @@ from sessionfix.repair.planned import (
     write_new,
 )
 from sessionfix.repair.verification import verified_in_temp
+from sessionfix.replacing import cannot_write, open_for_writing, temp_path
 from sessionfix.safety.backups import OwnWrite
 from sessionfix.safety.locks import rewrite_access
 from sessionfix.safety.writing import (
@@ -42,15 +43,12 @@ from sessionfix.safety.writing import (
     Snapshot,
     WriteFailed,
     WriteRefused,
-    cannot_write,
     file_digest,
-    open_for_writing,
     read_backup_name,
     record_result,
     remove_dead_temps,
     same_file,
     snapshot,
-    temp_path,
 )
 from sessionfix.scan.scanner import ProgressCallback
 from sessionfix.settings import Settings

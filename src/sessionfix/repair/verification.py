@@ -45,9 +45,10 @@ from sessionfix.repair.planned import (
     write_new,
 )
 from sessionfix.repair.rowmap import RepairTrace
+from sessionfix.replacing import chown_best_effort
 from sessionfix.rules import RULES
 from sessionfix.rules.base import Invariant
-from sessionfix.safety.writing import chown_best_effort, file_digest
+from sessionfix.safety.writing import file_digest
 from sessionfix.scan.scanner import ScannedFile, detect_format, gc_paused, read_session
 from sessionfix.scan.splice import read_spliced
 from sessionfix.units import human_bytes

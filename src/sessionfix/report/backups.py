@@ -33,7 +33,7 @@ def backup_listing(listing: BackupListing, *, as_json: bool) -> bytes:
             ]
             return orjson.dumps(stored, option=orjson.OPT_INDENT_2) + b"\n"
         lines = (
-            "\t".join((escape(_text(b.path)), b.taken, f"{b.rows} rows", b.status))
+            "\t".join((escape(_text(b.path)), b.taken, _held(b.rows), b.status))
             for b in listing.stored
         )
         return b"".join(line.encode() + b"\n" for line in lines)
@@ -60,6 +60,12 @@ def backup_listing(listing: BackupListing, *, as_json: bool) -> bytes:
         for b in listing.files
     )
     return b"".join(line.encode() + b"\n" for line in lines)
+
+
+def _held(rows: int | None) -> str:
+    if rows is None:
+        return "whole document"
+    return "1 row" if rows == 1 else f"{rows} rows"
 
 
 def listing_note(listing: BackupListing) -> str | None:

@@ -27,6 +27,7 @@ from msgspec import Struct
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.formats import Format
+from sessionfix.replacing import sync_directory, write_temp
 from sessionfix.safety.locks import rewrite_access, sidecar_lock
 from sessionfix.safety.writing import (
     BackupRecord,
@@ -38,8 +39,6 @@ from sessionfix.safety.writing import (
     remove_dead_temps,
     replace_file,
     snapshot,
-    sync_directory,
-    write_temp,
 )
 from sessionfix.settings import DEFAULT_QUIESCENCE
 

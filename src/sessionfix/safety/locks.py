@@ -23,7 +23,8 @@ from msgspec import Struct
 
 from sessionfix.errors import SessionfixError, described
 from sessionfix.formats import Format, writer_locks
-from sessionfix.safety.writing import TEMP_MARK, process_alive, refuse_writers
+from sessionfix.replacing import TEMP_MARK
+from sessionfix.safety.writing import process_alive, refuse_writers
 from sessionfix.units import iso_seconds
 
 try:

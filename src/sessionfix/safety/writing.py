@@ -11,7 +11,6 @@ the new bytes.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
@@ -26,10 +25,14 @@ from msgspec import Struct
 
 from sessionfix.errors import SessionfixError, described
 from sessionfix.interrupts import signals_deferred
+from sessionfix.replacing import (
+    BACKUP_MARK,
+    TEMP_MARK,
+    other_hard_links,
+    sync_directory,
+    write_temp,
+)
 from sessionfix.safety.writers import find_writer
-
-TEMP_MARK = ".sessionfix-tmp-"
-BACKUP_MARK = ".sessionfix-bak-"
 
 
 class WriteRefused(SessionfixError):
@@ -94,8 +97,8 @@ def snapshot(
         raise WriteRefused(f"{path}: {described(exc)}") from None
     if not stat.S_ISREG(st.st_mode):
         raise WriteRefused(f"{path}: not a regular file")
-    if st.st_nlink > 1 and not allow_hard_links:
-        others = st.st_nlink - 1 - _backup_links(resolved, st)
+    if not allow_hard_links:
+        others = other_hard_links(resolved, st)
         if others > 0:
             raise WriteRefused(
                 f"{path}: has {others} other hard link(s); a rewrite would split them"
@@ -109,22 +112,6 @@ def snapshot(
         st.st_size,
         st.st_mtime_ns,
     )
-
-
-def _backup_links(target: Path, st: os.stat_result) -> int:
-    """How many of the file's names are its own sessionfix backups or temp files (a run
-    that died after step 9 leaves a backup that keeps the original, and splitting from
-    it is the point; a restore that died leaves its temp file linked)."""
-    prefixes = (target.name + BACKUP_MARK, f".{target.name}{TEMP_MARK}")
-    count = 0
-    with suppress(OSError), os.scandir(target.parent) as entries:
-        for entry in entries:
-            if entry.name.startswith(prefixes):
-                with suppress(OSError):
-                    other = entry.stat(follow_symlinks=False)
-                    if (other.st_ino, other.st_dev) == (st.st_ino, st.st_dev):
-                        count += 1
-    return count
 
 
 def replace_file(
@@ -269,27 +256,6 @@ def refuse_writers(path: Path, shown: Path | None = None) -> None:
         )
 
 
-def write_temp(target: Path, chunks: Iterable[bytes], mode: int, uid: int, gid: int) -> Path:
-    """Steps 4-7: write `chunks` to a new temp file beside `target`, synced, with `mode`
-    and (best effort) the owner. On failure the temp file is gone, unless its name was
-    taken by a file this call did not create, which it leaves alone."""
-    temp = temp_path(target)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 20) as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-    except BaseException:
-        with suppress(OSError):
-            temp.unlink()
-        raise
-    chown_best_effort(temp, uid, gid)
-    return temp
-
-
 @overload
 def file_digest(handle: BinaryIO) -> str: ...
 
@@ -320,11 +286,6 @@ def file_digest(handle: BinaryIO, size: int | None = None) -> str | None:
 
 
 _DIGEST_BLOCK: Final = 1 << 20
-
-
-def temp_path(target: Path) -> Path:
-    """Step 4: the temp file beside `target`, a dot file that never ends in `.jsonl`."""
-    return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
 
 
 def _check_unchanged(original: Snapshot) -> None:
@@ -376,25 +337,6 @@ def same_file(first: Path, second: Path) -> bool:
         return os.path.samefile(first, second)
     except OSError:
         return False
-
-
-def open_for_writing(path: Path, flags: int = 0) -> BinaryIO:
-    """Open `path` for writing (with extra `flags`, e.g. to create it) without waiting for
-    a reader that a FIFO may never get: that raises OSError with ENXIO, which
-    `cannot_write` words as such."""
-    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | flags, 0o666)
-    handle = open(fd, "wb")  # noqa: SIM115  (returned; its only owner, never closed twice)
-    try:
-        os.set_blocking(fd, True)
-    except BaseException:
-        handle.close()
-        raise
-    return handle
-
-
-def cannot_write(error: OSError) -> str:
-    """Why a file could not be opened for writing, in a few words."""
-    return "no process reads it" if error.errno == errno.ENXIO else described(error)
 
 
 def process_alive(pid: int) -> bool:
@@ -511,30 +453,6 @@ def record_result(target: Path, backup: Path, result: str) -> Path:
     with suppress(OSError):
         backup.unlink()
     return renamed
-
-
-def chown_best_effort(path: Path, uid: int, gid: int) -> None:
-    """Step 7: keep the owner where allowed, else at least the group; never fail on it."""
-    for owner in ((uid, gid), (-1, gid)):
-        try:
-            os.chown(path, *owner)
-        except OSError:
-            continue
-        return
-
-
-def sync_directory(directory: Path) -> None:
-    """Step 11: make the rename durable (not possible on every platform)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def set_aside(path: Path, when: datetime | None = None) -> Path | None:

@@ -12,6 +12,8 @@ from typing import Any, Final
 import orjson
 from msgspec import Struct
 
+from sessionfix import jsonutil
+
 SUPPORTED_SCHEMA: Final = 1
 ENTRY_KINDS: Final = frozenset(
     {"message", "user", "assistant", "compaction", "branch_summary", "system"}
@@ -33,16 +35,26 @@ CALLER_ROLES: Final = frozenset({"assistant", "assistant_interrupted"})
 MUTATION_TOOLS: Final = frozenset({"write", "edit", "write_file", "edit_file", "apply_patch"})
 """Tools whose confirmations CodeWhale never collapses on the wire (PR #1741)."""
 BOM: Final = b"\xef\xbb\xbf"
+DEPTH_LIMIT: Final = 128
+"""serde_json's recursion limit: a document whose arrays and objects nest this deep
+(the document itself is the first) fails to load."""
 
 
 class Unreadable(Struct, frozen=True):
-    """A document CodeWhale cannot parse at all: why, in words."""
+    """A document CodeWhale cannot parse at all: why, in words; `problem`, when its bytes
+    are no damaged line to show (none, or JSON that only nests too deep), is what
+    CodeWhale refuses of it."""
 
     reason: str
+    problem: str | None = None
 
 
-EMPTY: Final = Unreadable("is empty")
+EMPTY: Final = Unreadable("is empty", "the document is empty")
 """A document of no bytes, or only whitespace."""
+TOO_DEEP: Final = Unreadable(
+    "nests too deep",
+    f"arrays and objects nest {DEPTH_LIMIT} deep or more, past serde_json's limit",
+)
 
 
 class Document:
@@ -83,10 +95,37 @@ def parse(data: bytes) -> Document | Unreadable:
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        return Unreadable(f"does not parse ({exc.msg} at byte {exc.pos})")
+        if "depth" in exc.msg:  # past orjson's 1,024 levels
+            return TOO_DEEP
+        reason = f"does not parse ({exc.msg} at byte {exc.pos})"
+        try:
+            jsonutil.loads(data)
+        except ValueError:
+            return Unreadable(reason)  # its bytes, on a line, are a damaged line
+        # JSON that serde_json refuses (a lone surrogate, a number past a double) reads
+        # as a whole line to the line rules: the refusal is the finding.
+        return Unreadable(reason, f"the document {reason}")
     if not isinstance(value, dict):
         return Unreadable("is no JSON object")
+    if _nesting(value) >= DEPTH_LIMIT:
+        return TOO_DEEP
     return Document(value)
+
+
+def _nesting(value: dict[str, Any]) -> int:
+    """How deep the arrays and objects of a parsed document nest (counted up to
+    `DEPTH_LIMIT`), a level at a time."""
+    depth = 0
+    level: list[Any] = [value]
+    while level and depth < DEPTH_LIMIT:
+        depth += 1
+        below: list[Any] = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        level = below
+    return depth
 
 
 def _is_time(value: object) -> bool:

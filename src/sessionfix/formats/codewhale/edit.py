@@ -90,37 +90,31 @@ class CodeWhaleEditor:
         return without_message_blocks(blocks)
 
     def holds_other_content(self, record: Any, call_id: str) -> bool:
+        """Whether the message holds more than the one result a fix drops (another result
+        for the same call too: the first of a repeat in one message stays). A message a
+        repair leaves without blocks goes when the document is written, as in CodeWhale's
+        own repair."""
         content = _message(record).get("content") if isinstance(record, dict) else None
-        if not isinstance(content, list):
-            return False
-        answers = [
-            block
-            for block in content
-            if isinstance(block, dict)
-            and block.get("type") == "tool_result"
-            and block.get("tool_use_id") == call_id
-        ]
-        return len(content) > 1 and len(answers) < len(content)
+        return isinstance(content, list) and len(content) > 1
 
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Transform:
-        """Remove the first `tool_result` block answering each of these calls."""
+        """Remove the last `tool_result` block answering each of these calls (a repeat
+        goes, the first result stays)."""
 
         def transform(record: Any) -> Any:
             message = _message(record)
-            kept = []
-            removed: set[str] = set()
-            for block in message.get("content", []):
-                named = block.get("tool_use_id") if isinstance(block, dict) else None
-                if (
-                    isinstance(block, dict)
+            content = list(message.get("content", []))
+            for call_id in call_ids:
+                answers = [
+                    at
+                    for at, block in enumerate(content)
+                    if isinstance(block, dict)
                     and block.get("type") == "tool_result"
-                    and named in call_ids
-                    and named not in removed
-                ):
-                    removed.add(named)
-                    continue
-                kept.append(block)
-            message["content"] = kept
+                    and block.get("tool_use_id") == call_id
+                ]
+                if answers:
+                    del content[answers[-1]]
+            message["content"] = content
             return record
 
         return transform

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import stat
 import time
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -24,10 +25,9 @@ from sessionfix.formats.codewhale.document import Document, parse
 from sessionfix.formats.codewhale.names import CHECKPOINTS, RUNTIME_LOCK
 from sessionfix.formats.sqlite_writes import kill_point, sync_to_disk
 from sessionfix.interrupts import signals_deferred
+from sessionfix.replacing import BACKUP_MARK, other_hard_links, sync_directory, write_temp
 from sessionfix.stores import StoreBackup, StoreRefused, chosen_backup
 
-BACKUP_MARK: Final = ".sessionfix-bak-"
-TEMP_MARK: Final = ".sessionfix-tmp-"
 _STAMP: Final = "%Y%m%dT%H%M%SZ"
 _BACKUP: Final = re.compile(r"(\d{8}T\d{6}Z)-(\d{1,6})-([0-9a-f]{16})")
 
@@ -46,18 +46,30 @@ def digest(data: bytes) -> str:
 
 
 def read(path: Path) -> bytes:
+    """The bytes of the regular file at `path` (a FIFO is opened without waiting and
+    refused)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({described(exc)})") from None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(f"{path}: not a regular file")
+            return handle.read()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({described(exc)})") from None
 
 
 def live_reason(document: Path, session_id: str) -> str | None:
     """Why the session may be open in a running CodeWhale: its Runtime owner lock is
     held (0.9.12+; tried without waiting, released at once, never made), or a checkpoint
-    younger than the document shows a turn in flight."""
-    lock = document.parent / session_id / Path(*RUNTIME_LOCK)
+    younger than the document shows a turn in flight. A checkpoint's session is the
+    one its name gives in the sessions folder above it."""
+    sessions = document.parent
+    if sessions.name == CHECKPOINTS:
+        sessions = sessions.parent
+    lock = sessions / session_id / Path(*RUNTIME_LOCK)
     try:
         fd = os.open(lock, os.O_RDONLY)
     except OSError:
@@ -119,23 +131,29 @@ def write_document(
     path: Path, data: bytes, *, expected: str, backup: bool, check: bool = True
 ) -> Path | None:
     """Replace the document at `path`, which must still hold bytes of digest `expected`,
-    by `data` (with `check`, only when it is a document CodeWhale loads); returns the
-    backup kept of the old one."""
+    by `data` (with `check`, only when it is a document CodeWhale loads), keeping its
+    owner, and a checkpoint's age (its modification time, which CodeWhale reads as
+    such); returns the backup kept of the old one. A document with other hard links is
+    refused: the rename would leave them the old bytes."""
     target = Path(os.path.realpath(path))
     if check:
         written = parse(data)
         if not isinstance(written, Document) or written.problems:
             raise SessionfixError(f"{path}: the repaired document would not load; left as it is")
-    temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+        st = os.stat(target)
     except OSError as exc:
-        with suppress(OSError):
-            temp.unlink()
+        raise DocumentChanged(f"{path}: {described(exc)}; left untouched") from None
+    others = other_hard_links(target, st)
+    if others > 0:
+        raise SessionfixError(
+            f"{path}: has {others} other hard link(s); a rewrite would split them; left untouched"
+        )
+    try:
+        temp = write_temp(target, (data,), 0o600, st.st_uid, st.st_gid)
+        if target.parent.name == CHECKPOINTS:
+            os.utime(temp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    except OSError as exc:
         raise SessionfixError(
             f"{path}: cannot write the new document beside it ({described(exc)}); left untouched"
         ) from None
@@ -152,7 +170,7 @@ def write_document(
         with suppress(OSError):
             temp.unlink()
         raise
-    sync_to_disk(target)
+    sync_directory(target.parent)
     kill_point("codewhale-replaced")
     return kept
 
@@ -177,7 +195,9 @@ def list_backups(path: Path, session_id: str) -> list[StoreBackup]:
         except InputError:
             status = "damaged"
         taken = datetime.strptime(match[1], _STAMP).replace(tzinfo=UTC).isoformat()
-        found.append((match[1], int(match[2]), StoreBackup(backup, session_id, taken, 1, status)))
+        found.append(
+            (match[1], int(match[2]), StoreBackup(backup, session_id, taken, None, status))
+        )
     found.sort(key=lambda entry: entry[:2], reverse=True)
     return [entry[2] for entry in found]
 

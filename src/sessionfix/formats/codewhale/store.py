@@ -6,6 +6,7 @@ may have the session open."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from sessionfix.formats.codewhale.files import (
 from sessionfix.formats.codewhale.names import CHECKPOINTS, HOME, LEGACY_HOME, SESSIONS
 from sessionfix.formats.codewhale.transcript import lines
 from sessionfix.formats.codewhale.write import repaired_document
+from sessionfix.replacing import cannot_write, open_for_writing
 from sessionfix.stores import Origins, StoreBackup, StoredSession, Transcript
 
 KIND: Final = "CodeWhale session document"
@@ -53,8 +55,8 @@ def unread_reason(path: Path, data: bytes, now: float) -> str | None:
         return None
     if folder.name == SESSIONS and folder.parent.name == LEGACY_HOME:
         try:
-            held = (folder.parent.parent / HOME / SESSIONS / path.name).read_bytes()
-        except OSError:
+            held = read(folder.parent.parent / HOME / SESSIONS / path.name)
+        except InputError:
             return None
         if held != data:
             return (
@@ -147,17 +149,18 @@ class CodeWhaleDocument:
         data = read(self.path)
         if repaired is not None and origins is not None:
             data = self._repaired(transcript, repaired, origins)
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
+        flags = os.O_CREAT | (os.O_TRUNC if replace else os.O_EXCL)
         try:
-            fd = os.open(output, flags, 0o600)
+            out = open_for_writing(output, flags, 0o600)
         except FileExistsError:
             raise SessionfixError(f"{output}: exists (--force to replace it)") from None
         except OSError as exc:
-            raise SessionfixError(f"{output}: cannot write ({described(exc)})") from None
-        with os.fdopen(fd, "wb") as out:
+            raise SessionfixError(f"{output}: cannot write ({cannot_write(exc)})") from None
+        with out:
             out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            if stat.S_ISREG(os.fstat(out.fileno()).st_mode):
+                os.fsync(out.fileno())
 
     def rewrite_notes(self, transcript: Transcript) -> list[str]:
         return []

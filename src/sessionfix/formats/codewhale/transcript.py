@@ -20,7 +20,6 @@ from typing import Any, Final
 import orjson
 
 from sessionfix.formats.codewhale.document import (
-    EMPTY,
     Document,
     Unreadable,
     parse,
@@ -61,8 +60,8 @@ def document_line(session_id: str, document: Document | Unreadable) -> bytes:
     head: dict[str, Any] = {TAG: DOCUMENT, "id": session_id}
     if isinstance(document, Unreadable):
         head["unreadable"] = document.reason
-        if document is EMPTY:  # no bytes to read as a damaged line
-            head["problems"] = ["the document is empty"]
+        if document.problem is not None:  # no bytes to read as a damaged line
+            head["problems"] = [document.problem]
         return _line(head)
     value = document.value
     metadata = value.get("metadata")
@@ -91,7 +90,7 @@ def lines(session_id: str, data: bytes, unread: str | None = None) -> Iterator[b
     document = parse(data)
     yield document_line(session_id, document)
     if isinstance(document, Unreadable):
-        if document is not EMPTY:
+        if document.problem is None:
             yield raw_line(data)
             yield _line({TAG: END})
         return

@@ -26,6 +26,7 @@ from sessionfix.formats.codewhale.document import (
     root_to_leaf,
     serialised,
 )
+from sessionfix.formats.codewhale.pairs import crashed_result
 from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE, TAG, without_tag
 from sessionfix.formats.common import uuid_of
 from sessionfix.stores import Origins
@@ -144,6 +145,39 @@ def _shift_references(references: Any, before: Sequence[Any], after: Sequence[An
     return references
 
 
+def _only_crashed_results(message: Any) -> bool:
+    """Whether a message holds nothing but CodeWhale's crashed results."""
+    content = message.get("content") if isinstance(message, dict) else None
+    return (
+        message.get("role") == "user"
+        and isinstance(content, list)
+        and bool(content)
+        and all(
+            isinstance(block, dict) and block == crashed_result(str(block.get("tool_use_id")))
+            for block in content
+        )
+    )
+
+
+def _as_codewhale_repairs(messages: Sequence[tuple[Any, bool]]) -> list[Any]:
+    """The messages (each with whether the repair made or changed it) as CodeWhale's own
+    repair leaves them: a message the repair left with no blocks goes, and the crashed
+    results it put one by one after a call message are one user message."""
+    gathered: list[Any] = []
+    after_crashed = False
+    for message, touched in messages:
+        if message is None or (touched and message.get("content") == []):
+            continue
+        crashed = touched and _only_crashed_results(message)
+        if crashed and after_crashed:
+            last = gathered[-1]
+            gathered[-1] = {**last, "content": [*last["content"], *message["content"]]}
+        else:
+            gathered.append(message)
+        after_crashed = crashed
+    return gathered
+
+
 def repaired_document(
     original: bytes, transcript: Path, repaired: Path, origins: Origins, session_id: str
 ) -> bytes:
@@ -191,6 +225,8 @@ def _messages_repaired(document: Document, new_lines: list[bytes]) -> bytes:
         if record.get(TAG) != MESSAGE or not isinstance(record.get(MESSAGE), dict):
             raise RepairNotWritable("CodeWhale document: a repair may only change messages")
         messages.append(record[MESSAGE])
+    stored = {orjson.dumps(message) for message in document.messages}
+    messages = _as_codewhale_repairs([(m, orjson.dumps(m) not in stored) for m in messages])
     if "context_references" in value:
         _shift_references(value["context_references"], document.messages, messages)
     value["messages"] = messages
@@ -217,6 +253,7 @@ def _journal_repaired(
     relinked = False
     repaired: list[dict[str, Any]] = []
     made: set[str] = set()
+    changed: set[str] = set()
     for number, line in enumerate(new_lines[1:], start=2):
         record = _decoded(line)
         if record.get(TAG) != ENTRY:
@@ -231,6 +268,7 @@ def _journal_repaired(
         seen.add(at)
         if unchanged:
             continue
+        changed.add(str(entry.get("id")))
         before = {k: v for k, v in stored[at].items() if k != "parent_id"}
         after = {k: v for k, v in entry.items() if k != "parent_id"}
         if before == after and at in broken:
@@ -263,7 +301,10 @@ def _journal_repaired(
         leaf = below
         leaf_id = repaired[leaf].get("id")
     path = root_to_leaf(repaired, leaf_id)
-    wanted = [m for m in (projected(repaired[at]) for at in path) if m is not None]
+    touched = made | changed
+    wanted = _as_codewhale_repairs(
+        [(projected(repaired[at]), repaired[at].get("id") in touched) for at in path]
+    )
     active_path = root_to_leaf(base, document.leaf_id)
     current = [m for m in (projected(base[at]) for at in active_path) if m is not None]
     if relinked and current != document.messages:
