@@ -205,6 +205,7 @@ def test_an_interrupt_another_thread_takes_waits_for_the_held_block() -> None:
     os.set_blocking(wake, False)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     previous_wake = signal.set_wakeup_fd(wake)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
     steps: list[str] = []
 
     def held_block() -> None:
@@ -227,3 +228,4 @@ def test_an_interrupt_another_thread_takes_waits_for_the_held_block() -> None:
         os.close(wake)
     assert steps[-1] == "end"
     assert signal.getsignal(signal.SIGINT) is previous
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask, "the signals stay held"

@@ -28,28 +28,51 @@ def signals_deferred() -> Iterator[None]:
         yield
         return
     # Python runs handlers in the main thread only; elsewhere the mask is all there is to hold.
-    recorded = _record_handled() if threading.current_thread() is threading.main_thread() else {}
+    handlers = _python_handled() if threading.current_thread() is threading.main_thread() else {}
     arrived: list[int] = []
-    for signum in recorded:
-        signal.signal(signum, lambda number, _frame: arrived.append(number))
+    holding = [True]
+
+    def hold(number: int, frame: FrameType | None) -> None:
+        if holding[0]:
+            arrived.append(number)
+        else:  # the block is over: a late arrival goes where it would have gone
+            _deliver(number, handlers[number], frame)
+
+    for number in handlers:
+        signal.signal(number, hold)
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
     try:
         yield
     finally:
-        for signum, handler in recorded.items():
-            signal.signal(signum, handler)
+        # The mask first, in one call: no handler may raise between the block's end and it.
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-        for signum in dict.fromkeys(arrived):
-            signal.raise_signal(signum)
+        holding[0] = False
+        for number, handler in handlers.items():
+            if signal.getsignal(number) is hold:
+                signal.signal(number, handler)
+        for number in dict.fromkeys(arrived):
+            signal.raise_signal(number)
 
 
-def _record_handled() -> dict[int, Callable[[int, FrameType | None], Any] | int]:
+Handler = Callable[[int, FrameType | None], Any] | int
+
+
+def _python_handled() -> dict[int, Handler]:
     """The held signals whose handler Python would run, with that handler: the mask holds a
     signal back from this thread only, and another thread that takes it (the process has
     several in a library's host or a test runner) has Python run the handler here at once."""
-    handlers: dict[int, Callable[[int, FrameType | None], Any] | int] = {}
-    for signum in HELD_SIGNALS:
-        handler = signal.getsignal(signum)
+    handlers: dict[int, Handler] = {}
+    for number in HELD_SIGNALS:
+        handler = signal.getsignal(number)
         if handler is not None and handler is not signal.SIG_IGN:
-            handlers[signum] = handler
+            handlers[number] = handler
     return handlers
+
+
+def _deliver(number: int, handler: Handler, frame: FrameType | None) -> None:
+    """What `handler` does with signal `number` (the default action: raised again with it)."""
+    if callable(handler):
+        handler(number, frame)
+    elif handler == signal.SIG_DFL:
+        signal.signal(number, signal.SIG_DFL)
+        signal.raise_signal(number)
