@@ -1299,6 +1299,33 @@ def test_every_tool_call_on_the_loaded_chain_has_its_result(
     assert [call for _, call in unanswered] == expected
 
 
+REPEAT_IN_ONE_RECORD = FIXTURES / "SF403-claude-repeat-in-one-record" / "input.jsonl"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_result_repeated_in_one_record_loads_once_with_its_first_text(
+    mode: str,
+    versions: dict[Path, Versions],
+    before: dict[Path, ClaudeLoad],
+    after: dict[Path, ClaudeLoad],
+) -> None:
+    """A user record answering its call twice (`ok`, then `again`): the repair drops the
+    repeat only, so the reader returns the call's first result and no placeholder for a
+    missing one (a repair that dropped the whole record put one there)."""
+
+    def results(load: ClaudeLoad) -> list[Any]:
+        return [
+            block.get("content")
+            for _, block in _blocks_of(load.messages)
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+
+    assert results(before[REPEAT_IN_ONE_RECORD]) == ["ok", "again"]
+    _, repaired = _load(REPEAT_IN_ONE_RECORD, mode, versions, before, after)
+    assert results(repaired) == ["ok"]
+    assert _unanswered(repaired.messages) == []
+
+
 def _nearest_returned(
     records_by_uuid: dict[str, dict[str, Any]], uuid: str | None, side: bool
 ) -> str | None:
