@@ -1008,9 +1008,10 @@ def _media_replaced(old: Any, new: Any) -> bool:
 
 
 def _kept_as_intended(original: Any, repaired: Any, spare: set[int]) -> bool:
-    """Whether a repaired message is the original less spare result blocks (by index)
-    and blank text blocks (SF605), with a read result's text replaced by sessionfix's
-    placeholder (SF301) and media the provider refuses by its own (SF604) at most."""
+    """Whether a repaired message is the original less spare result blocks (by index;
+    one whose rule is off stays) and blank text blocks (SF605), with a read result's
+    text replaced by sessionfix's placeholder (SF301) and media the provider refuses by
+    its own (SF604) at most."""
     if original == repaired:
         return True
     if not isinstance(original, dict) or not isinstance(repaired, dict):
@@ -1019,12 +1020,12 @@ def _kept_as_intended(original: Any, repaired: Any, spare: set[int]) -> bool:
         k: v for k, v in repaired.items() if k != "content"
     }:
         return False
-    before = [
-        b
-        for i, b in enumerate(_content({"message": original}))
-        if i not in spare and not _blank_text(b)
-    ]
     after = [b for b in _content({"message": repaired}) if not _blank_text(b)]
+    before = []
+    for i, block in enumerate(_content({"message": original})):
+        kept = len(before) < len(after) and after[len(before)] == block
+        if not _blank_text(block) and (i not in spare or kept):
+            before.append(block)
     if len(before) != len(after):
         return False
     for old, new in zip(before, after, strict=True):

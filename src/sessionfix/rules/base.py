@@ -340,11 +340,14 @@ class RuleContext:
 
     @cached_property
     def _results_going(self) -> Counter[int]:
-        """Record → how many of its results the result fixes drop (each orphan and
-        each repeat found in it)."""
+        """Record → how many of its results the enabled result fixes drop (each orphan
+        for SF401, each repeat for SF403): a record keeps a result whose rule is off."""
         tracking = self.tracking
-        going = Counter(event.index for event in tracking.orphans)
-        going.update(event.index for event, _ in tracking.duplicates)
+        going: Counter[int] = Counter()
+        if "SF401" in self.enabled:
+            going.update(event.index for event in tracking.orphans)
+        if "SF403" in self.enabled:
+            going.update(event.index for event, _ in tracking.duplicates)
         return going
 
     def insert_after(
