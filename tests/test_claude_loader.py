@@ -1008,9 +1008,10 @@ def _media_replaced(old: Any, new: Any) -> bool:
 
 
 def _kept_as_intended(original: Any, repaired: Any, spare: set[int]) -> bool:
-    """Whether a repaired message is the original less spare result blocks (by index)
-    and blank text blocks (SF605), with a read result's text replaced by sessionfix's
-    placeholder (SF301) and media the provider refuses by its own (SF604) at most."""
+    """Whether a repaired message is the original less spare result blocks (by index;
+    one whose rule is off stays) and blank text blocks (SF605), with a read result's
+    text replaced by sessionfix's placeholder (SF301) and media the provider refuses by
+    its own (SF604) at most."""
     if original == repaired:
         return True
     if not isinstance(original, dict) or not isinstance(repaired, dict):
@@ -1019,12 +1020,12 @@ def _kept_as_intended(original: Any, repaired: Any, spare: set[int]) -> bool:
         k: v for k, v in repaired.items() if k != "content"
     }:
         return False
-    before = [
-        b
-        for i, b in enumerate(_content({"message": original}))
-        if i not in spare and not _blank_text(b)
-    ]
     after = [b for b in _content({"message": repaired}) if not _blank_text(b)]
+    before = []
+    for i, block in enumerate(_content({"message": original})):
+        kept = len(before) < len(after) and after[len(before)] == block
+        if not _blank_text(block) and (i not in spare or kept):
+            before.append(block)
     if len(before) != len(after):
         return False
     for old, new in zip(before, after, strict=True):
@@ -1297,6 +1298,33 @@ def test_every_tool_call_on_the_loaded_chain_has_its_result(
         assert _content({"message": loaded.messages[last].message})[-1]["id"] == pending
         unanswered = unanswered[:-1]
     assert [call for _, call in unanswered] == expected
+
+
+REPEAT_IN_ONE_RECORD = FIXTURES / "SF403-claude-repeat-in-one-record" / "input.jsonl"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_result_repeated_in_one_record_loads_once_with_its_first_text(
+    mode: str,
+    versions: dict[Path, Versions],
+    before: dict[Path, ClaudeLoad],
+    after: dict[Path, ClaudeLoad],
+) -> None:
+    """A user record answering its call twice (`ok`, then `again`): the repair drops the
+    repeat only, so the reader returns the call's first result and no placeholder for a
+    missing one (a repair that dropped the whole record put one there)."""
+
+    def results(load: ClaudeLoad) -> list[Any]:
+        return [
+            block.get("content")
+            for _, block in _blocks_of(load.messages)
+            if isinstance(block, dict) and block.get("type") == "tool_result"
+        ]
+
+    assert results(before[REPEAT_IN_ONE_RECORD]) == ["ok", "again"]
+    _, repaired = _load(REPEAT_IN_ONE_RECORD, mode, versions, before, after)
+    assert results(repaired) == ["ok"]
+    assert _unanswered(repaired.messages) == []
 
 
 def _nearest_returned(

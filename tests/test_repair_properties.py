@@ -12,12 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sessionfix import Settings, check_file
-from sessionfix.jsonutil import canonical, loads
+from sessionfix.jsonutil import canonical, loads, stringify
 from sessionfix.model.view import Kind
 from sessionfix.repair.planned import plan_repair
 from sessionfix.repair.targets import repair_to
 from sessionfix.rules.analysis import CLONE_MOMENT_MS
 
+from .conftest import FIXTURES
 from .sessions import CompactionSequence, compaction_sequences, sessions
 
 PROVEN_COPIES = {"SF104", "SF201", "SF202"}
@@ -190,3 +191,40 @@ def test_cloned_compactions_are_the_copies_and_their_repair_converges(
     assert again == repaired
     source.write_bytes(repaired)
     assert not [d for d in check_file(source, settings) if d.code == "SF202"]
+
+
+_CLAUDE_TURN = FIXTURES / "SF403-claude-repeat-in-one-record" / "input.jsonl"
+
+
+@st.composite
+def claude_result_records(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Calls one assistant record makes, and the call ids the user record after it
+    answers, in order: each call at least once, some twice or more, some orphans."""
+    calls = [f"toolu_call{n}" for n in range(draw(st.integers(1, 3)))]
+    extra = draw(st.lists(st.sampled_from([*calls, "toolu_orphan"]), max_size=4))
+    return calls, draw(st.permutations([*calls, *extra]))
+
+
+@given(blocks=claude_result_records())
+def test_a_claude_result_record_keeps_each_calls_first_result(
+    tmp_path: Path, blocks: tuple[list[str], list[str]]
+) -> None:
+    """However a user record's results repeat a call or answer none, the repair keeps
+    each call's first result, in place and in order, and never an empty record."""
+    calls, answers = blocks
+    prompt, assistant, results, reply = (loads(line) for line in _CLAUDE_TURN.open("rb"))
+    assistant["message"]["content"] = [
+        {"type": "tool_use", "id": call, "name": "Bash", "input": {"command": call}}
+        for call in calls
+    ]
+    results["message"]["content"] = [
+        {"tool_use_id": call, "type": "tool_result", "content": f"result {place}"}
+        for place, call in enumerate(answers)
+    ]
+    data = "".join(stringify(r) + "\n" for r in (prompt, assistant, results, reply)).encode()
+    repaired, _, _ = _repair(tmp_path, data, False, "claude")
+    kept = [r for r in _records(repaired) if r["uuid"] == results["uuid"]]
+    first = {call: answers.index(call) for call in calls}
+    assert [block["content"] for r in kept for block in r["message"]["content"]] == [
+        f"result {place}" for place in sorted(first.values())
+    ]

@@ -57,11 +57,15 @@ class RecordEditor(Protocol):
         """Remove these blocks (by their place) from a message's content; the rest stay."""
         ...
 
-    def holds_other_content(self, record: Any, call_id: str) -> bool:
-        """Whether a tool result record holds more than its answer to `call_id`."""
+    def holds_more_blocks_than(self, record: Any, going: int) -> bool:
+        """Whether a tool result record holds more than the `going` result blocks fixes
+        drop from it (a record that is one result holds nothing beside it)."""
         ...
 
-    def drop_result_blocks(self, call_ids: frozenset[str]) -> Transform: ...
+    def drop_result_blocks(self, call_ids: frozenset[str]) -> Transform:
+        """Remove the last result block answering each of these calls (a repeat goes,
+        the first result stays)."""
+        ...
 
     def drop_carried_history(self) -> Transform:
         """Remove the history a superseded compaction carries (the newest one's never)."""

@@ -201,6 +201,24 @@ def without_message_blocks(blocks: tuple[int, ...]) -> Callable[[Any], Any]:
     return transform
 
 
+def without_repeated_results(content: list[Any], call_ids: frozenset[str]) -> list[Any]:
+    """Message content in the Anthropic block shape (Claude Code, CodeWhale) without the
+    last `tool_result` block answering each of these calls: a repeat goes and the first
+    result stays, in the same message too."""
+    kept = list(content)
+    for call_id in call_ids:
+        answers = [
+            place
+            for place, block in enumerate(kept)
+            if isinstance(block, dict)
+            and block.get("type") == "tool_result"
+            and block.get("tool_use_id") == call_id
+        ]
+        if answers:
+            del kept[answers[-1]]
+    return kept
+
+
 def uuid_of(material: str) -> str:
     """A UUID from `xxh3_128` of `material`, version nibble 8, RFC 4122 variant
     (rules.md §9.3): the id of a record a repair writes, the same every run."""

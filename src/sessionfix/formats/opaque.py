@@ -95,7 +95,7 @@ class _NoEditor:
         return None
 
     set_field = set_parent = set_first_kept = replace_result_text = _refuse
-    drop_leaked_partial_json = drop_result_blocks = holds_other_content = _refuse
+    drop_leaked_partial_json = drop_result_blocks = holds_more_blocks_than = _refuse
     drop_carried_history = drop_content_blocks = _refuse
     new_record_id = _refuse
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
@@ -328,12 +329,26 @@ class RuleContext:
         return DropRecord(self.view.rows[index], record=index, survivor=survivor)
 
     def drop_result(self, index: int, call_id: str | None) -> Edit:
-        """Remove one tool result: the record when it holds nothing else, otherwise its
-        block answering `call_id` (a Claude user record may answer several calls)."""
+        """Remove one tool result: its block answering `call_id` (the last one: a
+        repeat goes, the first result stays), or the record when the result fixes leave
+        it nothing (a Claude user record may answer several calls, or one call twice)."""
         editor = self.editor
-        if call_id is not None and editor.holds_other_content(self.load_record(index), call_id):
+        going = self._results_going[index]
+        if call_id is not None and editor.holds_more_blocks_than(self.load_record(index), going):
             return self.rewrite_record(index, editor.drop_result_blocks(frozenset({call_id})))
         return self.drop(index)
+
+    @cached_property
+    def _results_going(self) -> Counter[int]:
+        """Record → how many of its results the enabled result fixes drop (each orphan
+        for SF401, each repeat for SF403): a record keeps a result whose rule is off."""
+        tracking = self.tracking
+        going: Counter[int] = Counter()
+        if "SF401" in self.enabled:
+            going.update(event.index for event in tracking.orphans)
+        if "SF403" in self.enabled:
+            going.update(event.index for event, _ in tracking.duplicates)
+        return going
 
     def insert_after(
         self, anchor: int, build: Callable[[], dict[str, Any]], new_id: str | None

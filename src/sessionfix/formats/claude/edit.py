@@ -7,7 +7,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from sessionfix.errors import SessionfixError
-from sessionfix.formats.common import generate_uuid, without_message_blocks
+from sessionfix.formats.common import (
+    generate_uuid,
+    without_message_blocks,
+    without_repeated_results,
+)
 from sessionfix.formats.content import is_blank_text, shortened
 from sessionfix.media import digest
 from sessionfix.model.view import InlineMedia, RefRole, SessionView, ToolCall
@@ -47,19 +51,12 @@ class ClaudeEditor:
 
     parent_link = "parentUuid"
 
-    def holds_other_content(self, record: Any, call_id: str) -> bool:
+    def holds_more_blocks_than(self, record: Any, going: int) -> bool:
+        """Whether the user record holds more than the `going` blocks fixes drop from it
+        (the first result of a repeat in one record stays)."""
         message = record.get("message") if isinstance(record, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list):
-            return False
-        answers = [
-            block
-            for block in content
-            if isinstance(block, dict)
-            and block.get("type") == "tool_result"
-            and block.get("tool_use_id") == call_id
-        ]
-        return len(content) > 1 and len(answers) < len(content)
+        return isinstance(content, list) and len(content) > going
 
     def identity(self, record: Any) -> str | None:
         uuid = record.get("uuid") if isinstance(record, dict) else None
@@ -196,23 +193,12 @@ class ClaudeEditor:
         raise SessionfixError("Claude Code compactions carry no history")
 
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Callable[[Any], Any]:
-        """Remove the `tool_result` blocks answering these calls (the record keeps the rest)."""
+        """Remove the last `tool_result` block answering each of these calls (the record
+        keeps the rest)."""
 
         def transform(record: Any) -> Any:
-            content = record["message"]["content"]
-            kept = []
-            removed: set[str] = set()
-            for block in content:
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "tool_result"
-                    and block.get("tool_use_id") in call_ids
-                    and block.get("tool_use_id") not in removed
-                ):
-                    removed.add(block["tool_use_id"])
-                    continue
-                kept.append(block)
-            record["message"]["content"] = kept
+            message = record["message"]
+            message["content"] = without_repeated_results(message["content"], call_ids)
             return record
 
         return transform

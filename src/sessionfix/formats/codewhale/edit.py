@@ -11,7 +11,11 @@ from typing import Any, Final
 from sessionfix.errors import SessionfixError
 from sessionfix.formats.codewhale.pairs import crashed_result
 from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE, TAG
-from sessionfix.formats.common import generate_uuid, without_message_blocks
+from sessionfix.formats.common import (
+    generate_uuid,
+    without_message_blocks,
+    without_repeated_results,
+)
 from sessionfix.model.view import RefRole, SessionView, ToolCall
 
 Transform = Callable[[Any], Any]
@@ -89,32 +93,19 @@ class CodeWhaleEditor:
     def drop_content_blocks(self, blocks: tuple[int, ...]) -> Transform:
         return without_message_blocks(blocks)
 
-    def holds_other_content(self, record: Any, call_id: str) -> bool:
-        """Whether the message holds more than the one result a fix drops (another result
-        for the same call too: the first of a repeat in one message stays). A message a
-        repair leaves without blocks goes when the document is written, as in CodeWhale's
-        own repair."""
+    def holds_more_blocks_than(self, record: Any, going: int) -> bool:
+        """Whether the message holds more than the `going` blocks fixes drop from it
+        (the first result of a repeat in one message stays). A message a repair leaves
+        without blocks goes when the document is written, as in CodeWhale's own repair."""
         content = _message(record).get("content") if isinstance(record, dict) else None
-        return isinstance(content, list) and len(content) > 1
+        return isinstance(content, list) and len(content) > going
 
     def drop_result_blocks(self, call_ids: frozenset[str]) -> Transform:
-        """Remove the last `tool_result` block answering each of these calls (a repeat
-        goes, the first result stays)."""
+        """Remove the last `tool_result` block answering each of these calls."""
 
         def transform(record: Any) -> Any:
             message = _message(record)
-            content = list(message.get("content", []))
-            for call_id in call_ids:
-                answers = [
-                    at
-                    for at, block in enumerate(content)
-                    if isinstance(block, dict)
-                    and block.get("type") == "tool_result"
-                    and block.get("tool_use_id") == call_id
-                ]
-                if answers:
-                    del content[answers[-1]]
-            message["content"] = content
+            message["content"] = without_repeated_results(message.get("content", []), call_ids)
             return record
 
         return transform

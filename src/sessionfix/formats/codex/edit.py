@@ -33,7 +33,7 @@ class CodexEditor:
     def identity(self, record: Any) -> str | None:
         return None
 
-    def holds_other_content(self, record: Any, call_id: str) -> bool:
+    def holds_more_blocks_than(self, record: Any, going: int) -> bool:
         """An output record answers exactly one call."""
         return False
 

@@ -49,7 +49,7 @@ class OpencodeEditor:
         identity = record.get("id") if isinstance(record, dict) else None
         return identity if isinstance(identity, str) else None
 
-    def holds_other_content(self, record: Any, call_id: str) -> bool:
+    def holds_more_blocks_than(self, record: Any, going: int) -> bool:
         """A tool part holds one call and its own result."""
         return False
 

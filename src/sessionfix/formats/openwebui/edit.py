@@ -32,7 +32,7 @@ class WebuiEditor:
         identity = record.get("id") if isinstance(record, dict) else None
         return identity if isinstance(identity, str) else None
 
-    def holds_other_content(self, record: Any, call_id: str) -> bool:
+    def holds_more_blocks_than(self, record: Any, going: int) -> bool:
         return True
 
     def set_parent(self, parent_id: str | None) -> Transform:

@@ -28,7 +28,7 @@ class PiEditor:
 
     parent_link = "parentId"
 
-    def holds_other_content(self, record: Any, call_id: str) -> bool:
+    def holds_more_blocks_than(self, record: Any, going: int) -> bool:
         return False
 
     def identity(self, record: Any) -> str | None:
