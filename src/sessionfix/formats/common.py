@@ -239,3 +239,30 @@ def generate_uuid(
         if not taken(candidate):
             return candidate
         n += 1
+
+
+class TranscriptLines(Generic[T]):
+    """What the adapters of a store's private transcript share: one record to a line,
+    decoded whole, with no session context or names carried from line to line."""
+
+    @property
+    def context(self) -> object:
+        return None
+
+    @property
+    def named(self) -> object:
+        return None
+
+    def ingest_batch(
+        self,
+        records: list[Any],
+        first_row: int,
+        offsets: list[int],
+        sizes: list[int],
+        line: Callable[[int], bytes],
+    ) -> None:
+        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
+            self.ingest(record, b"", first_row + number, 1, offset, size)
+
+    def ingest(self, record: T, data: bytes, row: int, column: int, offset: int, size: int) -> None:
+        raise NotImplementedError

@@ -8,7 +8,7 @@ messages in order. Conversation events follow CodeWhale's grouping of tool calls
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -18,7 +18,7 @@ import msgspec
 from sessionfix.formats.codewhale.document import CALLER_ROLES
 from sessionfix.formats.codewhale.edit import CodeWhaleEditor
 from sessionfix.formats.codewhale.transcript import DOCUMENT, ENTRY, MESSAGE
-from sessionfix.formats.common import ids_reader, text_exceeds
+from sessionfix.formats.common import TranscriptLines, ids_reader, text_exceeds
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import (
     NO_ID_KEY,
@@ -155,7 +155,7 @@ class _Leaf:
         return path
 
 
-class CodeWhaleAdapter:
+class CodeWhaleAdapter(TranscriptLines[Line]):
     """Indexes a transcript's lines, one entry (or message) each."""
 
     def __init__(self, path: Path) -> None:
@@ -167,25 +167,6 @@ class CodeWhaleAdapter:
 
     decode = staticmethod(LINE.decode)
     decode_lines = staticmethod(LINE.decode_lines)
-
-    @property
-    def context(self) -> object:
-        return None
-
-    @property
-    def named(self) -> object:
-        return None
-
-    def ingest_batch(
-        self,
-        records: list[Any],
-        first_row: int,
-        offsets: list[int],
-        sizes: list[int],
-        line: Callable[[int], bytes],
-    ) -> None:
-        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
-            self.ingest(record, b"", first_row + number, 1, offset, size)
 
     def ingest(
         self, record: Line, data: bytes, row: int, column: int, offset: int, size: int

@@ -4,7 +4,6 @@ thread's row disagrees with its rollouts (`SessionView.indexed_sessions`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import msgspec
 
 from sessionfix.formats.codex_index.edit import IndexEditor
 from sessionfix.formats.codex_index.transcript import LINE, ThreadLine, indexed, is_thread_line
+from sessionfix.formats.common import TranscriptLines
 from sessionfix.model.tracking import PathTracker
 from sessionfix.model.view import MISSING, NO_ID_KEY, Kind, SessionView, key_of
 from sessionfix.read.reader import LineReport
@@ -19,7 +19,7 @@ from sessionfix.read.reader import LineReport
 FORMAT_NAME = "codex-index"
 
 
-class IndexAdapter:
+class IndexAdapter(TranscriptLines[ThreadLine]):
     """Indexes a transcript's lines, one thread each."""
 
     def __init__(self, path: Path) -> None:
@@ -31,25 +31,6 @@ class IndexAdapter:
 
     decode = staticmethod(LINE.decode)
     decode_lines = staticmethod(LINE.decode_lines)
-
-    @property
-    def context(self) -> object:
-        return None
-
-    @property
-    def named(self) -> object:
-        return None
-
-    def ingest_batch(
-        self,
-        records: list[Any],
-        first_row: int,
-        offsets: list[int],
-        sizes: list[int],
-        line: Callable[[int], bytes],
-    ) -> None:
-        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
-            self.ingest(record, b"", first_row + number, 1, offset, size)
 
     def ingest(
         self, record: ThreadLine, data: bytes, row: int, column: int, offset: int, size: int

@@ -9,14 +9,13 @@ read in one piece: its transcript is never split into byte ranges.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
-from sessionfix.formats.common import text_exceeds
+from sessionfix.formats.common import TranscriptLines, text_exceeds
 from sessionfix.formats.opencode.context import CLEARED
 from sessionfix.formats.opencode.decode import TOOL, Unreadable, decode_part
 from sessionfix.formats.opencode.edit import OpencodeEditor
@@ -46,7 +45,7 @@ class _SessionLine(msgspec.Struct, gc=False):
 _SESSION_LINE: Final = msgspec.json.Decoder(_SessionLine)
 
 
-class OpencodeAdapter:
+class OpencodeAdapter(TranscriptLines[Envelope]):
     """Indexes a transcript's lines; `finish` makes records of them."""
 
     def __init__(self, path: Path) -> None:
@@ -60,25 +59,6 @@ class OpencodeAdapter:
 
     decode = staticmethod(ENVELOPE.decode)
     decode_lines = staticmethod(ENVELOPE.decode_lines)
-
-    @property
-    def context(self) -> object:
-        return None
-
-    @property
-    def named(self) -> object:
-        return None
-
-    def ingest_batch(
-        self,
-        records: list[Any],
-        first_row: int,
-        offsets: list[int],
-        sizes: list[int],
-        line: Callable[[int], bytes],
-    ) -> None:
-        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
-            self.ingest(record, b"", first_row + number, 1, offset, size)
 
     def ingest(
         self, record: Envelope, data: bytes, row: int, column: int, offset: int, size: int

@@ -8,13 +8,14 @@ open-webui does not read it (unless a row names it as parent, when it fills it i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
+from sessionfix.formats.common import TranscriptLines
 from sessionfix.formats.openwebui.edit import WebuiEditor
 from sessionfix.formats.openwebui.history import (
     Message,
@@ -123,7 +124,7 @@ class _Leaf:
         return path
 
 
-class WebuiAdapter:
+class WebuiAdapter(TranscriptLines[Envelope]):
     """Indexes a transcript's lines; `finish` makes the tree of them."""
 
     def __init__(self, path: Path) -> None:
@@ -135,25 +136,6 @@ class WebuiAdapter:
 
     decode = staticmethod(ENVELOPE.decode)
     decode_lines = staticmethod(ENVELOPE.decode_lines)
-
-    @property
-    def context(self) -> object:
-        return None
-
-    @property
-    def named(self) -> object:
-        return None
-
-    def ingest_batch(
-        self,
-        records: list[Any],
-        first_row: int,
-        offsets: list[int],
-        sizes: list[int],
-        line: Callable[[int], bytes],
-    ) -> None:
-        for number, (record, offset, size) in enumerate(zip(records, offsets, sizes, strict=True)):
-            self.ingest(record, b"", first_row + number, 1, offset, size)
 
     def ingest(
         self, record: Envelope, data: bytes, row: int, column: int, offset: int, size: int
