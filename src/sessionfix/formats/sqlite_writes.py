@@ -20,7 +20,8 @@ import apsw
 
 from sessionfix.errors import InputError, SessionfixError, described
 from sessionfix.interrupts import signals_deferred
-from sessionfix.read.sqlite import connect_read_only, error_reason
+from sessionfix.read.sqlite import connect_read_only, error_reason, read_only_uri
+from sessionfix.stores import StoreBackup
 
 KILL_VARIABLE: Final = "SESSIONFIX_KILL_AT"
 _PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
@@ -213,3 +214,44 @@ def checkpoint(db: apsw.Connection) -> None:
     (the database is held), so the log empties."""
     with suppress(apsw.Error):
         db.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchall()
+
+
+def backups_beside(path: Path, mark: str, suffix: str) -> Iterator[tuple[Path, str]]:
+    """Each backup file beside the database at `path` (named `<name><mark>…<suffix>`): its
+    path and what its name holds between `mark` and `suffix`."""
+    real = Path(os.path.realpath(path))
+    prefix = real.name + mark
+    try:
+        names = os.listdir(real.parent)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix) and name.endswith(suffix):
+            yield real.with_name(name), name[len(prefix) : -len(suffix)]
+
+
+def read_backup(
+    path: Path, holds: Callable[[apsw.Connection, dict[str, str]], bool]
+) -> tuple[dict[str, str], str]:
+    """A backup file's `meta` table, and `ok` when `holds` finds in it the rows that meta
+    records, else `damaged` (a backup that cannot be opened or read included)."""
+    try:
+        db = apsw.Connection(
+            read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        )
+    except apsw.Error:
+        return {}, "damaged"
+    meta: dict[str, str] = {}
+    try:
+        meta = {str(key): str(value) for key, value in db.execute("SELECT key, value FROM meta")}
+        return meta, "ok" if holds(db, meta) else "damaged"
+    except (apsw.Error, KeyError):
+        return meta, "damaged"
+    finally:
+        close_quietly(db)
+
+
+def newest_first(found: list[tuple[str, int, StoreBackup]]) -> list[StoreBackup]:
+    """Backups by the time they were taken and their number, newest first."""
+    found.sort(key=lambda entry: entry[:2], reverse=True)
+    return [entry[2] for entry in found]

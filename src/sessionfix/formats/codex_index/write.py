@@ -43,9 +43,12 @@ from sessionfix.escapes import escape_surrogates
 from sessionfix.formats.codex_index.database import KEY, KIND, REQUIRED, TABLE, carried, columns
 from sessionfix.formats.sqlite_liveness import AgentRunning, hold_exclusively
 from sessionfix.formats.sqlite_writes import (
+    backups_beside,
     checkpoint,
     close_quietly,
     kill_point,
+    newest_first,
+    read_backup,
     settled,
     sync_to_disk,
 )
@@ -398,53 +401,26 @@ def _write_backup(
 def list_backups(path: Path) -> list[StoreBackup]:
     """The backups beside the index, newest first, each `ok` when it holds the rows its
     `meta` records, else `damaged`."""
-    real = Path(os.path.realpath(path))
-    prefix = real.name + BACKUP_MARK
-    try:
-        names = [
-            name
-            for name in os.listdir(real.parent)
-            if name.startswith(prefix) and name.endswith(BACKUP_SUFFIX)
-        ]
-    except OSError:
-        return []
     found: list[tuple[str, int, StoreBackup]] = []
-    for name in names:
-        number = name[len(prefix) : -len(BACKUP_SUFFIX)]
+    for backup, number in backups_beside(path, BACKUP_MARK, BACKUP_SUFFIX):
         if not number.isdigit():
             continue
-        backup = real.with_name(name)
-        meta, status = _read_backup(backup)
+        meta, status = read_backup(backup, _holds_recorded_rows)
         counts = [meta.get(key, "") for key in ("rows", "inserted")]
         rows = sum(int(count) for count in counts if count.isdigit())
         taken = meta.get("taken", "")
         found.append((taken, int(number), StoreBackup(backup, SESSION, taken, rows, status)))
-    found.sort(key=lambda entry: entry[:2], reverse=True)
-    return [entry[2] for entry in found]
+    return newest_first(found)
 
 
-def _read_backup(path: Path) -> tuple[dict[str, str], str]:
-    try:
-        db = apsw.Connection(
-            read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        )
-    except apsw.Error:
-        return {}, "damaged"
-    meta: dict[str, str] = {}
-    try:
-        meta = {str(key): str(value) for key, value in db.execute("SELECT key, value FROM meta")}
-        counts = [
-            str(_one(db, f"SELECT count(*) FROM {TABLE}")),
-            str(_one(db, "SELECT count(*) FROM inserted")),
-        ]
-        intact = counts == [meta.get("rows"), meta.get("inserted")] and meta.get(
-            "rows_digest"
-        ) == _rows_digest(db, "main", columns(db))
-        return meta, "ok" if intact else "damaged"
-    except apsw.Error:
-        return meta, "damaged"
-    finally:
-        close_quietly(db)
+def _holds_recorded_rows(db: apsw.Connection, meta: dict[str, str]) -> bool:
+    counts = [
+        str(_one(db, f"SELECT count(*) FROM {TABLE}")),
+        str(_one(db, "SELECT count(*) FROM inserted")),
+    ]
+    return counts == [meta.get("rows"), meta.get("inserted")] and meta.get(
+        "rows_digest"
+    ) == _rows_digest(db, "main", columns(db))
 
 
 def restore_rows(path: Path, backup: str | None, *, keep_current: bool) -> Path:

@@ -56,11 +56,14 @@ from sessionfix.formats.opencode.database import (
 from sessionfix.formats.opencode.liveness import hold_exclusively
 from sessionfix.formats.sqlite_writes import (
     HeldRewrite,
+    backups_beside,
     checkpoint,
     close_quietly,
     id_in_file_name,
     kill_point,
     new_backup_file,
+    newest_first,
+    read_backup,
     settled,
     sync_to_disk,
 )
@@ -629,23 +632,12 @@ def list_backups(path: Path, session_id: str | None) -> list[StoreBackup]:
     """The backups beside the database (of one session, or all), newest first, each
     checked: `ok` when it holds the rows its `meta` records, else `damaged` (a backup cut
     short included)."""
-    real = Path(os.path.realpath(path))
-    prefix = real.name + BACKUP_MARK
-    try:
-        names = [
-            name
-            for name in os.listdir(real.parent)
-            if name.startswith(prefix) and name.endswith(BACKUP_SUFFIX)
-        ]
-    except OSError:
-        return []
     found: list[tuple[str, int, StoreBackup]] = []
-    for name in names:
-        stem, _, number = name[len(prefix) : -len(BACKUP_SUFFIX)].rpartition("-")
+    for backup, named in backups_beside(path, BACKUP_MARK, BACKUP_SUFFIX):
+        stem, _, number = named.rpartition("-")
         if not number.isdigit():
             continue
-        backup = real.with_name(name)
-        meta, status = _read_backup(backup)
+        meta, status = read_backup(backup, _holds_recorded_rows)
         held = meta.get("session_id")
         if session_id is not None and (
             held != session_id if held is not None else stem != id_in_file_name(session_id)
@@ -655,35 +647,19 @@ def list_backups(path: Path, session_id: str | None) -> list[StoreBackup]:
         rows = sum(int(count) for count in counts if count.isdigit())
         taken = meta.get("taken", "")
         found.append((taken, int(number), StoreBackup(backup, held or "", taken, rows, status)))
-    found.sort(key=lambda entry: entry[:2], reverse=True)
-    return [entry[2] for entry in found]
+    return newest_first(found)
 
 
-def _read_backup(path: Path) -> tuple[dict[str, str], str]:
-    """A backup's `meta`, and whether it holds the rows it records."""
-    try:
-        db = apsw.Connection(
-            read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        )
-    except apsw.Error:
-        return {}, "damaged"
-    meta: dict[str, str] = {}
-    try:
-        meta = {str(key): str(value) for key, value in db.execute("SELECT key, value FROM meta")}
-        session_id = meta["session_id"]
-        columns = _columns(db, "main")
-        counts = [
-            str(_one(db, f"SELECT count(*) {selection}", (session_id,)))
-            for selection in _selections("main").values()
-        ]
-        recorded = [meta.get(key) for key in ("sessions", "messages", "parts")]
-        digest = _rows_digest(db, "main", session_id, columns)
-        intact = recorded == counts and meta.get("rows_digest") == digest
-        return meta, "ok" if intact else "damaged"
-    except (apsw.Error, KeyError):
-        return meta, "damaged"
-    finally:
-        close_quietly(db)
+def _holds_recorded_rows(db: apsw.Connection, meta: dict[str, str]) -> bool:
+    session_id = meta["session_id"]
+    columns = _columns(db, "main")
+    counts = [
+        str(_one(db, f"SELECT count(*) {selection}", (session_id,)))
+        for selection in _selections("main").values()
+    ]
+    recorded = [meta.get(key) for key in ("sessions", "messages", "parts")]
+    digest = _rows_digest(db, "main", session_id, columns)
+    return recorded == counts and meta.get("rows_digest") == digest
 
 
 def restore_session(path: Path, session_id: str, backup: str | None, *, keep_current: bool) -> Path:

@@ -47,11 +47,14 @@ from sessionfix.formats.openwebui.database import (
 from sessionfix.formats.openwebui.transcript import chat_digest, lines
 from sessionfix.formats.sqlite_writes import (
     HeldRewrite,
+    backups_beside,
     checkpoint,
     close_quietly,
     id_in_file_name,
     kill_point,
     new_backup_file,
+    newest_first,
+    read_backup,
     settled,
     sync_to_disk,
 )
@@ -313,23 +316,12 @@ def _back_up(rewrite: HeldRewrite, chat_id: str) -> None:
 def list_backups(path: Path, chat_id: str | None) -> list[StoreBackup]:
     """The backups beside the database (of one chat, or all), newest first, each
     checked: `ok` when it holds the rows its `meta` records, else `damaged`."""
-    real = Path(os.path.realpath(path))
-    prefix = real.name + BACKUP_MARK
-    try:
-        names = [
-            name
-            for name in os.listdir(real.parent)
-            if name.startswith(prefix) and name.endswith(BACKUP_SUFFIX)
-        ]
-    except OSError:
-        return []
     found: list[tuple[str, int, StoreBackup]] = []
-    for name in names:
-        stem, _, number = name[len(prefix) : -len(BACKUP_SUFFIX)].rpartition("-")
+    for backup, named in backups_beside(path, BACKUP_MARK, BACKUP_SUFFIX):
+        stem, _, number = named.rpartition("-")
         if not number.isdigit():
             continue
-        backup = real.with_name(name)
-        meta, status = _read_backup(backup)
+        meta, status = read_backup(backup, _holds_recorded_rows)
         held = meta.get("chat_id")
         if chat_id is not None and (
             held != chat_id if held is not None else stem != id_in_file_name(chat_id)
@@ -344,26 +336,11 @@ def list_backups(path: Path, chat_id: str | None) -> list[StoreBackup]:
                 StoreBackup(backup, held or "", taken, int(rows) if rows.isdigit() else 0, status),
             )
         )
-    found.sort(key=lambda entry: entry[:2], reverse=True)
-    return [entry[2] for entry in found]
+    return newest_first(found)
 
 
-def _read_backup(path: Path) -> tuple[dict[str, str], str]:
-    try:
-        db = apsw.Connection(
-            read_only_uri(path), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-        )
-    except apsw.Error:
-        return {}, "damaged"
-    meta: dict[str, str] = {}
-    try:
-        meta = {str(key): str(value) for key, value in db.execute("SELECT key, value FROM meta")}
-        intact = meta.get("rows_digest") == _rows_digest(db, "main", meta["chat_id"])
-        return meta, "ok" if intact else "damaged"
-    except (apsw.Error, KeyError):
-        return meta, "damaged"
-    finally:
-        close_quietly(db)
+def _holds_recorded_rows(db: apsw.Connection, meta: dict[str, str]) -> bool:
+    return meta.get("rows_digest") == _rows_digest(db, "main", meta["chat_id"])
 
 
 def restore_chat(path: Path, chat_id: str, backup: str | None, *, keep_current: bool) -> Path:
